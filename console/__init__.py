@@ -1,0 +1,1 @@
+"""forklift's operator console and command line."""

@@ -1,0 +1,1 @@
+"""forklift: durable background jobs for Python on PostgreSQL."""

@@ -1,0 +1,89 @@
+"""Exceptions with a stable ``code``: callers branch on the code, people read the message."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class ForkliftError(Exception):
+    """Base of every error forklift raises on purpose.
+
+    ``code`` is stable across releases and safe to show or branch on; ``detail`` carries
+    structured facts (a field path, a limit) for ``--json`` output and HTTP layers.
+    """
+
+    code: ClassVar[str] = "forklift_error"
+
+    def __init__(self, message: str, **detail: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.detail = detail
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"code": self.code, "message": self.message, **self.detail}
+
+
+class ConfigError(ForkliftError):
+    code = "config_error"
+
+
+class DatabaseUnavailable(ForkliftError):
+    """The database cannot be reached; the message names the host and the reason."""
+
+    code = "database_unavailable"
+
+
+class SchemaOutdated(ForkliftError):
+    code = "schema_outdated"
+
+
+class KindAlreadyDeclared(ForkliftError):
+    code = "kind_already_declared"
+
+
+class EnqueueRefused(ForkliftError):
+    """Base of every refusal at enqueue: nothing was stored."""
+
+    code = "enqueue_refused"
+
+
+class UnknownKind(EnqueueRefused):
+    code = "unknown_kind"
+
+
+class InvalidPayload(EnqueueRefused):
+    code = "invalid_payload"
+
+
+class NotJSON(EnqueueRefused):
+    code = "not_json"
+
+
+class PayloadTooLarge(EnqueueRefused):
+    code = "payload_too_large"
+
+
+class NulCharacter(EnqueueRefused):
+    code = "nul_character"
+
+
+class InvalidOption(EnqueueRefused):
+    code = "invalid_option"
+
+
+class UniqueConflict(EnqueueRefused):
+    """A live job already holds the unique key and the policy is ``raise``."""
+
+    code = "unique_conflict"
+
+
+class JobNotFound(ForkliftError):
+    code = "job_not_found"
+
+
+class NotRequeueable(ForkliftError):
+    code = "not_requeueable"
+
+
+class ReadOnly(ForkliftError):
+    code = "read_only"
