@@ -1,1 +1,68 @@
-"""forklift: durable background jobs for Python on PostgreSQL."""
+"""forklift: durable background jobs for Python on PostgreSQL.
+
+Declare kinds on a :class:`Forklift` app, enqueue them, and run them with a :class:`Worker`
+(or ``forklift worker --app module:app``).
+"""
+
+from forklift.app import Forklift, JobKind
+from forklift.context import JobContext, Progress
+from forklift.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    EnqueueRefused,
+    ForkliftError,
+    InvalidOption,
+    InvalidPayload,
+    JobNotFound,
+    KindAlreadyDeclared,
+    NotJSON,
+    NotRequeueable,
+    NulCharacter,
+    PayloadTooLarge,
+    ReadOnly,
+    SchemaOutdated,
+    UniqueConflict,
+    UnknownKind,
+)
+from forklift.job import LIVE_STATES, STATES, TERMINAL_STATES, Job, State
+from forklift.migrate import migrate
+from forklift.retry import Backoff, Fail, Retry, Snooze
+from forklift.worker import Worker, run_worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "LIVE_STATES",
+    "STATES",
+    "TERMINAL_STATES",
+    "Backoff",
+    "ConfigError",
+    "DatabaseUnavailable",
+    "EnqueueRefused",
+    "Fail",
+    "Forklift",
+    "ForkliftError",
+    "InvalidOption",
+    "InvalidPayload",
+    "Job",
+    "JobContext",
+    "JobKind",
+    "JobNotFound",
+    "KindAlreadyDeclared",
+    "NotJSON",
+    "NotRequeueable",
+    "NulCharacter",
+    "PayloadTooLarge",
+    "Progress",
+    "ReadOnly",
+    "Retry",
+    "SchemaOutdated",
+    "Snooze",
+    "State",
+    "UniqueConflict",
+    "UnknownKind",
+    "Worker",
+    "__version__",
+    "migrate",
+    "run_worker",
+]

@@ -1,0 +1,244 @@
+"""The `forklift` command: a worker, migrations, enqueue, and the operator's nouns and verbs.
+
+Exit codes: 0 done, 1 refused or failed, 2 usage error. Every read command takes ``--json``.
+The CLI never writes SQL: it calls the operator API in core.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any, TypeVar
+
+import psycopg
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from forklift import config
+from forklift.db import connection
+from forklift.errors import ForkliftError
+from forklift.scrub import clean_display
+
+app = typer.Typer(
+    name="forklift",
+    help="Durable background jobs on PostgreSQL: workers, operators' tools and the console.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
+app.add_typer(jobs_app, name="jobs")
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+T = TypeVar("T")
+
+DsnOpt = Annotated[
+    str | None,
+    typer.Option("--dsn", help="PostgreSQL DSN (default: FORKLIFT_DSN, DATABASE_URL, embedded)."),
+]
+SchemaOpt = Annotated[
+    str | None, typer.Option("--schema", help="Schema holding forklift's tables [forklift].")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+AppOpt = Annotated[
+    str | None, typer.Option("--app", help="Your app as module:attr (default: FORKLIFT_APP).")
+]
+
+
+def safe(text: Any) -> str:
+    """Text from jobs, made safe for Rich: control and bidi characters out, markup escaped."""
+    return escape(clean_display(str(text)))
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {safe(message)}")
+    return typer.Exit(code)
+
+
+@contextmanager
+def guarded() -> Iterator[None]:
+    """Turn forklift's errors into one line on stderr and exit code 1."""
+    try:
+        yield
+    except ForkliftError as exc:
+        raise fail(exc.message) from None
+    except psycopg.Error as exc:
+        raise fail(f"database error: {str(exc).strip().splitlines()[0]}") from None
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, default=str, indent=2) + "\n")
+
+
+def resolve_dsn(dsn: str | None, schema: str | None) -> tuple[str, str]:
+    schema_name = schema or config.schema_from_env()
+    return config.resolve(dsn, schema=schema_name).dsn, schema_name
+
+
+def with_conn(dsn: str | None, schema: str | None, fn: Callable[[psycopg.Connection[Any], str], T]) -> T:
+    with guarded():
+        target, schema_name = resolve_dsn(dsn, schema)
+        with connection(target, "ops") as conn:
+            return fn(conn, schema_name)
+
+
+# -- worker ------------------------------------------------------------------------------------
+@app.command()
+def worker(
+    app_spec: AppOpt = None,
+    queues: Annotated[
+        str | None, typer.Option("--queues", "-q", help="Comma-separated queues [every declared kind's].")
+    ] = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Job slots.")] = 10,
+    lease: Annotated[float, typer.Option(min=1.0, help="Lease seconds; renewed every third.")] = 30.0,
+    drain_timeout: Annotated[
+        float, typer.Option(min=0.0, help="Seconds in-flight jobs get to finish on SIGTERM.")
+    ] = 30.0,
+    poll_interval: Annotated[float, typer.Option(min=0.01, help="Poll backstop seconds.")] = 1.0,
+    dsn: DsnOpt = None,
+    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+) -> None:
+    """Run jobs: claim, execute, retry, until SIGTERM (drain) or a second signal (skip the wait)."""
+    from forklift.loader import load_app
+    from forklift.worker import Worker, run_worker
+
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    with guarded():
+        target = load_app(app_spec)
+        if dsn:
+            target.use(dsn)
+        target.dsn  # noqa: B018 - resolve (and start the embedded server) before the loop
+        w = Worker(
+            target,
+            queues=[q.strip() for q in queues.split(",") if q.strip()] if queues else None,
+            concurrency=concurrency,
+            lease=lease,
+            drain_timeout=drain_timeout,
+            poll_interval=poll_interval,
+        )
+    raise typer.Exit(run_worker(w))
+
+
+# -- migrate -----------------------------------------------------------------------------------
+@app.command()
+def migrate(
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 if migrations are pending.")] = False,
+    dsn: DsnOpt = None,
+    schema: SchemaOpt = None,
+) -> None:
+    """Apply pending schema migrations (safe to run twice, or from two hosts at once)."""
+    from forklift import migrate as m
+
+    with guarded():
+        schema_name = schema or config.schema_from_env()
+        target = config.resolve(dsn, schema=schema_name, migrate=False).dsn
+        with connection(target, "migrate") as conn:
+            if check:
+                todo = m.pending(conn, schema_name)
+                if todo:
+                    out.print(f"{len(todo)} pending: " + ", ".join(f"{x.version:04d}_{x.name}" for x in todo))
+                    raise typer.Exit(1)
+                out.print(f"schema {schema_name} is up to date (version {m.required_version()})")
+                return
+            done = m.apply(conn, schema_name)
+        if done:
+            out.print("applied: " + ", ".join(f"{x.version:04d}_{x.name}" for x in done))
+        else:
+            out.print(f"nothing to apply: schema {schema_name} is at version {m.required_version()}")
+
+
+# -- enqueue -----------------------------------------------------------------------------------
+@app.command()
+def enqueue(
+    kind: Annotated[str, typer.Argument(help="The job kind's declared name.")],
+    args: Annotated[str, typer.Option("--args", help="The payload as JSON.")] = "{}",
+    queue: Annotated[str | None, typer.Option(help="Queue [the kind's].")] = None,
+    delay: Annotated[float | None, typer.Option(min=0.0, help="Seconds from now.")] = None,
+    priority: Annotated[int | None, typer.Option(help="Lower runs first [the kind's].")] = None,
+    unique_key: Annotated[str | None, typer.Option(help="At most one live job per key.")] = None,
+    app_spec: AppOpt = None,
+    dsn: DsnOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Enqueue one job, validated against the kind declared in your app."""
+    from forklift.loader import load_app
+
+    with guarded():
+        try:
+            payload = json.loads(args)
+        except ValueError as exc:
+            raise fail(f"--args is not JSON: {exc}", 2) from None
+        target = load_app(app_spec)
+        if dsn:
+            target.use(dsn)
+        job = target.enqueue(
+            kind, payload, queue=queue, delay=delay, priority=priority, unique_key=unique_key
+        )
+        target.close()
+    if as_json:
+        emit_json(job.to_json())
+    else:
+        note = " (an existing live job holds that unique key)" if job.reused else ""
+        out.print(f"job {job.id} {job.state} on queue {safe(job.queue)}{note}")
+
+
+# -- jobs --------------------------------------------------------------------------------------
+@jobs_app.command("show")
+def jobs_show(
+    job_id: Annotated[int, typer.Argument(help="The job's id.")],
+    dsn: DsnOpt = None,
+    schema: SchemaOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show one job in full: args, state, attempts, errors, result, lease."""
+    from forklift.ops.jobs import get_job
+
+    job = with_conn(dsn, schema, lambda c, s: get_job(c, s, job_id))
+    if as_json:
+        emit_json(job.to_json())
+        return
+    out.print(f"[bold]job {job.id}[/]  {safe(job.kind)}  state: [bold]{job.state}[/]")
+    out.print(f"queue {safe(job.queue)}  priority {job.priority}  attempt {job.attempt}/{job.max_attempts}")
+    out.print(f"created {job.created_at:%Y-%m-%d %H:%M:%S}  run at {job.run_at:%Y-%m-%d %H:%M:%S}")
+    out.print(f"args: {safe(json.dumps(job.args))}")
+    if job.result is not None:
+        out.print(f"result: {safe(json.dumps(job.result))}")
+    if job.progress:
+        out.print(f"progress: {safe(json.dumps(job.progress))}")
+    if job.worker_id:
+        out.print(f"worker: {safe(job.worker_id)}  fence {job.fence}  lease until {job.lease_expires_at}")
+    for e in job.errors:
+        out.print(
+            f"  attempt {e.get('attempt')}: [bold]{safe(e.get('code'))}[/] {safe(e.get('type') or '')}"
+            f" {safe(e.get('message') or '')}"
+        )
+
+
+# -- demo --------------------------------------------------------------------------------------
+@app.command()
+def demo(
+    headless: Annotated[bool, typer.Option(help="No UI: run --jobs jobs to the end and print a summary.")] = False,
+    jobs: Annotated[int, typer.Option(min=1, help="Jobs to run with --headless.")] = 2000,
+    concurrency: Annotated[int, typer.Option(min=1)] = 20,
+    dsn: DsnOpt = None,
+) -> None:
+    """Run the bundled demo app on the embedded database (or --dsn) and watch jobs flow."""
+    from forklift.console.demo import run_demo
+
+    with guarded():
+        raise typer.Exit(run_demo(headless=headless, jobs=jobs, concurrency=concurrency, dsn=dsn))
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,406 @@
+"""The application object: declares job kinds and enqueues them."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, Generic, Literal, TypeVar, get_type_hints, overload
+
+import psycopg
+from forklift import config
+from forklift import enqueue as _enq
+from forklift.context import JobContext
+from forklift.db import connect_kwargs, unavailable
+from forklift.errors import ConfigError, InvalidOption, KindAlreadyDeclared, UnknownKind
+from forklift.job import Job
+from forklift.payload import Codec, to_json_text
+from forklift.retry import Backoff
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+ErrorsMode = Literal["full", "codes"]
+DEFAULT_PAYLOAD_LIMIT = 1024 * 1024
+_CODE_SHAPE = "lower-case snake case, e.g. 'card_declined'"
+_RESERVED_CODES = frozenset(
+    {"error", "unknown_kind", "invalid_payload", "invalid_result", "timeout", "lease_expired",
+     "lease_lost", "interrupted", "cancelled", "internal_error", "handler_exit"}
+)
+
+
+def _as_delay(delay: float | timedelta | None) -> float | None:
+    if delay is None:
+        return None
+    return delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+
+
+def _as_utc(at: datetime | None) -> datetime | None:
+    if at is None:
+        return None
+    if at.tzinfo is None:
+        raise InvalidOption("at= must be timezone-aware (e.g. datetime.now(timezone.utc))", field="at")
+    return at.astimezone(UTC)
+
+
+class JobKind(Generic[P, R]):
+    """A declared kind of job: its handler, payload and result types and its defaults."""
+
+    def __init__(
+        self,
+        app: Forklift,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        queue: str,
+        priority: int,
+        max_attempts: int,
+        retry: Backoff,
+        timeout: float | None,
+        failure_codes: Sequence[str],
+        errors: ErrorsMode,
+    ) -> None:
+        import re
+
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.queue = queue
+        self.priority = priority
+        self.max_attempts = max_attempts
+        self.retry = retry
+        self.timeout = timeout
+        self.errors: ErrorsMode = errors
+        for code in failure_codes:
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,63}", code):
+                raise ConfigError(f"failure code {code!r} of {name} must be {_CODE_SHAPE}")
+            if code in _RESERVED_CODES:
+                raise ConfigError(f"failure code {code!r} of {name} is reserved for forklift")
+        self.failure_codes = frozenset(failure_codes)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        hints = get_type_hints(fn)
+        params = list(inspect.signature(fn).parameters)
+        if len(params) != 2:
+            raise ConfigError(
+                f"handler {name} must take (ctx, payload); it takes {len(params)} parameters"
+            )
+        self.payload = Codec(hints.get(params[1], Any))
+        self.result = Codec(hints.get("return", Any))
+        _enq.check_options(
+            priority=priority, max_attempts=max_attempts, delay=None, at=None, queue=queue
+        )
+
+    def __repr__(self) -> str:
+        return f"<JobKind {self.name} queue={self.queue}>"
+
+    def __call__(self, ctx: JobContext, payload: P) -> Any:
+        """Call the handler directly (tests); forklift's worker does more around it."""
+        return self.fn(ctx, payload)
+
+    def row(
+        self,
+        args: P | dict[str, Any],
+        *,
+        delay: float | timedelta | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        unique_key: str | None = None,
+        tags: Iterable[str] = (),
+        meta: dict[str, Any] | None = None,
+        retry: Backoff | None = None,
+    ) -> _enq.Row:
+        """Validate and serialise one job; raises an EnqueueRefused subclass, stores nothing."""
+        value = self.payload.validate(args, kind=self.name)
+        data = self.payload.dump(value, kind=self.name)
+        limit = self.app.payload_limit
+        text = to_json_text(data, what="payload", kind=self.name, limit=limit)
+        meta_text = to_json_text(meta or {}, what="meta", kind=self.name, limit=limit)
+        seconds = _as_delay(delay)
+        when = _as_utc(at)
+        prio = self.priority if priority is None else priority
+        attempts = self.max_attempts if max_attempts is None else max_attempts
+        q = queue or self.queue
+        _enq.check_options(priority=prio, max_attempts=attempts, delay=seconds, at=when, queue=q)
+        tag_list = [str(t) for t in tags]
+        if any("\x00" in t or "\x1f" in t for t in tag_list):
+            raise InvalidOption("tags must not contain control characters", field="tags")
+        if unique_key is not None and ("\x00" in unique_key or not unique_key):
+            raise InvalidOption("unique_key must be a non-empty string without NUL", field="unique_key")
+        return _enq.Row(
+            queue=q,
+            kind=self.name,
+            args=text,
+            priority=prio,
+            max_attempts=attempts,
+            at=when,
+            delay=seconds or 0.0,
+            unique_key=unique_key,
+            tags=tag_list,
+            meta=meta_text,
+            retry=json.dumps(retry.to_json()) if retry is not None else None,
+        )
+
+    def enqueue(
+        self,
+        args: P | dict[str, Any],
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        on_conflict: _enq.OnConflict = "return_existing",
+        **options: Any,
+    ) -> Job:
+        """Store one job and return it.
+
+        With ``conn=`` the insert runs on the caller's connection, inside whatever transaction
+        it has open: the job exists exactly when that transaction commits.
+        """
+        row = self.row(args, **options)
+        if conn is not None:
+            return _enq.insert_one(conn, self.app.schema, row, on_conflict)
+        with self.app.pool().connection() as own:
+            return _enq.insert_one(own, self.app.schema, row, on_conflict)
+
+    async def enqueue_async(
+        self,
+        args: P | dict[str, Any],
+        *,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+        on_conflict: _enq.OnConflict = "return_existing",
+        **options: Any,
+    ) -> Job:
+        row = self.row(args, **options)
+        if conn is not None:
+            return await _enq.insert_one_async(conn, self.app.schema, row, on_conflict)
+        pool = await self.app.async_pool()
+        async with pool.connection() as own:
+            return await _enq.insert_one_async(own, self.app.schema, row, on_conflict)
+
+    def enqueue_many(
+        self,
+        many: Iterable[P | dict[str, Any]],
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        **options: Any,
+    ) -> list[int]:
+        """Store many jobs of this kind in one round trip; returns their ids in order."""
+        rows = [self.row(a, **options) for a in many]
+        return self.app.enqueue_rows(rows, conn=conn)
+
+    async def enqueue_many_async(
+        self,
+        many: Iterable[P | dict[str, Any]],
+        *,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+        **options: Any,
+    ) -> list[int]:
+        rows = [self.row(a, **options) for a in many]
+        return await self.app.enqueue_rows_async(rows, conn=conn)
+
+
+class Forklift:
+    """A set of job kinds bound to one database and schema.
+
+    ``dsn`` is resolved lazily (``FORKLIFT_DSN``, ``DATABASE_URL``, then the embedded server),
+    so an app module can be imported without touching the database.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str | None = None,
+        payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
+        pool_size: int = 4,
+    ) -> None:
+        self._dsn = dsn
+        self.schema = schema or config.schema_from_env()
+        self.payload_limit = payload_limit
+        self.kinds: dict[str, JobKind[Any, Any]] = {}
+        self._pool_size = pool_size
+        self._pool: ConnectionPool[Any] | None = None
+        self._apool: AsyncConnectionPool[Any] | None = None
+        self._lock = threading.Lock()
+
+    # -- database -------------------------------------------------------------------------
+    @property
+    def dsn(self) -> str:
+        if self._dsn is None:
+            self._dsn = config.resolve(None, schema=self.schema).dsn
+        return self._dsn
+
+    def use(self, dsn: str) -> None:
+        """Point the app at a database (before first use), e.g. from a ``--dsn`` flag."""
+        self.close()
+        self._dsn = dsn
+
+    def pool(self) -> ConnectionPool[Any]:
+        with self._lock:
+            if self._pool is None:
+                kwargs = connect_kwargs(self.dsn, "enqueue")
+                pool: ConnectionPool[Any] = ConnectionPool(
+                    kwargs["conninfo"],
+                    kwargs={"autocommit": True},
+                    min_size=1,
+                    max_size=self._pool_size,
+                    open=False,
+                    timeout=15,
+                )
+                try:
+                    pool.open(wait=True, timeout=15)
+                except Exception as exc:
+                    pool.close()
+                    raise unavailable(self.dsn, exc) from None
+                self._pool = pool
+            return self._pool
+
+    async def async_pool(self) -> AsyncConnectionPool[Any]:
+        if self._apool is None:
+            kwargs = connect_kwargs(self.dsn, "enqueue")
+            apool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                kwargs["conninfo"],
+                kwargs={"autocommit": True},
+                min_size=1,
+                max_size=self._pool_size,
+                open=False,
+                timeout=15,
+            )
+            try:
+                await apool.open(wait=True, timeout=15)
+            except Exception as exc:
+                await apool.close()
+                raise unavailable(self.dsn, exc) from None
+            self._apool = apool
+        return self._apool
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    async def aclose(self) -> None:
+        if self._apool is not None:
+            await self._apool.close()
+            self._apool = None
+        self.close()
+
+    # -- declaring --------------------------------------------------------------------------
+    @overload
+    def job(self, fn: Callable[[JobContext, P], Awaitable[R]], /) -> JobKind[P, R]: ...
+    @overload
+    def job(self, fn: Callable[[JobContext, P], R], /) -> JobKind[P, R]: ...
+    @overload
+    def job(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 20,
+        retry: Backoff | None = None,
+        timeout: float | timedelta | None = None,
+        failure_codes: Sequence[str] = (),
+        errors: ErrorsMode = "full",
+    ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
+
+    def job(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 20,
+        retry: Backoff | None = None,
+        timeout: float | timedelta | None = None,
+        failure_codes: Sequence[str] = (),
+        errors: ErrorsMode = "full",
+    ) -> Any:
+        """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
+
+        The handler takes ``(ctx, payload)``; the payload's annotation (a dataclass, TypedDict,
+        pydantic model or any type pydantic validates) is enforced at enqueue and at run time,
+        and so is the return annotation for the result.
+        """
+
+        def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
+            kind_name = name or f"{f.__module__}.{f.__qualname__}"
+            if kind_name in self.kinds:
+                raise KindAlreadyDeclared(f"job kind {kind_name!r} is already declared")
+            if errors not in ("full", "codes"):
+                raise ConfigError(f"errors must be 'full' or 'codes', not {errors!r}")
+            kind: JobKind[Any, Any] = JobKind(
+                self,
+                f,
+                name=kind_name,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                retry=retry or Backoff(),
+                timeout=_as_delay(timeout),
+                failure_codes=failure_codes,
+                errors=errors,
+            )
+            self.kinds[kind_name] = kind
+            return kind
+
+        return declare(fn) if fn is not None else declare
+
+    def kind(self, name: str) -> JobKind[Any, Any]:
+        try:
+            return self.kinds[name]
+        except KeyError:
+            raise UnknownKind(f"no job kind named {name!r} is declared", kind=name) from None
+
+    # -- enqueueing by name -----------------------------------------------------------------
+    def enqueue(self, kind: str, args: Any, **options: Any) -> Job:
+        """Enqueue by kind name (validates against the declared kind)."""
+        return self.kind(kind).enqueue(args, **options)
+
+    async def enqueue_async(self, kind: str, args: Any, **options: Any) -> Job:
+        return await self.kind(kind).enqueue_async(args, **options)
+
+    def enqueue_rows(
+        self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None
+    ) -> list[int]:
+        if conn is not None:
+            return _enq.insert_many(conn, self.schema, rows)
+        with self.pool().connection() as own:
+            return _enq.insert_many(own, self.schema, rows)
+
+    async def enqueue_rows_async(
+        self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> list[int]:
+        if conn is not None:
+            return await _enq.insert_many_async(conn, self.schema, rows)
+        pool = await self.async_pool()
+        async with pool.connection() as own:
+            return await _enq.insert_many_async(own, self.schema, rows)
+
+    def enqueue_many(
+        self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]],
+        *, conn: psycopg.Connection[Any] | None = None,
+    ) -> list[int]:
+        """Enqueue jobs of several kinds in one round trip: ``(kind, args[, options])`` each."""
+        rows = []
+        for item in items:
+            opts: dict[str, Any] = item[2] if len(item) == 3 else {}
+            rows.append(self.kind(item[0]).row(item[1], **opts))
+        return self.enqueue_rows(rows, conn=conn)
+
+    def get_job(self, job_id: int) -> Job | None:
+        from forklift.job import JOB_COLUMNS
+        from forklift.sqltext import render
+
+        with self.pool().connection() as conn:
+            row = conn.execute(
+                render("SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE id = %s", self.schema),
+                (job_id,),
+            ).fetchone()
+        return Job.from_row(row) if row else None

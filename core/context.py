@@ -1,0 +1,80 @@
+"""What a handler receives besides its payload."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: float
+    total: float | None = None
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"done": self.done, "total": self.total, "note": self.note}
+
+
+class JobContext:
+    """Facts about the running attempt, and the handler's lines back to forklift.
+
+    ``cancelled`` is set when the job is cancelled by an operator, times out, loses its lease
+    or is interrupted by a draining worker. Async handlers are also cancelled outright; a sync
+    handler runs in a thread that cannot be stopped from outside, so it should check
+    ``ctx.is_cancelled()`` (or ``ctx.cancelled.wait(timeout)``) between units of work.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_id: int,
+        kind: str,
+        queue: str,
+        attempt: int,
+        max_attempts: int,
+        fence: int,
+        worker_id: str,
+        meta: dict[str, Any],
+        on_progress: Callable[[Progress], None],
+        on_publish: Callable[[Any], None],
+    ) -> None:
+        self.job_id = job_id
+        self.kind = kind
+        self.queue = queue
+        self.attempt = attempt
+        self.max_attempts = max_attempts
+        self.fence = fence
+        self.worker_id = worker_id
+        self.meta = meta
+        #: Set when the handler should stop; a threading.Event so sync handlers can wait on it.
+        self.cancelled = threading.Event()
+        #: Why ``cancelled`` was set: cancelled, timeout, lease_lost or interrupted.
+        self.cancel_reason: str | None = None
+        self._cancelled_async = asyncio.Event()
+        self._on_progress = on_progress
+        self._on_publish = on_publish
+
+    def is_cancelled(self) -> bool:
+        return self.cancelled.is_set()
+
+    async def wait_cancelled(self) -> None:
+        """Await until the job is cancelled (for async handlers that select on it)."""
+        await self._cancelled_async.wait()
+
+    def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
+        """Record progress; written in batches, fenced on this attempt's lease."""
+        self._on_progress(Progress(done, total, note))
+
+    def publish(self, partial: Any) -> None:
+        """Publish a partial result, readable while the job runs; replaced by the final result."""
+        self._on_publish(partial)
+
+    def _cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        self.cancelled.set()
+        self._cancelled_async.set()  # the worker calls _cancel on its event loop

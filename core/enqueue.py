@@ -1,0 +1,265 @@
+"""Putting jobs into the table: one, many (one COPY), or inside the caller's transaction.
+
+Workers are woken by the insert trigger's NOTIFY, which PostgreSQL delivers at commit: a job
+enqueued in a transaction that rolls back wakes nobody and exists nowhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import psycopg
+from forklift.errors import InvalidOption, UniqueConflict
+from forklift.job import JOB_COLUMNS, Job
+from forklift.sqltext import render
+
+OnConflict = Literal["return_existing", "raise"]
+
+_LIVE = "('scheduled', 'available', 'running', 'retryable')"
+
+_INSERT = (
+    "INSERT INTO {s}.jobs (queue, kind, args, state, priority, max_attempts, run_at,"
+    " unique_key, tags, meta, retry)"
+    " SELECT %s, %s, %s::jsonb, CASE WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
+    " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb"
+    " FROM (SELECT coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)) AS r) t"
+)
+INSERT_SQL = _INSERT + " RETURNING " + JOB_COLUMNS
+INSERT_UNIQUE_SQL = (
+    _INSERT
+    + " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL AND state IN "
+    + _LIVE
+    + " DO NOTHING RETURNING "
+    + JOB_COLUMNS
+)
+EXISTING_SQL = (
+    "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE kind = %s AND unique_key = %s"
+    " AND state IN " + _LIVE
+)
+
+# Bulk: ids are taken from the identity sequence first so COPY, the fastest way in, can still
+# report them; the insert trigger fires once for the whole COPY.
+BULK_IDS_SQL = (
+    "SELECT nextval(pg_get_serial_sequence('{s}.jobs', 'id')) FROM generate_series(1, %s)"
+)
+BULK_COPY_SQL = (
+    "COPY {s}.jobs (id, queue, kind, args, state, priority, max_attempts, run_at, unique_key,"
+    " tags, meta, retry) FROM STDIN"
+)
+BULK_UNIQUE_SQL = (
+    "INSERT INTO {s}.jobs (queue, kind, args, state, priority, max_attempts, run_at, unique_key,"
+    " tags, meta, retry)"
+    " SELECT u.queue, u.kind, u.args, CASE WHEN u.run_at > now() THEN 'scheduled' ELSE 'available'"
+    " END, u.priority, u.max_attempts, u.run_at, u.unique_key, string_to_array(u.tags, chr(31)),"
+    " u.meta, u.retry FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::int2[], %s::int4[],"
+    " %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[])"
+    " AS u(queue, kind, args, priority, max_attempts, run_at, unique_key, tags, meta, retry)"
+    " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL AND state IN " + _LIVE +
+    " DO NOTHING RETURNING id, kind, unique_key"
+)
+BULK_EXISTING_SQL = (
+    "SELECT j.id, j.kind, j.unique_key FROM {s}.jobs j"
+    " JOIN unnest(%s::text[], %s::text[]) AS u(kind, unique_key)"
+    " ON j.kind = u.kind AND j.unique_key = u.unique_key WHERE j.state IN " + _LIVE
+)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One job ready to insert: validated, serialised, with its options resolved."""
+
+    queue: str
+    kind: str
+    args: str
+    priority: int
+    max_attempts: int
+    at: datetime | None
+    delay: float
+    unique_key: str | None
+    tags: list[str]
+    meta: str
+    retry: str | None
+
+    def params(self) -> tuple[Any, ...]:
+        return (
+            self.queue,
+            self.kind,
+            self.args,
+            self.priority,
+            self.max_attempts,
+            self.unique_key,
+            self.tags,
+            self.meta,
+            self.retry,
+            self.at,
+            self.delay,
+        )
+
+
+def check_options(
+    *, priority: int, max_attempts: int, delay: float | None, at: datetime | None, queue: str
+) -> None:
+    if not -32768 <= priority <= 32767:
+        raise InvalidOption(f"priority {priority} is out of range (-32768..32767)", field="priority")
+    if max_attempts < 1:
+        raise InvalidOption(f"max_attempts must be at least 1, not {max_attempts}", field="max_attempts")
+    if delay is not None and at is not None:
+        raise InvalidOption("give delay or at, not both", field="delay")
+    if delay is not None and delay < 0:
+        raise InvalidOption(f"delay must not be negative, not {delay}", field="delay")
+    if not queue or len(queue) > 128 or "\x00" in queue:
+        raise InvalidOption(f"queue name {queue!r} is not valid", field="queue")
+
+
+def _conflict(row: Row) -> UniqueConflict:
+    return UniqueConflict(
+        f"a live {row.kind} job already holds unique key {row.unique_key!r}",
+        kind=row.kind,
+        unique_key=row.unique_key,
+    )
+
+
+def insert_one(conn: psycopg.Connection[Any], schema: str, row: Row, on_conflict: OnConflict) -> Job:
+    if row.unique_key is None:
+        got = conn.execute(render(INSERT_SQL, schema), row.params()).fetchone()
+        assert got is not None
+        return Job.from_row(got)
+    # A live holder can finish between our insert and our read: try again, a few times.
+    for _ in range(5):
+        got = conn.execute(render(INSERT_UNIQUE_SQL, schema), row.params()).fetchone()
+        if got is not None:
+            return Job.from_row(got)
+        if on_conflict == "raise":
+            raise _conflict(row)
+        existing = conn.execute(render(EXISTING_SQL, schema), (row.kind, row.unique_key)).fetchone()
+        if existing is not None:
+            return Job.from_row(existing, reused=True)
+    raise _conflict(row)
+
+
+async def insert_one_async(
+    conn: psycopg.AsyncConnection[Any], schema: str, row: Row, on_conflict: OnConflict
+) -> Job:
+    if row.unique_key is None:
+        cur = await conn.execute(render(INSERT_SQL, schema), row.params())
+        got = await cur.fetchone()
+        assert got is not None
+        return Job.from_row(got)
+    for _ in range(5):
+        cur = await conn.execute(render(INSERT_UNIQUE_SQL, schema), row.params())
+        got = await cur.fetchone()
+        if got is not None:
+            return Job.from_row(got)
+        if on_conflict == "raise":
+            raise _conflict(row)
+        cur = await conn.execute(render(EXISTING_SQL, schema), (row.kind, row.unique_key))
+        existing = await cur.fetchone()
+        if existing is not None:
+            return Job.from_row(existing, reused=True)
+    raise _conflict(row)
+
+
+def _copy_record(job_id: int, row: Row, now: datetime) -> tuple[Any, ...]:
+    run_at = row.at if row.at is not None else now
+    if row.at is None and row.delay:
+        from datetime import timedelta
+
+        run_at = now + timedelta(seconds=row.delay)
+    state = "scheduled" if run_at > now else "available"
+    return (
+        job_id,
+        row.queue,
+        row.kind,
+        row.args,
+        state,
+        row.priority,
+        row.max_attempts,
+        run_at,
+        row.unique_key,
+        row.tags,
+        row.meta,
+        row.retry,
+    )
+
+
+def _bulk_unique_params(rows: list[Row], now: datetime) -> tuple[Any, ...]:
+    recs = [_copy_record(0, r, now) for r in rows]
+    return (
+        [r[1] for r in recs],
+        [r[2] for r in recs],
+        [r[3] for r in recs],
+        [r[5] for r in recs],
+        [r[6] for r in recs],
+        [r[7] for r in recs],
+        [r[8] for r in recs],
+        ["\x1f".join(r[9]) for r in recs],
+        [r[10] for r in recs],
+        [r[11] for r in recs],
+    )
+
+
+def _resolve_unique(
+    rows: list[Row], inserted: list[tuple[Any, ...]], existing: list[tuple[Any, ...]]
+) -> list[int]:
+    by_key: dict[tuple[str, str | None], int] = {}
+    for job_id, kind, key in [*existing, *inserted]:
+        by_key[(kind, key)] = job_id
+    return [by_key.get((r.kind, r.unique_key), 0) for r in rows]
+
+
+def insert_many(conn: psycopg.Connection[Any], schema: str, rows: list[Row]) -> list[int]:
+    """Insert rows in one transaction (one COPY, or one INSERT when unique keys are present).
+
+    Returns the job ids in order; for a row whose unique key a live job already held, that
+    job's id.
+    """
+    if not rows:
+        return []
+    now = datetime.now(UTC)
+    with conn.transaction():
+        if any(r.unique_key is not None for r in rows):
+            inserted = conn.execute(
+                render(BULK_UNIQUE_SQL, schema), _bulk_unique_params(rows, now)
+            ).fetchall()
+            missing = [r for r in rows if r.unique_key is not None]
+            existing = conn.execute(
+                render(BULK_EXISTING_SQL, schema),
+                ([r.kind for r in missing], [r.unique_key for r in missing]),
+            ).fetchall()
+            ids = _resolve_unique(rows, inserted, existing)
+            # Rows without a unique key have no key to look up: they were all inserted, in order.
+            plain = iter(i for (i, k, u) in inserted if u is None)
+            return [next(plain) if r.unique_key is None else i for r, i in zip(rows, ids, strict=True)]
+        ids = [r[0] for r in conn.execute(render(BULK_IDS_SQL, schema), (len(rows),))]
+        with conn.cursor().copy(render(BULK_COPY_SQL, schema)) as copy:
+            for job_id, row in zip(ids, rows, strict=True):
+                copy.write_row(_copy_record(job_id, row, now))
+    return ids
+
+
+async def insert_many_async(
+    conn: psycopg.AsyncConnection[Any], schema: str, rows: list[Row]
+) -> list[int]:
+    if not rows:
+        return []
+    now = datetime.now(UTC)
+    async with conn.transaction():
+        if any(r.unique_key is not None for r in rows):
+            cur = await conn.execute(render(BULK_UNIQUE_SQL, schema), _bulk_unique_params(rows, now))
+            inserted = await cur.fetchall()
+            missing = [r for r in rows if r.unique_key is not None]
+            cur = await conn.execute(
+                render(BULK_EXISTING_SQL, schema),
+                ([r.kind for r in missing], [r.unique_key for r in missing]),
+            )
+            ids = _resolve_unique(rows, inserted, await cur.fetchall())
+            plain = iter(i for (i, k, u) in inserted if u is None)
+            return [next(plain) if r.unique_key is None else i for r, i in zip(rows, ids, strict=True)]
+        cur = await conn.execute(render(BULK_IDS_SQL, schema), (len(rows),))
+        ids = [r[0] for r in await cur.fetchall()]
+        async with conn.cursor().copy(render(BULK_COPY_SQL, schema)) as copy:
+            for job_id, row in zip(ids, rows, strict=True):
+                await copy.write_row(_copy_record(job_id, row, now))
+    return ids

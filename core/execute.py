@@ -1,0 +1,161 @@
+"""Running one attempt and classifying what happened into an Outcome.
+
+Nothing a handler does escapes this module: every exception, including BaseException other than
+the worker's own cancellation, becomes an outcome with a failure code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from concurrent.futures import Executor
+from typing import Any
+
+from forklift.app import JobKind
+from forklift.claim import Claimed
+from forklift.context import JobContext
+from forklift.errors import ForkliftError
+from forklift.payload import to_json_text
+from forklift.retry import Backoff, Fail, Retry, Snooze
+from forklift.scrub import error_entry
+from forklift.settle import Outcome
+
+
+def _backoff(job: Claimed, kind: JobKind[Any, Any] | None) -> Backoff:
+    if job.retry:
+        try:
+            return Backoff.from_json(job.retry)
+        except (ValueError, TypeError):
+            pass
+    return kind.retry if kind is not None else Backoff()
+
+
+def _entry(
+    job: Claimed,
+    ctx: JobContext | None,
+    kind: JobKind[Any, Any] | None,
+    exc: BaseException | None,
+    code: str,
+    message: str | None = None,
+) -> dict[str, Any]:
+    return error_entry(
+        exc,
+        code=code,
+        attempt=job.attempt,
+        worker_id=ctx.worker_id if ctx else None,
+        message=message,
+        codes_only=kind is not None and kind.errors == "codes",
+    )
+
+
+def failed(
+    job: Claimed,
+    ctx: JobContext | None,
+    kind: JobKind[Any, Any] | None,
+    exc: BaseException | None,
+    code: str,
+    *,
+    message: str | None = None,
+    terminal: bool = False,
+    delay: float | None = None,
+) -> Outcome:
+    """A failed attempt: dead when terminal or out of attempts, else retryable by backoff."""
+    entry = _entry(job, ctx, kind, exc, code, message)
+    if terminal or job.attempt >= job.max_attempts:
+        return Outcome(job.id, job.fence, "dead", error=entry, code=code)
+    wait = _backoff(job, kind).delay(job.attempt) if delay is None else delay
+    return Outcome(job.id, job.fence, "retryable", delay=wait, error=entry, code=code)
+
+
+def classify(
+    job: Claimed, ctx: JobContext, kind: JobKind[Any, Any], exc: BaseException
+) -> Outcome:
+    if isinstance(exc, Snooze):
+        return Outcome(job.id, job.fence, "scheduled", delay=exc.delay, refund=1, code="snoozed")
+    if isinstance(exc, Retry):
+        after = min(exc.after, _backoff(job, kind).max)
+        return failed(job, ctx, kind, exc, "error", message=exc.reason, delay=after)
+    if isinstance(exc, Fail):
+        if exc.code in kind.failure_codes:
+            return failed(job, ctx, kind, exc, exc.code, message=exc.message, terminal=True)
+        return failed(
+            job, ctx, kind, exc, "internal_error",
+            message=f"undeclared failure code {exc.code!r}", terminal=True,
+        )
+    if isinstance(exc, Exception):
+        return failed(job, ctx, kind, exc, "error")
+    return failed(job, ctx, kind, exc, "handler_exit")
+
+
+async def run_attempt(
+    job: Claimed,
+    kind: JobKind[Any, Any] | None,
+    ctx: JobContext,
+    executor: Executor,
+    result_limit: int,
+) -> Outcome | None:
+    """Run one attempt. Returns None when the lease was lost (nothing may be written)."""
+    if kind is None:
+        return failed(
+            job, ctx, None, None, "unknown_kind",
+            message=f"no handler for kind {job.kind!r} in this worker", terminal=True,
+        )
+    try:
+        payload = kind.payload.validate(job.args, kind=kind.name)
+    except ForkliftError as exc:
+        return failed(job, ctx, kind, None, "invalid_payload", message=exc.message, terminal=True)
+
+    completed: Outcome | None = None
+    try:
+        if kind.is_async:
+            value = await kind.fn(ctx, payload)
+        else:
+            loop = asyncio.get_running_loop()
+            value = await loop.run_in_executor(executor, kind.fn, ctx, payload)
+        try:
+            data = kind.result.dump(kind.result.validate(value, kind=kind.name), kind=kind.name,
+                                    what="result")
+            text = to_json_text(data, what="result", kind=kind.name, limit=result_limit)
+        except ForkliftError as exc:
+            return failed(job, ctx, kind, None, "invalid_result", message=exc.message, terminal=True)
+        completed = Outcome(job.id, job.fence, "completed", result=text, code="completed")
+    except asyncio.CancelledError:
+        if ctx.cancel_reason is None:
+            raise  # the worker itself is being torn down
+    except BaseException as exc:
+        if ctx.cancel_reason is None:
+            return classify(job, ctx, kind, exc)
+
+    reason = ctx.cancel_reason
+    if reason is None:
+        assert completed is not None
+        return completed
+    if reason == "lease_lost":
+        return None
+    if reason in ("cancelled", "interrupted") and completed is not None:
+        return completed  # it finished its work before it could be stopped
+    if reason == "cancelled":
+        return Outcome(
+            job.id, job.fence, "cancelled",
+            error=_entry(job, ctx, kind, None, "cancelled", "cancelled by an operator"),
+            code="cancelled",
+        )
+    if reason == "interrupted":
+        # A drain is not the job's fault: the attempt does not count.
+        return Outcome(
+            job.id, job.fence, "retryable", refund=1,
+            error=_entry(job, ctx, kind, None, "interrupted",
+                         "the worker shut down before the job finished"),
+            code="interrupted",
+        )
+    return failed(
+        job, ctx, kind, None, "timeout",
+        message=f"the attempt ran longer than its timeout of {kind.timeout}s",
+    )
+
+
+def progress_json(value: Any) -> str | None:
+    try:
+        return json.dumps(value, allow_nan=False, default=str)
+    except (TypeError, ValueError):
+        return None

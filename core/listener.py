@@ -1,0 +1,96 @@
+"""LISTEN for wake-ups and operator signals, on a session whose health is checked.
+
+LISTEN is a hint: a lost listener is re-established and followed by a claim pass, and the poll
+backstop keeps work moving meanwhile. A connection that dies silently (no RST) is caught by a
+health query with a deadline on the same session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+from forklift.db import aconnect
+from forklift.sqltext import channel, control_channel
+from psycopg import sql
+
+log = logging.getLogger("forklift.listener")
+
+
+class Listener:
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        worker_id: str,
+        *,
+        on_wake: Callable[[str], None],
+        on_control: Callable[[dict[str, Any]], None],
+        on_reconnect: Callable[[], None],
+        health_every: float = 5.0,
+        health_timeout: float = 3.0,
+    ) -> None:
+        self.dsn = dsn
+        self.schema = schema
+        self.worker_id = worker_id
+        self.on_wake = on_wake
+        self.on_control = on_control
+        self.on_reconnect = on_reconnect
+        self.health_every = health_every
+        self.health_timeout = health_timeout
+        self.connected = asyncio.Event()
+        self.reconnects = 0
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+
+    async def _open(self) -> psycopg.AsyncConnection[Any]:
+        conn = await aconnect(self.dsn, "listen", self.worker_id)
+        for name in (channel(self.schema), control_channel(self.schema)):
+            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+        return conn
+
+    def _dispatch(self, note: psycopg.Notify) -> None:
+        if note.channel == channel(self.schema):
+            self.on_wake(note.payload)
+            return
+        try:
+            message = json.loads(note.payload)
+        except ValueError:
+            return
+        if isinstance(message, dict):
+            self.on_control(message)
+
+    async def run(self) -> None:
+        backoff = 0.05
+        first = True
+        while True:
+            try:
+                self._conn = await self._open()
+                self.connected.set()
+                backoff = 0.05
+                if not first:
+                    self.reconnects += 1
+                    log.info("listener re-established; running a claim pass")
+                    self.on_reconnect()
+                first = False
+                while True:
+                    async for note in self._conn.notifies(timeout=self.health_every):
+                        self._dispatch(note)
+                    # The health check runs on the listening session itself.
+                    await asyncio.wait_for(self._conn.execute("SELECT 1"), self.health_timeout)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("listener lost (%s); reconnecting", type(exc).__name__)
+            finally:
+                self.connected.clear()
+                if self._conn is not None:
+                    with contextlib.suppress(Exception):
+                        await asyncio.wait_for(self._conn.close(), 1.0)
+                    self._conn = None
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 2.0)

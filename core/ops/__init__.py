@@ -1,0 +1,1 @@
+"""The operator API: what the CLI, the console and scripts call. No SQL lives outside core."""

@@ -1,0 +1,73 @@
+"""Writing what became of attempts: one fenced statement for a whole batch of outcomes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import psycopg
+from forklift.sqltext import render
+
+Next = Literal["completed", "retryable", "dead", "scheduled", "cancelled"]
+
+# An operator's cancel beats every outcome but success: a handler that finished its work
+# completes, anything else that was asked to stop ends cancelled.
+SETTLE_SQL = """
+UPDATE {s}.jobs AS t SET
+    state = CASE WHEN o.st <> 'completed' AND t.cancel_requested_at IS NOT NULL
+                 THEN 'cancelled' ELSE o.st END,
+    finished_at = CASE WHEN o.st IN ('completed', 'dead', 'cancelled')
+                         OR (o.st <> 'completed' AND t.cancel_requested_at IS NOT NULL)
+                       THEN now() END,
+    run_at = CASE WHEN o.st IN ('retryable', 'scheduled')
+                  THEN now() + make_interval(secs => o.delay) ELSE t.run_at END,
+    attempt = t.attempt - o.refund,
+    result = coalesce(o.result, t.result),
+    errors = CASE WHEN o.error IS NULL THEN t.errors ELSE t.errors || jsonb_build_array(o.error) END,
+    progress = coalesce(o.progress, t.progress),
+    partial = CASE WHEN o.st = 'completed' THEN NULL ELSE coalesce(o.partial, t.partial) END,
+    lease_expires_at = NULL
+FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::float8[], %s::int4[], %s::jsonb[],
+            %s::jsonb[], %s::jsonb[], %s::jsonb[])
+     AS o(id, fence, st, delay, refund, result, error, progress, partial)
+WHERE t.id = o.id AND t.fence = o.fence AND t.state = 'running'
+RETURNING t.id, t.state
+"""
+
+
+@dataclass
+class Outcome:
+    job_id: int
+    fence: int
+    next: Next
+    delay: float = 0.0
+    refund: int = 0  # 1 when the attempt does not count (snooze, drain interruption)
+    result: str | None = None  # JSON text
+    error: dict[str, Any] | None = None
+    progress: str | None = None
+    partial: str | None = None
+    code: str | None = field(default=None, compare=False)  # for logs and metrics
+
+
+async def write(
+    conn: psycopg.AsyncConnection[Any], schema: str, outcomes: list[Outcome]
+) -> dict[int, str]:
+    """Write outcomes; returns id -> final state for each write the fence accepted."""
+    if not outcomes:
+        return {}
+    cur = await conn.execute(
+        render(SETTLE_SQL, schema),
+        (
+            [o.job_id for o in outcomes],
+            [o.fence for o in outcomes],
+            [o.next for o in outcomes],
+            [o.delay for o in outcomes],
+            [o.refund for o in outcomes],
+            [o.result for o in outcomes],
+            [json.dumps(o.error) if o.error is not None else None for o in outcomes],
+            [o.progress for o in outcomes],
+            [o.partial for o in outcomes],
+        ),
+    )
+    return {row[0]: row[1] for row in await cur.fetchall()}
