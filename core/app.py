@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, Literal, TypeVar, get_type_hints, overload
 
 import psycopg
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
 from forklift import config
 from forklift import enqueue as _enq
 from forklift.context import JobContext
@@ -18,7 +20,6 @@ from forklift.errors import ConfigError, InvalidOption, KindAlreadyDeclared, Unk
 from forklift.job import Job
 from forklift.payload import Codec, to_json_text
 from forklift.retry import Backoff
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 P = TypeVar("P")
 R = TypeVar("R")

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+
 from forklift.sqltext import render
 
 LOCK_LIMITED_SQL = (

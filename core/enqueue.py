@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 import psycopg
+
 from forklift.errors import InvalidOption, UniqueConflict
 from forklift.job import JOB_COLUMNS, Job
 from forklift.sqltext import render

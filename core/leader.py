@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+
 from forklift.sqltext import render
 
 ELECT_SQL = """

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+
 from forklift.sqltext import render
 
 HEARTBEAT_SQL = """

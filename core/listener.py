@@ -15,9 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import psycopg
+from psycopg import sql
+
 from forklift.db import aconnect
 from forklift.sqltext import channel, control_channel
-from psycopg import sql
 
 log = logging.getLogger("forklift.listener")
 

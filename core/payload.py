@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from forklift.errors import InvalidPayload, NotJSON, NulCharacter, PayloadTooLarge
 from pydantic import TypeAdapter, ValidationError
+
+from forklift.errors import InvalidPayload, NotJSON, NulCharacter, PayloadTooLarge
 
 
 def describe_validation(exc: ValidationError) -> tuple[str, str]:

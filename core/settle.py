@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import psycopg
+
 from forklift.sqltext import render
 
 Next = Literal["completed", "retryable", "dead", "scheduled", "cancelled"]

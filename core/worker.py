@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
+
 from forklift import claim as claims
 from forklift import leader, leases, registry, settle
 from forklift.app import Forklift, JobKind
