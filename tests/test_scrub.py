@@ -15,6 +15,9 @@ from typing import Any
 
 import pydantic
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from forklift.scrub import (
     FAILURE_CODES,
     MESSAGE_LIMIT,
@@ -23,8 +26,6 @@ from forklift.scrub import (
     scrub,
     traceback_summary,
 )
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 CANARY = "s3cr3t-CANARY-42"
 
