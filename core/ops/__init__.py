@@ -1,1 +1,49 @@
-"""The operator API: what the CLI, the console and scripts call. No SQL lives outside core."""
+"""The operator API: what the CLI, the console and scripts call. No SQL lives outside core.
+
+:class:`Operator` bundles every call; the modules hold the functions, each taking a connection
+and an :class:`OpsContext` (schema, actor, read-only):
+
+- ``stats``: per-queue counts, pickup lag, pause, limits, rates, run times; workers; totals
+- ``jobs``: list (filters, sort, keyset cursor, capped count) and show (with a timeline)
+- ``explain``: why a job or a queue is not moving, in plain words
+- ``actions``: requeue, cancel, delete: one job, or in bulk on a filter with dry run and cap
+- ``queues``: list, pause (optionally expiring), resume, concurrency limit
+- ``workers``, ``audit``, ``prune``
+"""
+
+from forklift.ops.actions import ActionResult, BulkReport
+from forklift.ops.audit import AuditEntry
+from forklift.ops.context import OpsContext
+from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, QueueNotFound
+from forklift.ops.explain import Explanation, Reason
+from forklift.ops.filters import JobFilter, Sort
+from forklift.ops.jobs import JobDetail, JobPage, JobSummary
+from forklift.ops.operator import Operator
+from forklift.ops.prune import PruneReport
+from forklift.ops.queues import QueueInfo
+from forklift.ops.stats import QueueStats, Stats
+from forklift.ops.workers import WorkerInfo
+
+__all__ = [
+    "ActionResult",
+    "AuditEntry",
+    "BulkReport",
+    "Explanation",
+    "InvalidFilter",
+    "JobDetail",
+    "JobFilter",
+    "JobPage",
+    "JobSummary",
+    "NotCancellable",
+    "NotDeletable",
+    "Operator",
+    "OpsContext",
+    "PruneReport",
+    "QueueInfo",
+    "QueueNotFound",
+    "QueueStats",
+    "Reason",
+    "Sort",
+    "Stats",
+    "WorkerInfo",
+]
