@@ -94,7 +94,10 @@ async def run_attempt(
     executor: Executor,
     result_limit: int,
 ) -> Outcome | None:
-    """Run one attempt. Returns None when the lease was lost (nothing may be written)."""
+    """Run one attempt. Returns None when the lease was lost (nothing may be written).
+
+    Raises ``CancelledError`` only when the worker itself is being torn down.
+    """
     if kind is None:
         return failed(
             job, ctx, None, None, "unknown_kind",
@@ -117,15 +120,37 @@ async def run_attempt(
                                     what="result")
             text = to_json_text(data, what="result", kind=kind.name, limit=result_limit)
         except ForkliftError as exc:
-            return failed(job, ctx, kind, None, "invalid_result", message=exc.message, terminal=True)
-        completed = Outcome(job.id, job.fence, "completed", result=text, code="completed")
-    except asyncio.CancelledError:
+            completed = failed(
+                job, ctx, kind, None, "invalid_result", message=exc.message, terminal=True
+            )
+        else:
+            completed = Outcome(job.id, job.fence, "completed", result=text, code="completed")
+    except asyncio.CancelledError as exc:
         if ctx.cancel_reason is None:
-            raise  # the worker itself is being torn down
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() > 0:
+                raise  # the worker itself is being torn down
+            # The handler raised CancelledError of its own (an inner task's): a failure.
+            return classify(job, ctx, kind, exc)
     except BaseException as exc:
         if ctx.cancel_reason is None:
             return classify(job, ctx, kind, exc)
+    return stopped(job, ctx, kind, completed)
 
+
+def stopped(
+    job: Claimed,
+    ctx: JobContext,
+    kind: JobKind[Any, Any] | None,
+    completed: Outcome | None = None,
+    *,
+    abandoned: bool = False,
+) -> Outcome | None:
+    """The outcome of an attempt, given why (if at all) its handler was told to stop.
+
+    ``completed`` is what the handler produced when it returned normally; ``abandoned`` says
+    the handler is still running and is being left behind by a draining worker.
+    """
     reason = ctx.cancel_reason
     if reason is None:
         assert completed is not None
@@ -142,15 +167,18 @@ async def run_attempt(
         )
     if reason == "interrupted":
         # A drain is not the job's fault: the attempt does not count.
+        message = "the worker shut down before the job finished"
+        if abandoned:
+            message += "; the handler ignored the signal and was abandoned with the process"
         return Outcome(
             job.id, job.fence, "retryable", refund=1,
-            error=_entry(job, ctx, kind, None, "interrupted",
-                         "the worker shut down before the job finished"),
+            error=_entry(job, ctx, kind, None, "interrupted", message),
             code="interrupted",
         )
+    timeout = kind.timeout if kind is not None else None
     return failed(
         job, ctx, kind, None, "timeout",
-        message=f"the attempt ran longer than its timeout of {kind.timeout}s",
+        message=f"the attempt ran longer than its timeout of {timeout}s",
     )
 
 

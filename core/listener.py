@@ -18,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from forklift.db import aconnect
+from forklift.session import shut_socket
 from forklift.sqltext import channel, control_channel
 
 log = logging.getLogger("forklift.listener")
@@ -65,12 +66,28 @@ class Listener:
         if isinstance(message, dict):
             self.on_control(message)
 
+    async def _healthy(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """A round trip on the listening session itself, with a client-side deadline."""
+        check = asyncio.ensure_future(conn.execute("SELECT 1"))
+        done, _ = await asyncio.wait({check}, timeout=self.health_timeout)
+        if done:
+            check.result()
+            return
+        # Silent loss: nothing came back. Break the socket so the query fails at once rather
+        # than waiting for a cancel request the server will never answer.
+        shut_socket(conn)
+        await asyncio.wait({check}, timeout=1.0)
+        if not check.done():
+            check.cancel()
+        check.add_done_callback(lambda t: t.cancelled() or t.exception())
+        raise TimeoutError(f"the listening session did not answer within {self.health_timeout}s")
+
     async def run(self) -> None:
         backoff = 0.05
         first = True
         while True:
             try:
-                self._conn = await self._open()
+                self._conn = await asyncio.wait_for(self._open(), self.health_every + 10.0)
                 self.connected.set()
                 backoff = 0.05
                 if not first:
@@ -81,15 +98,15 @@ class Listener:
                 while True:
                     async for note in self._conn.notifies(timeout=self.health_every):
                         self._dispatch(note)
-                    # The health check runs on the listening session itself.
-                    await asyncio.wait_for(self._conn.execute("SELECT 1"), self.health_timeout)
+                    await self._healthy(self._conn)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("listener lost (%s); reconnecting", type(exc).__name__)
+                log.warning("listener lost (%s: %s); reconnecting", type(exc).__name__, exc)
             finally:
                 self.connected.clear()
                 if self._conn is not None:
+                    shut_socket(self._conn)
                     with contextlib.suppress(Exception):
                         await asyncio.wait_for(self._conn.close(), 1.0)
                     self._conn = None

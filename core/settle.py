@@ -33,7 +33,7 @@ FROM unnest(%s::bigint[], %s::bigint[], %s::text[], %s::float8[], %s::int4[], %s
             %s::jsonb[], %s::jsonb[], %s::jsonb[])
      AS o(id, fence, st, delay, refund, result, error, progress, partial)
 WHERE t.id = o.id AND t.fence = o.fence AND t.state = 'running'
-RETURNING t.id, t.state
+RETURNING t.fence, t.state
 """
 
 
@@ -54,9 +54,13 @@ class Outcome:
 async def write(
     conn: psycopg.AsyncConnection[Any], schema: str, outcomes: list[Outcome]
 ) -> dict[int, str]:
-    """Write outcomes; returns id -> final state for each write the fence accepted."""
+    """Write outcomes; returns fence -> final state for each write the fence accepted.
+
+    Rows go in id order, like the heartbeat's, so the two statements cannot deadlock.
+    """
     if not outcomes:
         return {}
+    outcomes = sorted(outcomes, key=lambda o: o.job_id)
     cur = await conn.execute(
         render(SETTLE_SQL, schema),
         (

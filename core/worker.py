@@ -2,14 +2,44 @@
 
 Loops (asyncio tasks): claim (fills free slots in one statement), flush (writes outcomes in one
 statement), heartbeat (renews every lease in one statement, writes progress, refreshes the
-worker row), leader (stage, rescue, prune), and the listener. No transaction is held open across
-a handler.
+worker row), the lease watchdog, leader (stage, rescue, prune), and the listener. No
+transaction is held open across a handler, and every database call has a client-side deadline
+(:mod:`forklift.session`), so a server that stops answering stalls nothing for long.
+
+Leases and fencing
+    A claim takes a fresh fence; every later write for the attempt matches ``(id, fence,
+    state='running')``. When a heartbeat or a progress write finds the lease gone (rescued,
+    cancelled, requeued), or when no heartbeat has reached the database before the lease runs
+    out, the worker logs it, sets the handler's ``ctx.cancelled`` (``cancel_reason ==
+    'lease_lost'``), cancels an async handler, stops renewing the lease and writes nothing more
+    for that attempt. An outcome written late is refused by the fence and logged.
+
+Timeouts
+    A kind's ``timeout`` sets ``ctx.cancelled`` (reason ``timeout``) and cancels an async
+    handler; the attempt fails with code ``timeout``. A sync handler runs in a thread, and
+    Python cannot stop a thread from outside: it is only *told*, through ``ctx``. Its slot stays
+    taken, and its lease renewed, until the thread returns, so a sync handler that ignores its
+    context keeps a slot busy for as long as it runs. Write long sync handlers to check
+    ``ctx.is_cancelled()`` between units of work.
+
+Drain (SIGTERM, or :meth:`Worker.drain`)
+    Claiming stops at once (a claim already sent completes and its jobs run like the others)
+    and the worker row turns ``draining`` with its deadline. In-flight jobs get
+    ``drain_timeout`` seconds to finish; a second signal skips that wait. Then the rest are told
+    to stop (reason ``interrupted``; async handlers cancelled) and given ``drain_grace``
+    seconds. Each is released: ``retryable``, run again at once, error entry ``interrupted``,
+    and the attempt refunded (a drain is not the job's fault). A sync handler still running
+    after the grace is abandoned with the process; its job is released the same way but held
+    back for ``release_hold`` seconds, so no other worker starts it while the abandoned thread
+    could still be alive. A handler that returns normally after being told to stop has
+    completed. The final writes (outcomes, deregistering, resigning leadership) share a deadline
+    of ``final_timeout`` seconds: if the database does not answer, the worker exits anyway and
+    the jobs it could not release are rescued when their leases expire.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import json
 import logging
@@ -22,22 +52,19 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-import psycopg
-
 from forklift import claim as claims
 from forklift import leader, leases, registry, settle
 from forklift.app import Forklift, JobKind
 from forklift.context import JobContext, Progress
-from forklift.db import aconnect
-from forklift.errors import DatabaseUnavailable
-from forklift.execute import progress_json, run_attempt
+from forklift.errors import ForkliftError
+from forklift.execute import progress_json, run_attempt, stopped
 from forklift.listener import Listener
 from forklift.migrate import ensure_current
+from forklift.session import DB_ERRORS, Session
 
 log = logging.getLogger("forklift.worker")
 T = TypeVar("T")
 
-FINAL_WRITE_TIMEOUT = 5.0
 VERSION = "0.1.0"
 
 
@@ -58,38 +85,14 @@ class _Running:
     kind: JobKind[Any, Any] | None
     ctx: JobContext
     lease_deadline: float  # monotonic time the lease runs out unless renewed
-    task: asyncio.Task[None] | None = None
+    task: asyncio.Task[settle.Outcome | None] | None = None
     timer: asyncio.TimerHandle | None = None
     progress: str | None = None
     partial: str | None = None
     dirty: bool = False
     finished: bool = False
-
-
-class _Conn:
-    """One purpose-named connection, reopened after any failure."""
-
-    def __init__(self, dsn: str, purpose: str, worker_id: str) -> None:
-        self.dsn, self.purpose, self.worker_id = dsn, purpose, worker_id
-        self._conn: psycopg.AsyncConnection[Any] | None = None
-
-    async def get(self) -> psycopg.AsyncConnection[Any]:
-        if self._conn is None or self._conn.closed:
-            self._conn = await aconnect(self.dsn, self.purpose, self.worker_id)
-        return self._conn
-
-    async def reset(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), 1.0)
-
-    async def run(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-        try:
-            return await op(await self.get())
-        except (psycopg.Error, DatabaseUnavailable, OSError):
-            await self.reset()
-            raise
+    lost: bool = False  # the lease is gone: nothing more may be written for this attempt
+    released: bool = False  # the drain wrote its outcome; whatever the thread returns is moot
 
 
 class Worker:
@@ -103,9 +106,12 @@ class Worker:
         poll_interval: float = 1.0,
         drain_timeout: float = 30.0,
         drain_grace: float = 5.0,
+        final_timeout: float = 5.0,
+        release_hold: float = 10.0,
         leader_interval: float = 1.0,
         flush_interval: float = 0.005,
         progress_interval: float = 0.25,
+        listen_health: float = 5.0,
         retention: dict[str, float] | None = None,
         worker_id: str | None = None,
         lead: bool = True,
@@ -122,9 +128,12 @@ class Worker:
         self.poll_interval = poll_interval
         self.drain_timeout = drain_timeout
         self.drain_grace = drain_grace
+        self.final_timeout = final_timeout
+        self.release_hold = release_hold
         self.leader_interval = leader_interval
         self.flush_interval = flush_interval
         self.progress_interval = progress_interval
+        self.listen_health = listen_health
         self.retention = retention if retention is not None else {
             "completed": 86400.0, "cancelled": 7 * 86400.0, "dead": 30 * 86400.0,
         }
@@ -135,18 +144,22 @@ class Worker:
         self.stats = WorkerStats()
         self.is_leader = False
 
+        # Attempts are keyed by fence, not job id: a job can be claimed again (after a rescue)
+        # while an abandoned thread of its earlier attempt still runs here.
         self._running: dict[int, _Running] = {}
         self._outcomes: list[settle.Outcome] = []
-        self._held: dict[int, int] = {}  # id -> fence: every job whose lease we still need
+        self._held: dict[int, int] = {}  # fence -> job id: every lease we still need
         self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="forklift-job")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
         self._slot_free = asyncio.Event()
         self._outcome_ready = asyncio.Event()
         self._idle = asyncio.Event()
+        self._idle.set()
         self._stop_claiming = asyncio.Event()
         self._skip_wait = asyncio.Event()
         self._drain_requests = 0
+        self._closing = False
         self._started = asyncio.Event()
         self._dsn = ""
 
@@ -154,9 +167,12 @@ class Worker:
     def drain(self) -> None:
         """Begin a graceful drain; a second call skips the wait for in-flight jobs."""
         self._drain_requests += 1
-        self._stop_claiming.set()
-        if self._drain_requests > 1:
+        if self._drain_requests == 1:
+            log.info("drain requested: no more claims")
+        else:
+            log.info("drain requested again: not waiting for in-flight jobs")
             self._skip_wait.set()
+        self._stop_claiming.set()
 
     @property
     def in_flight(self) -> int:
@@ -167,39 +183,45 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._dsn = self.app.dsn
         await asyncio.to_thread(self._check_schema)
-        self._claim_conn = _Conn(self._dsn, "claim", self.id)
-        self._settle_conn = _Conn(self._dsn, "complete", self.id)
-        self._beat_conn = _Conn(self._dsn, "heartbeat", self.id)
-        self._leader_conn = _Conn(self._dsn, "leader", self.id)
-        await self._beat_conn.run(
-            lambda c: registry.register(
-                c, self.schema, worker_id=self.id, host=self.host, pid=self.pid,
-                queues=self.queues, slots=self.concurrency, version=VERSION,
-            )
-        )
+        op_timeout = 15.0  # above every server-side statement timeout of these sessions
+        beat_timeout = max(1.0, min(5.0, self.lease / 3))
+        self._claim_db = Session(self._dsn, "claim", self.id, timeout=op_timeout)
+        self._settle_db = Session(self._dsn, "complete", self.id, timeout=op_timeout)
+        self._beat_db = Session(self._dsn, "heartbeat", self.id, timeout=beat_timeout)
+        self._leader_db = Session(self._dsn, "leader", self.id, timeout=op_timeout)
+        self._sessions = (self._claim_db, self._settle_db, self._beat_db, self._leader_db)
+        await self._beat_db.run(self._register, timeout=op_timeout)
         self.listener = Listener(
             self._dsn, self.schema, self.id,
             on_wake=self._on_wake, on_control=self._on_control, on_reconnect=self._wake.set,
+            health_every=self.listen_health, health_timeout=max(1.0, self.listen_health / 2),
         )
+        self._flush_task = asyncio.create_task(self._flush_loop(), name="flush")
         background = [
             asyncio.create_task(self.listener.run(), name="listener"),
-            asyncio.create_task(self._flush_loop(), name="flush"),
             asyncio.create_task(self._heartbeat_loop(), name="heartbeat"),
+            asyncio.create_task(self._watchdog_loop(), name="lease-watchdog"),
         ]
         if self.lead:
             background.append(asyncio.create_task(self._leader_loop(), name="leader"))
-        log.info("worker %s started: queues=%s concurrency=%d", self.id, self.queues,
-                 self.concurrency)
+        log.info("worker %s started: queues=%s concurrency=%d lease=%.1fs", self.id,
+                 self.queues, self.concurrency, self.lease)
         self._started.set()
         try:
             await self._claim_loop()
             await self._shutdown()
         finally:
-            for task in background:
+            # Break every socket first: a task cancelled mid-query would otherwise make psycopg
+            # wait for the server to honour a cancel request.
+            for s in self._sessions:
+                s.abort()
+            leftovers = [r.task for r in self._running.values() if r.task is not None]
+            tasks = [*background, self._flush_task, *leftovers]
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*background, return_exceptions=True)
-            for conn in (self._claim_conn, self._settle_conn, self._beat_conn, self._leader_conn):
-                await conn.reset()
+            await asyncio.wait(tasks, timeout=5.0)
+            for s in self._sessions:
+                await s.reset()
             self._executor.shutdown(wait=False, cancel_futures=True)
         log.info("worker %s stopped", self.id)
 
@@ -209,6 +231,12 @@ class Worker:
         with connection(self._dsn, "migrate") as conn:
             ensure_current(conn, self.schema)
 
+    async def _register(self, conn: Any) -> None:
+        await registry.register(
+            conn, self.schema, worker_id=self.id, host=self.host, pid=self.pid,
+            queues=self.queues, slots=self.concurrency, version=VERSION,
+        )
+
     # -- claiming -----------------------------------------------------------------------------
     def _on_wake(self, queue: str) -> None:
         if queue in self.queues:
@@ -217,9 +245,9 @@ class Worker:
     def _on_control(self, message: dict[str, Any]) -> None:
         if message.get("op") == "cancel":
             job_id = message.get("job")
-            rec = self._running.get(job_id) if isinstance(job_id, int) else None
-            if rec is not None:
-                self._interrupt(rec, "cancelled")
+            for rec in list(self._running.values()):
+                if rec.job.id == job_id:
+                    self._interrupt(rec, "cancelled")
 
     async def _wait_any(self, *events: asyncio.Event, timeout: float | None) -> None:
         waiters = [asyncio.ensure_future(e.wait()) for e in events]
@@ -238,40 +266,45 @@ class Worker:
                 await self._wait_any(self._slot_free, self._stop_claiming, timeout=None)
                 continue
             self._wake.clear()
+            sent = time.monotonic()  # the lease runs from the claim's transaction, not its reply
             try:
-                got = await self._claim_conn.run(functools.partial(self._claim, n=free))
-            except (psycopg.Error, DatabaseUnavailable, OSError) as exc:
-                log.warning("claim failed (%s); retrying in %.2fs", exc, backoff)
+                got = await self._claim_db.run(functools.partial(self._claim, n=free))
+            except DB_ERRORS as exc:
+                log.warning("claim failed (%s); retrying in %.2fs", _why(exc), backoff)
                 await self._wait_any(self._stop_claiming, timeout=backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.05
             for job in got:
-                self._start(job)
+                self._start(job, sent + self.lease)
             if got and len(got) == free:
                 continue  # there may be more: claim again as soon as a slot frees
             await self._wait_any(self._wake, self._stop_claiming, timeout=self.poll_interval)
 
-    async def _claim(self, conn: psycopg.AsyncConnection[Any], *, n: int) -> list[claims.Claimed]:
+    async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
         return await claims.claim(
             conn, self.schema, worker_id=self.id, queues=self.queues, n=n, lease=self.lease
         )
 
-    def _start(self, job: claims.Claimed) -> None:
+    def _start(self, job: claims.Claimed, lease_deadline: float) -> None:
         assert self._loop is not None
         self.stats.claimed += 1
         kind = self.app.kinds.get(job.kind)
         ctx = JobContext(
             job_id=job.id, kind=job.kind, queue=job.queue, attempt=job.attempt,
             max_attempts=job.max_attempts, fence=job.fence, worker_id=self.id, meta=job.meta,
-            on_progress=functools.partial(self._note_progress, job.id),
-            on_publish=functools.partial(self._note_partial, job.id),
+            on_progress=functools.partial(self._note_progress, job.fence),
+            on_publish=functools.partial(self._note_partial, job.fence),
         )
-        rec = _Running(job, kind, ctx, time.monotonic() + self.lease)
-        self._running[job.id] = rec
-        self._held[job.id] = job.fence
+        rec = _Running(job, kind, ctx, lease_deadline)
+        self._running[job.fence] = rec
+        self._held[job.fence] = job.id
         self._idle.clear()
-        rec.task = asyncio.create_task(self._run(rec), name=f"job-{job.id}")
+        rec.task = asyncio.create_task(
+            run_attempt(job, kind, ctx, self._executor, self.app.payload_limit),
+            name=f"job-{job.id}",
+        )
+        rec.task.add_done_callback(functools.partial(self._finished, rec))
         if kind is not None and kind.timeout:
             rec.timer = self._loop.call_later(kind.timeout, self._interrupt, rec, "timeout")
 
@@ -283,31 +316,42 @@ class Worker:
         if rec.kind is not None and rec.kind.is_async and rec.task is not None:
             rec.task.cancel()
 
-    async def _run(self, rec: _Running) -> None:
+    def _lose(self, rec: _Running, why: str) -> None:
+        """The lease of a running attempt is gone: stop it, stop renewing, write nothing."""
+        if rec.lost or rec.finished:
+            return
+        rec.lost = True
+        self._held.pop(rec.job.fence, None)
+        self.stats.lease_lost += 1
+        log.warning(
+            "job %s (fence %s): lease lost, %s; cancelling its handler, nothing will be written",
+            rec.job.id, rec.job.fence, why,
+        )
+        self._interrupt(rec, "lease_lost")  # a no-op when it was already told to stop
+
+    def _finished(self, rec: _Running, task: asyncio.Task[settle.Outcome | None]) -> None:
+        """Bookkeeping when an attempt's task ends, however it ends."""
+        rec.finished = True
+        if rec.timer is not None:
+            rec.timer.cancel()
+        if self._running.get(rec.job.fence) is rec:
+            del self._running[rec.job.fence]
+        self._slot_free.set()
+        if not self._running:
+            self._idle.set()
         outcome: settle.Outcome | None = None
-        try:
-            outcome = await run_attempt(
-                rec.job, rec.kind, rec.ctx, self._executor, self.app.payload_limit
-            )
-        except asyncio.CancelledError:
-            # Only reachable when a reason was not set: the worker is being torn down.
-            outcome = None
-        except Exception:
-            log.exception("internal error running job %s", rec.job.id)
-            outcome = None
-        finally:
-            rec.finished = True
-            if rec.timer is not None:
-                rec.timer.cancel()
-            self._running.pop(rec.job.id, None)
-            self._slot_free.set()
-            if not self._running:
-                self._idle.set()
-        if outcome is None:
-            if rec.ctx.cancel_reason == "lease_lost":
-                self.stats.lease_lost += 1
-                log.warning("job %s lost its lease; nothing written", rec.job.id)
-            self._held.pop(rec.job.id, None)
+        if task.cancelled():
+            # Cancelled before the handler ran (no chance to classify), or torn down.
+            if rec.ctx.cancel_reason is not None and not self._closing:
+                outcome = stopped(rec.job, rec.ctx, rec.kind)
+        elif (exc := task.exception()) is not None:
+            log.error("internal error running job %s", rec.job.id, exc_info=exc)
+        else:
+            outcome = task.result()
+        if rec.released:
+            return
+        if rec.lost or outcome is None:
+            self._held.pop(rec.job.fence, None)
             return
         if rec.dirty:
             outcome.progress = rec.progress
@@ -320,13 +364,13 @@ class Worker:
         self._outcome_ready.set()
 
     # -- progress -----------------------------------------------------------------------------
-    def _note_progress(self, job_id: int, p: Progress) -> None:
+    def _note_progress(self, fence: int, p: Progress) -> None:
         text = progress_json(p.to_json())
-        self._call_in_loop(self._set_interim, job_id, text, None)
+        self._call_in_loop(self._set_interim, fence, text, None)
 
-    def _note_partial(self, job_id: int, value: Any) -> None:
+    def _note_partial(self, fence: int, value: Any) -> None:
         text = progress_json(value)
-        self._call_in_loop(self._set_interim, job_id, None, text)
+        self._call_in_loop(self._set_interim, fence, None, text)
 
     def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
         assert self._loop is not None
@@ -339,9 +383,9 @@ class Worker:
         else:
             self._loop.call_soon_threadsafe(fn, *args)
 
-    def _set_interim(self, job_id: int, progress: str | None, partial: str | None) -> None:
-        rec = self._running.get(job_id)
-        if rec is None:
+    def _set_interim(self, fence: int, progress: str | None, partial: str | None) -> None:
+        rec = self._running.get(fence)
+        if rec is None or rec.lost:
             return
         if progress is not None:
             rec.progress = progress
@@ -351,34 +395,43 @@ class Worker:
 
     # -- flushing outcomes --------------------------------------------------------------------
     async def _flush_loop(self) -> None:
-        while True:
+        while not self._closing:
             await self._outcome_ready.wait()
-            if self._running:
+            if self._running and not self._closing:
                 # Gather more outcomes for a moment, unless nothing else is in flight.
                 await self._wait_any(self._idle, timeout=self.flush_interval)
-            await self._flush_once(retry_forever=True)
+            await self._flush_once(deadline=None)
 
-    async def _flush_once(self, *, retry_forever: bool) -> bool:
+    async def _flush_once(self, *, deadline: float | None) -> bool:
+        """Write every buffered outcome. Without a deadline, retries until it succeeds or the
+        worker closes; with one, gives up when it passes (the jobs are rescued later)."""
         backoff = 0.05
         while self._outcomes:
             batch, self._outcomes = self._outcomes, []
             self._outcome_ready.clear()
+            limit = None if deadline is None else max(0.1, deadline - time.monotonic())
             try:
-                accepted = await self._settle_conn.run(
-                    functools.partial(settle.write, schema=self.schema, outcomes=batch)
+                accepted = await self._settle_db.run(
+                    functools.partial(settle.write, schema=self.schema, outcomes=batch),
+                    timeout=limit,
                 )
-            except (psycopg.Error, DatabaseUnavailable, OSError) as exc:
+            except BaseException as exc:
                 self._outcomes = batch + self._outcomes
-                if not retry_forever:
-                    log.warning("final write failed (%s); jobs will be rescued", exc)
+                if not isinstance(exc, DB_ERRORS):
+                    raise
+                if deadline is not None and time.monotonic() + backoff >= deadline:
+                    log.warning("final outcome writes failed (%s); %d job(s) will be rescued"
+                                " when their leases expire", _why(exc), len(self._outcomes))
                     return False
-                log.warning("writing outcomes failed (%s); retrying in %.2fs", exc, backoff)
+                if self._closing and deadline is None:
+                    return False
+                log.warning("writing outcomes failed (%s); retrying in %.2fs", _why(exc), backoff)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             for o in batch:
-                self._held.pop(o.job_id, None)
-                if o.job_id not in accepted:
+                self._held.pop(o.fence, None)
+                if o.fence not in accepted:
                     self.stats.stale_writes += 1
                     log.warning(
                         "job %s: outcome %s refused (fence %s is stale: the lease was lost)",
@@ -397,140 +450,182 @@ class Worker:
                 next_beat = time.monotonic() + beat_every
                 await self._beat()
 
+    async def _watchdog_loop(self) -> None:
+        """Cancel attempts whose lease ran out unrenewed: a stuck heartbeat must not let a
+        handler run on while another worker may already hold its job."""
+        every = min(0.25, self.lease / 10)
+        while True:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            for rec in list(self._running.values()):
+                if now >= rec.lease_deadline:
+                    self._lose(rec, "no heartbeat reached the database before it expired")
+
     async def _write_progress(self) -> None:
-        dirty = [r for r in self._running.values() if r.dirty]
+        dirty = [r for r in self._running.values() if r.dirty and not r.lost]
         if not dirty:
             return
         for r in dirty:
             r.dirty = False
         rows = [(r.job.id, r.job.fence, r.progress, r.partial) for r in dirty]
         try:
-            await self._beat_conn.run(lambda c: leases.write_progress(c, self.schema, rows))
-        except (psycopg.Error, DatabaseUnavailable, OSError) as exc:
-            log.warning("progress write failed (%s)", exc)
+            kept = await self._beat_db.run(lambda c: leases.write_progress(c, self.schema, rows))
+        except DB_ERRORS as exc:
+            log.warning("progress write failed (%s)", _why(exc))
             for r in dirty:
                 r.dirty = True
+            return
+        for r in dirty:
+            if r.job.fence not in kept and not r.finished:
+                self.stats.stale_writes += 1
+                self._lose(r, "its progress write was refused")
 
     async def _beat(self) -> None:
         held = dict(self._held)
         started = time.monotonic()
         try:
-            answer = await self._beat_conn.run(
+            answer = await self._beat_db.run(
                 lambda c: leases.renew(c, self.schema, held, self.lease)
             )
-            present = await self._beat_conn.run(
+            present = await self._beat_db.run(
                 lambda c: registry.beat(c, self.schema, self.id, len(self._running))
             )
             if not present:
-                await self._beat_conn.run(
-                    lambda c: registry.register(
-                        c, self.schema, worker_id=self.id, host=self.host, pid=self.pid,
-                        queues=self.queues, slots=self.concurrency, version=VERSION,
-                    )
-                )
-        except (psycopg.Error, DatabaseUnavailable, OSError) as exc:
-            log.warning("heartbeat failed (%s)", exc)
-            now = time.monotonic()
-            for rec in list(self._running.values()):
-                if now >= rec.lease_deadline:
-                    self._interrupt(rec, "lease_lost")
+                await self._beat_db.run(self._register)
+        except DB_ERRORS as exc:
+            log.warning("heartbeat failed (%s)", _why(exc))
             return
-        for job_id in held:
-            # A job missing from the running set has an outcome waiting to be written; if its
-            # lease is gone, the fence will refuse that write.
-            running = self._running.get(job_id)
-            if running is None:
+        for fence in held:
+            # An attempt missing from the running set has an outcome waiting to be written; if
+            # its lease is gone, the fence will refuse that write.
+            rec = self._running.get(fence)
+            if rec is None:
                 continue
-            if job_id not in answer:
-                self._interrupt(running, "lease_lost")
+            if fence not in answer:
+                self._lose(rec, "the job was rescued, cancelled or requeued")
                 continue
-            running.lease_deadline = started + self.lease
-            if answer[job_id]:
-                self._interrupt(running, "cancelled")
+            rec.lease_deadline = max(rec.lease_deadline, started + self.lease)
+            if answer[fence]:
+                self._interrupt(rec, "cancelled")
 
     # -- leader -------------------------------------------------------------------------------
     async def _leader_loop(self) -> None:
-        last_rescue = last_prune = 0.0
+        rescue_every = min(5.0, self.lease / 3)
+        last_rescue = last_prune = float("-inf")
         while True:
             try:
-                self.is_leader = await self._leader_conn.run(
+                was_leader = self.is_leader
+                self.is_leader = await self._leader_db.run(
                     lambda c: leader.elect(c, self.schema, self.id, self.lease)
                 )
+                if self.is_leader != was_leader:
+                    log.info("worker %s %s the leader", self.id,
+                             "is now" if self.is_leader else "is no longer")
                 if self.is_leader:
-                    self.stats.staged += await self._leader_conn.run(
+                    self.stats.staged += await self._leader_db.run(
                         lambda c: leader.stage(c, self.schema)
                     )
                     now = time.monotonic()
-                    if now - last_rescue >= min(5.0, self.lease / 3):
+                    if now - last_rescue >= rescue_every:
                         last_rescue = now
-                        rescued = await self._leader_conn.run(
-                            lambda c: leader.rescue(c, self.schema)
-                        )
-                        if rescued:
-                            self.stats.rescued += len(rescued)
-                            log.warning("rescued %d job(s) whose lease expired", len(rescued))
-                            self.stats.staged += await self._leader_conn.run(
-                                lambda c: leader.stage(c, self.schema)
-                            )
+                        await self._rescue()
                     if now - last_prune >= 60.0:
                         last_prune = now
-                        await self._leader_conn.run(
+                        await self._leader_db.run(
                             lambda c: leader.prune_workers(c, self.schema, max(60.0, 3 * self.lease))
                         )
-                        await self._leader_conn.run(
+                        await self._leader_db.run(
                             lambda c: leader.retention(c, self.schema, self.retention)
                         )
-            except (psycopg.Error, DatabaseUnavailable, OSError) as exc:
+            except DB_ERRORS as exc:
                 self.is_leader = False
-                log.warning("leader chores failed (%s)", exc)
+                log.warning("leader chores failed (%s)", _why(exc))
             await asyncio.sleep(self.leader_interval)
 
+    async def _rescue(self) -> None:
+        rescued = await self._leader_db.run(lambda c: leader.rescue(c, self.schema))
+        if not rescued:
+            return
+        self.stats.rescued += len(rescued)
+        log.warning("rescued %d job(s) whose lease expired: %s", len(rescued),
+                    ", ".join(f"{i}->{s}" for i, s in rescued[:20]))
+        self.stats.staged += await self._leader_db.run(lambda c: leader.stage(c, self.schema))
+
     # -- shutdown -----------------------------------------------------------------------------
-    async def _bounded(self, what: str, op: Awaitable[Any]) -> None:
+    async def _bounded(self, what: str, session: Session,
+                       op: Callable[[Any], Awaitable[Any]], timeout: float) -> None:
         try:
-            await asyncio.wait_for(op, FINAL_WRITE_TIMEOUT)
-        except Exception as exc:
-            log.warning("%s did not finish (%s); moving on", what, type(exc).__name__)
+            await session.run(op, timeout=max(0.1, timeout))
+        except DB_ERRORS as exc:
+            log.warning("%s did not finish (%s); moving on", what, _why(exc))
 
     async def _shutdown(self) -> None:
+        in_flight = len(self._running)
+        log.info("draining: %d job(s) in flight, cutoff in %.1fs", in_flight, self.drain_timeout)
+        await self._bounded(
+            "marking the worker draining", self._beat_db,
+            lambda c: registry.draining(c, self.schema, self.id, self.drain_timeout),
+            min(2.0, self.final_timeout),
+        )
+        if self._running and not self._skip_wait.is_set():
+            await self._wait_any(self._idle, self._skip_wait, timeout=self.drain_timeout)
         if self._running:
-            log.info("draining: %d job(s) in flight, cutoff in %.1fs", len(self._running),
-                     self.drain_timeout)
-            await self._bounded(
-                "marking the worker draining",
-                self._beat_conn.run(
-                    lambda c: registry.draining(c, self.schema, self.id, self.drain_timeout)
-                ),
-            )
-            idle_or_skip = [self._idle, self._skip_wait]
-            await self._wait_any(*idle_or_skip, timeout=self.drain_timeout)
+            log.info("drain cutoff: interrupting %d job(s)", len(self._running))
             for rec in list(self._running.values()):
                 self._interrupt(rec, "interrupted")
             tasks = [r.task for r in self._running.values() if r.task is not None]
             if tasks:
                 await asyncio.wait(tasks, timeout=self.drain_grace)
-            # Sync handlers that ignored the signal still hold a thread: release their jobs.
-            for rec in list(self._running.values()):
-                self._outcomes.append(
-                    settle.Outcome(
-                        rec.job.id, rec.job.fence, "retryable", refund=1, code="interrupted",
-                        error={"code": "interrupted", "type": "Interrupted",
-                               "message": "the worker shut down before the job finished",
-                               "attempt": rec.job.attempt, "worker": self.id},
-                    )
-                )
-                self._running.pop(rec.job.id, None)
-        await self._bounded("final outcome writes", self._flush_once(retry_forever=False))
-        await self._bounded("deregistering", self._beat_conn.run(
-            lambda c: registry.deregister(c, self.schema, self.id)))
+        for rec in list(self._running.values()):
+            # A sync handler that ignored the signal still holds a thread, which dies with the
+            # process: release its job, held back until that thread is surely gone.
+            if rec.lost:
+                continue
+            outcome = stopped(rec.job, rec.ctx, rec.kind, abandoned=True)
+            rec.released = True
+            if outcome is not None:
+                log.warning("job %s: handler ignored the drain; abandoning it", rec.job.id)
+                if outcome.next in ("retryable", "scheduled"):
+                    outcome.delay = max(outcome.delay, self.release_hold)
+                self._outcomes.append(outcome)
+        deadline = time.monotonic() + self.final_timeout
+        await self._stop_flushing(deadline)
+        await self._flush_once(deadline=deadline)
+        await self._bounded(
+            "deregistering", self._beat_db,
+            lambda c: registry.deregister(c, self.schema, self.id),
+            min(2.0, self.final_timeout),
+        )
         if self.is_leader:
-            await self._bounded("resigning leadership", self._leader_conn.run(
-                lambda c: leader.resign(c, self.schema, self.id)))
+            await self._bounded(
+                "resigning leadership", self._leader_db,
+                lambda c: leader.resign(c, self.schema, self.id),
+                min(2.0, self.final_timeout),
+            )
+
+    async def _stop_flushing(self, deadline: float) -> None:
+        """Let the flush loop finish the write in hand (bounded), then stop it; whatever it
+        had not written is back in ``_outcomes`` for the final flush."""
+        self._closing = True
+        self._outcome_ready.set()
+        done, _ = await asyncio.wait({self._flush_task}, timeout=deadline - time.monotonic())
+        if not done:
+            self._settle_db.abort()
+            done, _ = await asyncio.wait({self._flush_task}, timeout=1.0)
+        if not done:
+            self._flush_task.cancel()
+            await asyncio.wait({self._flush_task}, timeout=1.0)
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def run_worker(worker: Worker) -> int:
     """Run a worker until SIGTERM/SIGINT (drain; a second signal skips the wait). Exit code."""
     import signal
+    import threading
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -541,11 +636,9 @@ def run_worker(worker: Worker) -> int:
     code = 0
     try:
         asyncio.run(main())
-    except DatabaseUnavailable as exc:
+    except ForkliftError as exc:  # unreachable database, outdated schema: one line, exit 1
         log.error("%s", exc.message)
         code = 1
-    import threading
-
     if any(t.name.startswith("forklift-job") and t.is_alive() for t in threading.enumerate()):
         # A sync handler ignored its cancellation; its job was released. Python would wait for
         # the thread at exit, so leave without it.
