@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from forklift import config
+from forklift.console import cli_ops
 from forklift.db import connection
 from forklift.errors import ForkliftError
 from forklift.scrub import clean_display
@@ -32,6 +33,8 @@ app = typer.Typer(
 )
 jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
+# stats, jobs list|show|explain|retry|cancel|delete, queues, workers, audit, prune
+cli_ops.register(app, jobs_app)
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -187,38 +190,6 @@ def enqueue(
     else:
         note = " (an existing live job holds that unique key)" if job.reused else ""
         out.print(f"job {job.id} {job.state} on queue {safe(job.queue)}{note}")
-
-
-# -- jobs --------------------------------------------------------------------------------------
-@jobs_app.command("show")
-def jobs_show(
-    job_id: Annotated[int, typer.Argument(help="The job's id.")],
-    dsn: DsnOpt = None,
-    schema: SchemaOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Show one job in full: args, state, attempts, errors, result, lease."""
-    from forklift.ops.jobs import get_job
-
-    job = with_conn(dsn, schema, lambda c, s: get_job(c, s, job_id))
-    if as_json:
-        emit_json(job.to_json())
-        return
-    out.print(f"[bold]job {job.id}[/]  {safe(job.kind)}  state: [bold]{job.state}[/]")
-    out.print(f"queue {safe(job.queue)}  priority {job.priority}  attempt {job.attempt}/{job.max_attempts}")
-    out.print(f"created {job.created_at:%Y-%m-%d %H:%M:%S}  run at {job.run_at:%Y-%m-%d %H:%M:%S}")
-    out.print(f"args: {safe(json.dumps(job.args))}")
-    if job.result is not None:
-        out.print(f"result: {safe(json.dumps(job.result))}")
-    if job.progress:
-        out.print(f"progress: {safe(json.dumps(job.progress))}")
-    if job.worker_id:
-        out.print(f"worker: {safe(job.worker_id)}  fence {job.fence}  lease until {job.lease_expires_at}")
-    for e in job.errors:
-        out.print(
-            f"  attempt {e.get('attempt')}: [bold]{safe(e.get('code'))}[/] {safe(e.get('type') or '')}"
-            f" {safe(e.get('message') or '')}"
-        )
 
 
 # -- demo --------------------------------------------------------------------------------------
