@@ -7,7 +7,7 @@ import json
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Generic, Literal, TypeVar, get_type_hints, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_type_hints, overload
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -20,6 +20,10 @@ from forklift.errors import ConfigError, InvalidOption, KindAlreadyDeclared, Unk
 from forklift.job import Job
 from forklift.payload import Codec, to_json_text
 from forklift.retry import Backoff
+
+if TYPE_CHECKING:
+    from forklift.backfill import Backfill, Clock, Reader
+    from forklift.cron import Policy, Schedule
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -221,6 +225,8 @@ class Forklift:
         self.schema = schema or config.schema_from_env()
         self.payload_limit = payload_limit
         self.kinds: dict[str, JobKind[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}
+        self.backfills: dict[str, Backfill] = {}
         self._pool_size = pool_size
         self._pool: ConnectionPool[Any] | None = None
         self._apool: AsyncConnectionPool[Any] | None = None
@@ -358,6 +364,78 @@ class Forklift:
             return self.kinds[name]
         except KeyError:
             raise UnknownKind(f"no job kind named {name!r} is declared", kind=name) from None
+
+    # -- schedules and backfills ----------------------------------------------------------------
+    def periodic(
+        self,
+        cron: str,
+        *,
+        tz: str = "UTC",
+        name: str | None = None,
+        args: Any = None,
+        policy: Policy = "skip",
+        max_catch_up: int | None = None,
+    ) -> Callable[[JobKind[P, R]], JobKind[P, R]]:
+        """Enqueue a kind on a cron schedule: stack ``@app.periodic(...)`` above ``@app.job``.
+
+        Ticks are computed in ``tz``; ``policy`` says what happens to ticks missed while no
+        worker ran (``skip``: run the latest once; ``catch_up``: each, at most
+        ``max_catch_up``). See :mod:`forklift.cron`.
+        """
+
+        def attach(kind: JobKind[P, R]) -> JobKind[P, R]:
+            if not isinstance(kind, JobKind):
+                raise ConfigError("stack @app.periodic(...) above @app.job(...), not below it")
+            self.schedule(kind, cron=cron, tz=tz, name=name, args=args, policy=policy,
+                          max_catch_up=max_catch_up)
+            return kind
+
+        return attach
+
+    def schedule(
+        self,
+        kind: JobKind[Any, Any] | str,
+        *,
+        cron: str,
+        tz: str = "UTC",
+        name: str | None = None,
+        args: Any = None,
+        policy: Policy = "skip",
+        max_catch_up: int | None = None,
+    ) -> Schedule:
+        """Declare a schedule for a kind given by object or name (e.g. from configuration)."""
+        from forklift import cron as _cron
+
+        target = self.kind(kind) if isinstance(kind, str) else kind
+        return _cron.declare(self, target, cron=cron, tz=tz, name=name, args=args,
+                             policy=policy, max_catch_up=max_catch_up)
+
+    def backfill(
+        self,
+        name: str,
+        *,
+        page_size: int = 100,
+        rate: float = 1.0,
+        read: Reader | None = None,
+        total: Callable[..., int | None] | None = None,
+        max_attempts: int = 5,
+        retry: Backoff | None = None,
+        clock: Clock | None = None,
+    ) -> Callable[[Any], Backfill]:
+        """Declare a paced backfill over ``read(cursor, limit)`` and ``process(items, conn)``.
+
+        Decorate the process function (passing ``read=``), or a class with ``read`` and
+        ``process`` (and optionally ``total``) methods. ``rate`` is pages per second.
+        See :mod:`forklift.backfill`.
+        """
+        from forklift import backfill as _backfill
+
+        def attach(target: Any) -> Backfill:
+            return _backfill.declare(self, name, target, read=read, total=total,
+                                     page_size=page_size, rate=rate, max_attempts=max_attempts,
+                                     retry=retry, clock=clock)
+
+        return attach
 
     # -- enqueueing by name -----------------------------------------------------------------
     def enqueue(self, kind: str, args: Any, **options: Any) -> Job:

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from forklift import claim as claims
-from forklift import leader, leases, registry, settle
+from forklift import cron, leader, leases, registry, settle
 from forklift.app import Forklift, JobKind
 from forklift.context import JobContext, Progress
 from forklift.errors import ForkliftError
@@ -525,6 +525,12 @@ class Worker:
                     self.stats.staged += await self._leader_db.run(
                         lambda c: leader.stage(c, self.schema)
                     )
+                    try:  # a schedule's fault must never stop rescue, staging or retention
+                        await self._leader_db.run(
+                            functools.partial(cron.tick, app=self.app, schema=self.schema)
+                        )
+                    except Exception as exc:
+                        log.warning("cron tick failed (%s)", exc)
                     now = time.monotonic()
                     if now - last_rescue >= rescue_every:
                         last_rescue = now
