@@ -102,7 +102,9 @@ async def stage(conn: psycopg.AsyncConnection[Any], schema: str, limit: int = 50
 
 
 async def rescue(conn: psycopg.AsyncConnection[Any], schema: str) -> list[tuple[int, str]]:
-    cur = await conn.execute(render(RESCUE_SQL, schema))
+    """Rescue every expired lease in one guarded statement; (id, new state) of each."""
+    # Empty parameters, not None: psycopg then turns the SQL's %% into the % format() needs.
+    cur = await conn.execute(render(RESCUE_SQL, schema), ())
     return [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
 
 

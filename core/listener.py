@@ -47,7 +47,14 @@ class Listener:
         self.health_timeout = health_timeout
         self.connected = asyncio.Event()
         self.reconnects = 0
+        self._stopping = False
         self._conn: psycopg.AsyncConnection[Any] | None = None
+
+    def stop(self) -> None:
+        """Break the listening session's socket and do not reconnect (shutdown)."""
+        self._stopping = True
+        if self._conn is not None:
+            shut_socket(self._conn)
 
     async def _open(self) -> psycopg.AsyncConnection[Any]:
         conn = await aconnect(self.dsn, "listen", self.worker_id)
@@ -69,6 +76,7 @@ class Listener:
     async def _healthy(self, conn: psycopg.AsyncConnection[Any]) -> None:
         """A round trip on the listening session itself, with a client-side deadline."""
         check = asyncio.ensure_future(conn.execute("SELECT 1"))
+        check.add_done_callback(lambda t: t.cancelled() or t.exception())
         done, _ = await asyncio.wait({check}, timeout=self.health_timeout)
         if done:
             check.result()
@@ -79,15 +87,15 @@ class Listener:
         await asyncio.wait({check}, timeout=1.0)
         if not check.done():
             check.cancel()
-        check.add_done_callback(lambda t: t.cancelled() or t.exception())
         raise TimeoutError(f"the listening session did not answer within {self.health_timeout}s")
 
     async def run(self) -> None:
         backoff = 0.05
         first = True
-        while True:
+        while not self._stopping:
             try:
-                self._conn = await asyncio.wait_for(self._open(), self.health_every + 10.0)
+                async with asyncio.timeout(self.health_every + 10.0):
+                    self._conn = await self._open()
                 self.connected.set()
                 backoff = 0.05
                 if not first:
@@ -102,13 +110,15 @@ class Listener:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
+                if self._stopping:
+                    break
                 log.warning("listener lost (%s: %s); reconnecting", type(exc).__name__, exc)
             finally:
                 self.connected.clear()
                 if self._conn is not None:
                     shut_socket(self._conn)
                     with contextlib.suppress(Exception):
-                        await asyncio.wait_for(self._conn.close(), 1.0)
+                        await self._conn.close()  # no I/O: nothing to bound
                     self._conn = None
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 2.0)

@@ -45,6 +45,12 @@ def shut_socket(conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) ->
             sock.detach()
 
 
+class SessionClosed(DatabaseUnavailable):
+    """The worker is shutting down: this session takes no more operations."""
+
+    code = "session_closed"
+
+
 class Session:
     """One purpose-named connection, reopened after any failure; operations bounded in time."""
 
@@ -52,13 +58,12 @@ class Session:
         self.dsn, self.purpose, self.worker_id = dsn, purpose, worker_id
         self.timeout = timeout
         self._conn: psycopg.AsyncConnection[Any] | None = None
-
-    @property
-    def backend_pid(self) -> int | None:
-        conn = self._conn
-        return conn.info.backend_pid if conn is not None and not conn.closed else None
+        self._ops: set[asyncio.Future[Any]] = set()
+        self._closed = False
 
     async def _get(self) -> psycopg.AsyncConnection[Any]:
+        if self._closed:
+            raise SessionClosed(f"the {self.purpose} session is closed")
         if self._conn is None or self._conn.closed:
             self._conn = await aconnect(self.dsn, self.purpose, self.worker_id)
         return self._conn
@@ -68,13 +73,26 @@ class Session:
         conn, self._conn = self._conn, None
         if conn is not None:
             shut_socket(conn)
+            # close() does no I/O; no wait_for around it (it can swallow a cancellation).
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.close(), 1.0)
+                await conn.close()
 
     def abort(self) -> None:
         """Make an operation in flight on this session fail now (shutdown, deadlines)."""
         if self._conn is not None:
             shut_socket(self._conn)
+
+    async def close(self, timeout: float = 1.0) -> None:
+        """Take no more operations; fail the ones in flight and wait (bounded) for them to end.
+
+        Tasks that used the session are then idle, so cancelling them does not land in the
+        middle of a query (where psycopg would try to cancel it on a server that may be gone).
+        """
+        self._closed = True
+        self.abort()
+        if self._ops:
+            await asyncio.wait(set(self._ops), timeout=timeout)
+        await self.reset()
 
     async def run(
         self,
@@ -84,7 +102,8 @@ class Session:
     ) -> T:
         """Run ``op`` on the session; any failure (or the deadline) resets the connection.
 
-        Raises one of :data:`DB_ERRORS`; ``TimeoutError`` when the deadline passed.
+        Raises one of :data:`DB_ERRORS`; ``TimeoutError`` when the deadline passed,
+        :class:`SessionClosed` once :meth:`close` was called.
         """
         limit = self.timeout if timeout is None else timeout
         task: asyncio.Future[T] | None = None
@@ -92,6 +111,8 @@ class Session:
             async with asyncio.timeout(limit):
                 conn = await self._get()
             task = asyncio.ensure_future(op(conn))
+            self._ops.add(task)
+            task.add_done_callback(self._ops.discard)
             done, _ = await asyncio.wait({task}, timeout=max(0.0, limit))
             if not done:
                 # The server is not answering: break the socket so the op fails promptly.
@@ -100,7 +121,7 @@ class Session:
                 raise TimeoutError(f"{self.purpose} did not answer within {limit:.1f}s")
             return task.result()
         except asyncio.CancelledError:
-            # Cancelled from outside (shutdown): never leave a half-read connection behind.
+            # Cancelled from outside: never leave a half-read connection behind.
             self.abort()
             self._conn = None
             raise
@@ -108,9 +129,9 @@ class Session:
             await self.reset()
             raise
         finally:
-            if task is not None and not task.done():
-                task.cancel()
             if task is not None:
+                if not task.done():
+                    task.cancel()
                 task.add_done_callback(_consume)
 
 

@@ -66,6 +66,7 @@ log = logging.getLogger("forklift.worker")
 T = TypeVar("T")
 
 VERSION = "0.1.0"
+CLAIM_GRACE = 2.0  # how long a drain waits for a claim already sent
 
 
 @dataclass
@@ -211,19 +212,27 @@ class Worker:
             await self._claim_loop()
             await self._shutdown()
         finally:
-            # Break every socket first: a task cancelled mid-query would otherwise make psycopg
-            # wait for the server to honour a cancel request.
-            for s in self._sessions:
-                s.abort()
-            leftovers = [r.task for r in self._running.values() if r.task is not None]
-            tasks = [*background, self._flush_task, *leftovers]
-            for task in tasks:
-                task.cancel()
-            await asyncio.wait(tasks, timeout=5.0)
-            for s in self._sessions:
-                await s.reset()
-            self._executor.shutdown(wait=False, cancel_futures=True)
+            await self._teardown([*background, self._flush_task])
         log.info("worker %s stopped", self.id)
+
+    async def _teardown(self, loops: list[asyncio.Task[Any]]) -> None:
+        """Stop every loop without cancelling anything in the middle of a query: sessions are
+        closed first (in-flight calls fail at once), then the now idle loops are cancelled."""
+        self._closing = True
+        self.listener.stop()
+        await asyncio.gather(*(s.close() for s in self._sessions))
+        tasks = [*loops, *(r.task for r in self._running.values() if r.task is not None)]
+        for _ in range(5):  # a task may swallow one cancellation (asyncio.wait_for in 3.11)
+            pending = [t for t in tasks if not t.done()]
+            if not pending:
+                break
+            for task in pending:
+                task.cancel()
+            await asyncio.wait(pending, timeout=1.0)
+        stuck = [t.get_name() for t in tasks if not t.done()]
+        if stuck:
+            log.warning("tasks still running at exit: %s", ", ".join(stuck))
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _check_schema(self) -> None:
         from forklift.db import connection
@@ -268,7 +277,7 @@ class Worker:
             self._wake.clear()
             sent = time.monotonic()  # the lease runs from the claim's transaction, not its reply
             try:
-                got = await self._claim_db.run(functools.partial(self._claim, n=free))
+                got = await self._claim_once(free)
             except DB_ERRORS as exc:
                 log.warning("claim failed (%s); retrying in %.2fs", _why(exc), backoff)
                 await self._wait_any(self._stop_claiming, timeout=backoff)
@@ -280,6 +289,21 @@ class Worker:
             if got and len(got) == free:
                 continue  # there may be more: claim again as soon as a slot frees
             await self._wait_any(self._wake, self._stop_claiming, timeout=self.poll_interval)
+
+    async def _claim_once(self, n: int) -> list[claims.Claimed]:
+        """One claim. A drain does not wait long for a claim the server is not answering."""
+        task = asyncio.ensure_future(self._claim_db.run(functools.partial(self._claim, n=n)))
+        stop = asyncio.ensure_future(self._stop_claiming.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                done, _ = await asyncio.wait({task}, timeout=CLAIM_GRACE)
+                if not done:
+                    # Jobs this claim may have taken are rescued when their leases expire.
+                    self._claim_db.abort()
+            return await task
+        finally:
+            stop.cancel()
 
     async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
         return await claims.claim(
@@ -409,7 +433,7 @@ class Worker:
         while self._outcomes:
             batch, self._outcomes = self._outcomes, []
             self._outcome_ready.clear()
-            limit = None if deadline is None else max(0.1, deadline - time.monotonic())
+            limit = None if deadline is None else max(0.5, deadline - time.monotonic())
             try:
                 accepted = await self._settle_db.run(
                     functools.partial(settle.write, schema=self.schema, outcomes=batch),
@@ -493,7 +517,8 @@ class Worker:
             if not present:
                 await self._beat_db.run(self._register)
         except DB_ERRORS as exc:
-            log.warning("heartbeat failed (%s)", _why(exc))
+            if not self._closing:
+                log.warning("heartbeat failed (%s)", _why(exc))
             return
         for fence in held:
             # An attempt missing from the running set has an outcome waiting to be written; if
@@ -545,7 +570,8 @@ class Worker:
                         )
             except DB_ERRORS as exc:
                 self.is_leader = False
-                log.warning("leader chores failed (%s)", _why(exc))
+                if not self._closing:
+                    log.warning("leader chores failed (%s)", _why(exc))
             await asyncio.sleep(self.leader_interval)
 
     async def _rescue(self) -> None:
@@ -597,16 +623,17 @@ class Worker:
         deadline = time.monotonic() + self.final_timeout
         await self._stop_flushing(deadline)
         await self._flush_once(deadline=deadline)
+        # Even past the deadline each of these gets a moment: on a healthy server it is plenty.
         await self._bounded(
             "deregistering", self._beat_db,
             lambda c: registry.deregister(c, self.schema, self.id),
-            min(2.0, self.final_timeout),
+            max(0.5, deadline - time.monotonic()),
         )
         if self.is_leader:
             await self._bounded(
                 "resigning leadership", self._leader_db,
                 lambda c: leader.resign(c, self.schema, self.id),
-                min(2.0, self.final_timeout),
+                max(0.5, deadline - time.monotonic()),
             )
 
     async def _stop_flushing(self, deadline: float) -> None:
