@@ -29,8 +29,8 @@ _TIMESTAMPS = {"created_at", "run_at", "attempted_at", "finished_at"}
 MAX_TEXT = 500
 MAX_VALUES = 100
 
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms)\s*)+$", re.I)
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(w|d|h|m|s|ms)", re.I)
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)\s*)+$", re.I)
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)", re.I)
 _UNIT = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 
 
@@ -239,11 +239,16 @@ class JobFilter:
             parts.append(f"{a}.batch_id = %s")
             params.append(self.batch_id)
         if self.text:
-            parts.append(
-                f"({a}.args::text ILIKE %s ESCAPE '\\' OR {a}.errors::text ILIKE %s ESCAPE '\\')"
-            )
-            pattern = like_pattern(self.text)
-            params += [pattern, pattern]
+            # The columns are JSON text, where a quote or a backslash inside a string is
+            # escaped: look for the text as typed and as JSON writes it.
+            patterns = list(dict.fromkeys(
+                like_pattern(t) for t in (self.text, json.dumps(self.text, ensure_ascii=False)[1:-1])
+            ))
+            parts.append("(" + " OR ".join(
+                f"{a}.{col}::text ILIKE %s ESCAPE '\\'"
+                for col in ("args", "errors") for _ in patterns
+            ) + ")")
+            params += [p for _ in ("args", "errors") for p in patterns]
         if self.id_min is not None:
             parts.append(f"{a}.id >= %s")
             params.append(self.id_min)
