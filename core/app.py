@@ -14,6 +14,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from forklift import config
 from forklift import enqueue as _enq
+from forklift.batches import Batch, BatchLimits
 from forklift.context import JobContext
 from forklift.db import connect_kwargs, unavailable
 from forklift.errors import ConfigError, InvalidOption, KindAlreadyDeclared, UnknownKind
@@ -220,10 +221,12 @@ class Forklift:
         schema: str | None = None,
         payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
         pool_size: int = 4,
+        batch_limits: BatchLimits | None = None,
     ) -> None:
         self._dsn = dsn
         self.schema = schema or config.schema_from_env()
         self.payload_limit = payload_limit
+        self.batch_limits = batch_limits or BatchLimits()
         self.kinds: dict[str, JobKind[Any, Any]] = {}
         self.schedules: dict[str, Schedule] = {}
         self.backfills: dict[str, Backfill] = {}
@@ -472,6 +475,70 @@ class Forklift:
             opts: dict[str, Any] = item[2] if len(item) == 3 else {}
             rows.append(self.kind(item[0]).row(item[1], **opts))
         return self.enqueue_rows(rows, conn=conn)
+
+    # -- batches (see forklift.batches) -----------------------------------------------------
+    def batch(
+        self,
+        kind: str | JobKind[Any, Any],
+        targets: Iterable[Any],
+        *,
+        caller: str,
+        mode: Literal["serial", "parallel"] = "parallel",
+        max_parallel: int | None = None,
+        key: str | None = None,
+        on_complete: Any = None,
+        on_success: Any = None,
+        meta: dict[str, Any] | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> tuple[Batch, bool]:
+        """Submit many targets of one kind as a batch; returns ``(batch, reused)``.
+
+        Idempotent per (caller, key) within the TTL, then capped; raises a BatchRefused
+        subclass (``too_many_targets``, ``caller_busy``, ``busy``) or an EnqueueRefused for a bad
+        target, storing nothing. With ``conn=`` it joins the caller's transaction.
+        """
+        from forklift import batches
+
+        plan = batches.prepare(
+            self, kind, targets, caller=caller, mode=mode, max_parallel=max_parallel, key=key,
+            on_complete=on_complete, on_success=on_success, meta=meta,
+        )
+        if conn is not None:
+            return batches.run(conn, plan)
+        with self.pool().connection() as own:
+            return batches.run(own, plan)
+
+    async def batch_async(
+        self,
+        kind: str | JobKind[Any, Any],
+        targets: Iterable[Any],
+        *,
+        caller: str,
+        mode: Literal["serial", "parallel"] = "parallel",
+        max_parallel: int | None = None,
+        key: str | None = None,
+        on_complete: Any = None,
+        on_success: Any = None,
+        meta: dict[str, Any] | None = None,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+    ) -> tuple[Batch, bool]:
+        from forklift import batches
+
+        plan = batches.prepare(
+            self, kind, targets, caller=caller, mode=mode, max_parallel=max_parallel, key=key,
+            on_complete=on_complete, on_success=on_success, meta=meta,
+        )
+        if conn is not None:
+            return await batches.run_async(conn, plan)
+        pool = await self.async_pool()
+        async with pool.connection() as own:
+            return await batches.run_async(own, plan)
+
+    def get_batch(self, batch_id: int) -> Batch | None:
+        from forklift import batches
+
+        with self.pool().connection() as conn:
+            return batches.get(conn, self.schema, batch_id)
 
     def get_job(self, job_id: int) -> Job | None:
         from forklift.job import JOB_COLUMNS

@@ -87,3 +87,39 @@ class NotRequeueable(ForkliftError):
 
 class ReadOnly(ForkliftError):
     code = "read_only"
+
+
+class BatchRefused(EnqueueRefused):
+    """Base of the refusals of a batch submit; nothing was stored.
+
+    An HTTP layer maps ``too_many_targets`` and ``batch_key_conflict`` to 422 (the request
+    itself is wrong) and ``caller_busy`` and ``busy`` to 429 (try again later).
+    """
+
+    code = "batch_refused"
+
+
+class TooManyTargets(BatchRefused):
+    code = "too_many_targets"
+
+
+class CallerBusy(BatchRefused):
+    """The caller already has as many live batches as it may have (default 1)."""
+
+    code = "caller_busy"
+
+
+class Busy(BatchRefused):
+    """As many batches as allowed are live in total (default 8)."""
+
+    code = "busy"
+
+
+class BatchKeyConflict(BatchRefused):
+    """The caller's idempotency key already names a live batch of another kind."""
+
+    code = "batch_key_conflict"
+
+
+class BatchNotFound(ForkliftError):
+    code = "batch_not_found"
