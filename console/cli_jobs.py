@@ -111,6 +111,7 @@ def jobs_list(
     cursor: Annotated[
         str | None, typer.Option(help="Continue after this page (next_cursor of the last one).")
     ] = None,
+    read_only: ReadOnlyOpt = False,
     dsn: Dsn = None,
     schema: Schema = None,
     as_json: Json = False,
@@ -119,7 +120,7 @@ def jobs_list(
     with handled(as_json):
         flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
                            before, time_field)
-        with operator(dsn, schema) as op:
+        with operator(dsn, schema, None, read_only) as op:
             page = op.jobs(flt, sort=sort, limit=limit, cursor=cursor)
     if as_json:
         emit_json(page.to_json())
@@ -147,12 +148,13 @@ def jobs_list(
 # -- show ----------------------------------------------------------------------------------
 def jobs_show(
     job_id: Annotated[int, typer.Argument(help="The job's id.")],
+    read_only: ReadOnlyOpt = False,
     dsn: Dsn = None,
     schema: Schema = None,
     as_json: Json = False,
 ) -> None:
     """Show one job in full: args, meta, tags, errors with tracebacks, result, lease, timeline."""
-    with handled(as_json), operator(dsn, schema) as op:
+    with handled(as_json), operator(dsn, schema, None, read_only) as op:
         detail = op.job(job_id)
     if as_json:
         emit_json(detail.to_json())
@@ -197,12 +199,13 @@ def jobs_show(
 # -- explain -------------------------------------------------------------------------------
 def jobs_explain(
     job_id: Annotated[int, typer.Argument(help="The job's id.")],
+    read_only: ReadOnlyOpt = False,
     dsn: Dsn = None,
     schema: Schema = None,
     as_json: Json = False,
 ) -> None:
     """Why isn't this job running? Plain sentences from facts in the database."""
-    with handled(as_json), operator(dsn, schema) as op:
+    with handled(as_json), operator(dsn, schema, None, read_only) as op:
         ex = op.explain(job_id)
     if as_json:
         emit_json(ex.to_json())
@@ -296,8 +299,7 @@ def _one_by_one(
                 out.print(f"job {job_id}: {r.outcome} (was {r.previous_state})")
         except ForkliftError as exc:
             errors.append({"job_id": job_id, **exc.to_dict()})
-            if not as_json:
-                err.print(f"[bold red]job {job_id}:[/] {safe(exc.message)} [dim]({exc.code})[/]")
+            err.print(f"[bold red]job {job_id}:[/] {safe(exc.message)} [dim]({exc.code})[/]")
     if as_json:
         emit_json({"action": action, "results": results, "errors": errors})
     if errors:

@@ -56,12 +56,17 @@ def register(app: typer.Typer, jobs_app: typer.Typer) -> None:
 
 
 # -- stats ---------------------------------------------------------------------------------
-def stats_tables(s: Stats) -> Group:
+def stats_tables(s: Stats, width: int | None = None) -> Group:
+    wide = (width or out.width) >= 110  # room for the sparkline
     q = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
               title=f"queues (rates over the last {s.window_seconds / 60:.0f} min)")
-    for col in ("queue", "avail", "sched", "running", "retry", "dead", "lag", "done", "failed",
-                "p95", "completed/min", "paused"):
-        q.add_column(col, justify="left" if col in ("queue", "completed/min", "paused") else "right")
+    cols = ["queue", "avail", "sched", "run", "retry", "dead", "lag", "done", "failed", "p95"]
+    cols += ["trend"] if wide else []
+    cols += ["paused"]
+    for col in cols:
+        q.add_column(col, justify="left" if col in ("queue", "trend", "paused") else "right",
+                     overflow="fold", no_wrap=col not in ("queue", "paused"),
+                     min_width=10 if col == "queue" else None)
     for x in s.queues:
         c = x.counts
         limit = f"/{x.concurrency}" if x.concurrency is not None else ""
@@ -70,12 +75,14 @@ def stats_tables(s: Stats) -> Group:
             paused = f"[bold yellow]paused[/] by {safe(x.paused_by or '?')}"
             if x.pause_expires_at:
                 paused += f" until {stamp(x.pause_expires_at)}"
-        q.add_row(
+        cells = [
             safe(x.name), f"{c['available']:,}", f"{c['scheduled']:,}",
             f"{c['running']:,}{limit}", f"{c['retryable']:,}", f"{c['dead']:,}",
             seconds(x.pickup_lag_seconds), f"{x.completed:,}", f"{x.failed:,}",
-            seconds(x.run_time.p95_seconds), spark(x.series.completed), paused,
-        )
+            seconds(x.run_time.p95_seconds),
+        ]
+        cells += [spark(x.series.completed)] if wide else []
+        q.add_row(*cells, paused)
     t = s.totals
     totals = (
         f"[bold]total[/]  {t.counts['available']:,} available · {t.counts['scheduled']:,}"
@@ -91,7 +98,7 @@ def stats_tables(s: Stats) -> Group:
 def workers_table(workers: list[WorkerInfo]) -> Table:
     w = Table(box=None, header_style="bold", pad_edge=False, title="workers", title_justify="left")
     for col in ("worker", "state", "queues", "slots", "heartbeat", "drain", "leader"):
-        w.add_column(col)
+        w.add_column(col, overflow="fold")
     for x in workers:
         st = "[yellow]draining[/]" if x.state == "draining" else "[green]running[/]"
         if x.stale:
@@ -112,6 +119,7 @@ def stats_cmd(
     ] = 0,
     window: Annotated[str, typer.Option(help="Rates over this recent window (e.g. 30m).")] = "30m",
     bucket: Annotated[str, typer.Option(help="One sparkline point per (e.g. 1m).")] = "1m",
+    read_only: ReadOnlyOpt = False,
     dsn: Dsn = None,
     schema: Schema = None,
     as_json: Json = False,
@@ -120,7 +128,7 @@ def stats_cmd(
 
     With --json --watch, one JSON document per line per refresh.
     """
-    with handled(as_json), operator(dsn, schema) as op:
+    with handled(as_json), operator(dsn, schema, None, read_only) as op:
         w, b = duration(window, "window"), duration(bucket, "bucket")
         if not watch:
             s = op.stats(window=w, bucket=b)
@@ -172,9 +180,11 @@ def _queue_line(q: QueueInfo) -> str:
 
 
 @queues_app.command("list")
-def queues_list(dsn: Dsn = None, schema: Schema = None, as_json: Json = False) -> None:
+def queues_list(
+    read_only: ReadOnlyOpt = False, dsn: Dsn = None, schema: Schema = None, as_json: Json = False
+) -> None:
     """Every queue with its pause and concurrency limit (depths: `forklift stats`)."""
-    with handled(as_json), operator(dsn, schema) as op:
+    with handled(as_json), operator(dsn, schema, None, read_only) as op:
         queues = op.queues()
     if as_json:
         emit_json([q.to_json() for q in queues])
@@ -205,12 +215,13 @@ def _print_explanation(ex: Explanation) -> None:
 @queues_app.command("explain")
 def queues_explain(
     name: Annotated[str, typer.Argument(help="The queue.")],
+    read_only: ReadOnlyOpt = False,
     dsn: Dsn = None,
     schema: Schema = None,
     as_json: Json = False,
 ) -> None:
     """Why is this queue not moving? Pause, limits, workers, backlog, in plain words."""
-    with handled(as_json), operator(dsn, schema) as op:
+    with handled(as_json), operator(dsn, schema, None, read_only) as op:
         ex = op.explain_queue(name)
     if as_json:
         emit_json(ex.to_json())
@@ -298,9 +309,11 @@ def queues_limit(
 
 # -- workers -------------------------------------------------------------------------------
 @workers_app.command("list")
-def workers_list(dsn: Dsn = None, schema: Schema = None, as_json: Json = False) -> None:
+def workers_list(
+    read_only: ReadOnlyOpt = False, dsn: Dsn = None, schema: Schema = None, as_json: Json = False
+) -> None:
     """Registered workers: state, queues, slots in use, heartbeat age, drain cutoff, leader."""
-    with handled(as_json), operator(dsn, schema) as op:
+    with handled(as_json), operator(dsn, schema, None, read_only) as op:
         workers = op.workers()
     if as_json:
         emit_json([w.to_json() for w in workers])
@@ -319,12 +332,13 @@ def audit_cmd(
     before_id: Annotated[
         int | None, typer.Option(help="Page: entries older than this audit id.")
     ] = None,
+    read_only: ReadOnlyOpt = False,
     dsn: Dsn = None,
     schema: Schema = None,
     as_json: Json = False,
 ) -> None:
     """The audit trail: who did what to which jobs or queues, when, and how it ended."""
-    with handled(as_json), operator(dsn, schema) as op:
+    with handled(as_json), operator(dsn, schema, None, read_only) as op:
         entries = op.audit(limit=limit, actor=actor_filter, action=action, since=since,
                            before_id=before_id)
     if as_json:

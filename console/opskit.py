@@ -96,11 +96,15 @@ def usage(message: str, as_json: bool = False) -> typer.Exit:
     return typer.Exit(2)
 
 
+def interactive() -> bool:
+    return sys.stdin.isatty()
+
+
 def confirm(question: str, yes: bool, as_json: bool = False) -> None:
     """Ask on a terminal; refuse (exit 1) without --yes when stdin is not one."""
     if yes:
         return
-    if not sys.stdin.isatty():
+    if not interactive():
         message = (
             f"refusing to {question.rstrip('?')} without confirmation: stdin is not a terminal;"
             " pass --yes to act (or --dry-run to see what would happen)"
