@@ -183,7 +183,37 @@ def stopped(
 
 
 def progress_json(value: Any) -> str | None:
+    """JSON text PostgreSQL's jsonb accepts, or None when the value is not JSON at all.
+
+    NUL characters are dropped and lone surrogates escaped (jsonb refuses both), so a
+    handler's progress note can never make the write that carries it fail.
+    """
     try:
-        return json.dumps(value, allow_nan=False, default=str)
-    except (TypeError, ValueError):
+        text = json.dumps(value, allow_nan=False, default=str, ensure_ascii=False)
+        if "\\u0000" in text or not _encodable(text):
+            text = json.dumps(_storable(value), allow_nan=False, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
         return None
+    return text if _encodable(text) and "\\u0000" not in text else None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text(s: str) -> str:
+    return s.replace("\x00", "").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(str(k)): _storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_storable(v) for v in value]
+    return value

@@ -28,6 +28,12 @@ DB_ERRORS: tuple[type[BaseException], ...] = (
     psycopg.Error, DatabaseUnavailable, OSError, TimeoutError,
 )
 
+#: The failures worth retrying as they are: the connection, the server's state (timeouts,
+#: deadlocks, serialization, shutdown) -- not a statement the server refuses for its content.
+TRANSIENT: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError, psycopg.InterfaceError, DatabaseUnavailable, OSError, TimeoutError,
+)
+
 
 def shut_socket(conn: psycopg.AsyncConnection[Any] | psycopg.Connection[Any]) -> None:
     """Shut down ``conn``'s socket without closing its descriptor. Never raises.

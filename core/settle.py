@@ -67,10 +67,10 @@ async def write(
             [o.job_id for o in outcomes],
             [o.fence for o in outcomes],
             [o.next for o in outcomes],
-            [o.delay for o in outcomes],
-            [o.refund for o in outcomes],
+            [float(o.delay) for o in outcomes],  # one type per array: 900 and 0.5 mix
+            [int(o.refund) for o in outcomes],
             [o.result for o in outcomes],
-            [json.dumps(o.error) if o.error is not None else None for o in outcomes],
+            [json.dumps(o.error, default=str) if o.error is not None else None for o in outcomes],
             [o.progress for o in outcomes],
             [o.partial for o in outcomes],
         ),

@@ -60,7 +60,8 @@ from forklift.errors import ForkliftError
 from forklift.execute import progress_json, run_attempt, stopped
 from forklift.listener import Listener
 from forklift.migrate import ensure_current
-from forklift.session import DB_ERRORS, Session
+from forklift.scrub import error_entry
+from forklift.session import DB_ERRORS, TRANSIENT, Session
 
 log = logging.getLogger("forklift.worker")
 T = TypeVar("T")
@@ -435,13 +436,10 @@ class Worker:
             self._outcome_ready.clear()
             limit = None if deadline is None else max(0.5, deadline - time.monotonic())
             try:
-                accepted = await self._settle_db.run(
-                    functools.partial(settle.write, schema=self.schema, outcomes=batch),
-                    timeout=limit,
-                )
+                accepted = await self._write(batch, limit)
             except BaseException as exc:
                 self._outcomes = batch + self._outcomes
-                if not isinstance(exc, DB_ERRORS):
+                if not isinstance(exc, TRANSIENT):
                     raise
                 if deadline is not None and time.monotonic() + backoff >= deadline:
                     log.warning("final outcome writes failed (%s); %d job(s) will be rescued"
@@ -462,6 +460,60 @@ class Worker:
                         o.job_id, o.next, o.fence,
                     )
         return True
+
+    async def _write(self, batch: list[settle.Outcome], limit: float | None) -> dict[int, str]:
+        """One statement for the batch. A batch the server refuses for its content (not for a
+        lost connection) is written outcome by outcome, so one bad outcome cannot hold back the
+        rest: that one is recorded as an ``internal_error`` failure instead, and failing even
+        that, left to be rescued when its lease expires. Raises only TRANSIENT errors."""
+        def write(outcomes: list[settle.Outcome]) -> Awaitable[dict[int, str]]:
+            return self._settle_db.run(
+                functools.partial(settle.write, schema=self.schema, outcomes=outcomes),
+                timeout=limit,
+            )
+
+        try:
+            return await write(batch)
+        except TRANSIENT:
+            raise
+        except Exception as exc:
+            if len(batch) == 1:
+                return await self._write_fallback(batch[0], exc, write)
+            log.error("a batch of %d outcomes was refused (%s); writing them one by one",
+                      len(batch), _why(exc))
+        accepted: dict[int, str] = {}
+        for i, o in enumerate(batch):
+            try:
+                accepted.update(await write([o]))
+            except TRANSIENT:
+                self._outcomes = batch[i:] + self._outcomes
+                raise
+            except Exception as exc:
+                accepted.update(await self._write_fallback(o, exc, write))
+        return accepted
+
+    async def _write_fallback(
+        self, o: settle.Outcome, exc: BaseException,
+        write: Callable[[list[settle.Outcome]], Awaitable[dict[int, str]]],
+    ) -> dict[int, str]:
+        log.error("job %s: outcome %s could not be stored (%s); recording internal_error",
+                  o.job_id, o.next, _why(exc))
+        attempt = o.error.get("attempt", 0) if o.error else 0
+        entry = error_entry(
+            None, code="internal_error", attempt=int(attempt), worker_id=self.id,
+            message=f"forklift could not store this attempt's outcome ({o.next}):"
+                    f" {type(exc).__name__}",
+        )
+        plain = settle.Outcome(o.job_id, o.fence, "retryable", delay=1.0, error=entry,
+                               code="internal_error")
+        try:
+            return await write([plain])
+        except TRANSIENT:
+            raise
+        except Exception as again:
+            log.error("job %s: not even that could be stored (%s); it will be rescued when its"
+                      " lease expires", o.job_id, _why(again))
+            return {}
 
     # -- heartbeats ---------------------------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
@@ -496,9 +548,10 @@ class Worker:
             kept = await self._beat_db.run(lambda c: leases.write_progress(c, self.schema, rows))
         except DB_ERRORS as exc:
             log.warning("progress write failed (%s)", _why(exc))
-            for r in dirty:
-                r.dirty = True
-            return
+            if isinstance(exc, TRANSIENT):
+                for r in dirty:
+                    r.dirty = True
+            return  # refused for its content: that progress is dropped, not retried forever
         for r in dirty:
             if r.job.fence not in kept and not r.finished:
                 self.stats.stale_writes += 1

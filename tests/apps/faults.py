@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import os
 import random
 import signal
@@ -457,3 +458,41 @@ def states(conn: psycopg.Connection[Any], ids: list[int]) -> dict[int, str]:
 def all_in(conn: psycopg.Connection[Any], ids: list[int], *wanted: str) -> bool:
     got = states(conn, ids)
     return len(got) == len(ids) and all(s in wanted for s in got.values())
+
+
+def assert_ledger_sound(conn: psycopg.Connection[Any]) -> dict[str, int]:
+    """Check the soak ledger against the jobs; returns counts for the test's report.
+
+    - Attempts whose end was accepted (their fence still current when they finished) never
+      overlap for one job: ordered by fence, each ended before the next one started.
+    - A completed job's final fence is one of those accepted attempts, and it succeeded.
+    - No attempt started after its job reached a terminal state (no ghost runs).
+    """
+    rows = conn.execute(
+        "SELECT l.job_id, l.fence, l.started_at, l.ended_at, l.accepted, l.outcome,"
+        " j.state, j.fence, j.finished_at"
+        " FROM public.ledger l JOIN forklift.jobs j ON j.id = l.job_id"
+        " ORDER BY l.job_id, l.fence, l.started_at"
+    ).fetchall()
+    by_job: dict[int, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        by_job.setdefault(int(r[0]), []).append(r)
+    refused = 0
+    for job_id, attempts in by_job.items():
+        state, final_fence, finished_at = attempts[0][6], attempts[0][7], attempts[0][8]
+        accepted = [a for a in attempts if a[4]]
+        refused += sum(1 for a in attempts if a[4] is False)
+        for prev, nxt in itertools.pairwise(accepted):
+            assert prev[1] < nxt[1], f"job {job_id}: two accepted attempts share fence {prev[1]}"
+            assert prev[3] <= nxt[2], (
+                f"job {job_id}: fence {prev[1]} ran until {prev[3]}, after fence {nxt[1]}"
+                f" started at {nxt[2]}: two valid leases at once"
+            )
+        if state == "completed":
+            last = [a for a in accepted if a[1] == final_fence]
+            assert last and last[-1][5] == "ok", f"job {job_id}: completed without its run"
+        for a in attempts:
+            assert finished_at is None or a[2] <= finished_at, (
+                f"job {job_id}: an attempt (fence {a[1]}) started after the job finished"
+            )
+    return {"jobs": len(by_job), "attempts": len(rows), "refused": refused}
