@@ -115,11 +115,15 @@ def _info(row: tuple[Any, ...]) -> ScheduleInfo:
     )
 
 
-def _name(name: str) -> str:
-    name = check_text(name, "schedule").strip()
+def required_name(name: str, what: str) -> str:
+    name = check_text(name, what).strip()
     if not name:
-        raise InvalidFilter("a schedule name is required", field="schedule")
+        raise InvalidFilter(f"a {what} name is required", field=what)
     return name
+
+
+def _name(name: str) -> str:
+    return required_name(name, "schedule")
 
 
 def list_schedules(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[ScheduleInfo]:
