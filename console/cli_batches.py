@@ -33,7 +33,6 @@ from forklift.console.opskit import (
     seconds,
     stamp,
 )
-from forklift.ops import batches as ops
 from forklift.ops.batches import BatchDetail
 from forklift.scrub import clean_display
 
@@ -104,8 +103,7 @@ def list_cmd(
 ) -> None:
     """Batches, newest first, with progress, rate and ETA."""
     with handled(as_json), operator(dsn, schema) as op:
-        found = ops.list_batches(op.conn, op.ctx, state=state, caller=caller, limit=limit,
-                                 before_id=before)
+        found = op.batches(state=state, caller=caller, limit=limit, before_id=before)
     if as_json:
         emit_json([b.to_json() for b in found])
         return
@@ -178,8 +176,7 @@ def show_cmd(
     with handled(as_json), operator(dsn, schema) as op:
 
         def fetch() -> BatchDetail:
-            return ops.show(op.conn, op.ctx, batch_id, states=states, after_index=after,
-                            limit=limit)
+            return op.batch(batch_id, states=states, after_index=after, limit=limit)
 
         detail = fetch()
         if as_json:
@@ -212,7 +209,7 @@ def cancel_cmd(
     with handled(as_json):
         confirm(f"cancel batch {batch_id}?", yes, as_json)
         with operator(dsn, schema, actor, read_only) as op:
-            done = ops.cancel(op.conn, op.ctx, batch_id, reason=reason)
+            done = op.cancel_batch(batch_id, reason=reason)
     if as_json:
         emit_json({"batch_id": batch_id, "cancelled": done})
     elif done:
@@ -238,7 +235,7 @@ def retry_failed_cmd(
     with handled(as_json):
         confirm(f"requeue the failed targets of batch {batch_id}?", yes, as_json)
         with operator(dsn, schema, actor, read_only) as op:
-            count = ops.retry_failed(op.conn, op.ctx, batch_id, reason=reason)
+            count = op.retry_batch(batch_id, reason=reason)
     if as_json:
         emit_json({"batch_id": batch_id, "requeued": count})
     else:

@@ -241,6 +241,12 @@ COPY_SQL = (
     " batch_id, batch_index) FROM STDIN"
 )
 GET_SQL = "SELECT " + BATCH_COLUMNS + " FROM {s}.batches WHERE id = %s"
+# Finished batches past their TTL; their targets are then ordinary finished jobs for retention.
+PRUNE_SQL = """
+DELETE FROM {s}.batches WHERE id IN (
+    SELECT id FROM {s}.batches WHERE state <> 'running' AND expires_at < now()
+    ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED)
+"""
 
 
 # -- preparing a submit (no database) ----------------------------------------------------------
@@ -535,3 +541,9 @@ async def run_async(conn: psycopg.AsyncConnection[Any], plan: _Plan) -> tuple[Ba
 def get(conn: psycopg.Connection[Any], schema: str, batch_id: int) -> Batch | None:
     row = conn.execute(render(GET_SQL, schema), (batch_id,)).fetchone()
     return Batch.from_row(row) if row else None
+
+
+async def prune_expired(conn: psycopg.AsyncConnection[Any], schema: str, limit: int = 1000) -> int:
+    """Delete finished batches whose TTL lapsed (the leader's retention chore); bounded."""
+    cur = await conn.execute(render(PRUNE_SQL, schema), (limit,))
+    return cur.rowcount

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 
+from forklift import batches
 from forklift.sqltext import render
 
 ELECT_SQL = """
@@ -76,10 +77,13 @@ PRUNE_WORKERS_SQL = (
 )
 
 # Retention: terminal rows past their window, in short keyset batches (never one huge delete).
+# Targets of a batch whose TTL has not lapsed stay readable (forklift.batches).
 RETENTION_SQL = """
 WITH old AS (
-    SELECT id FROM {s}.jobs
+    SELECT id FROM {s}.jobs j
     WHERE state = %s AND finished_at < now() - make_interval(secs => %s)
+      AND (batch_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {s}.batches b WHERE b.id = j.batch_id AND b.expires_at > now()))
     ORDER BY finished_at LIMIT %s
     FOR UPDATE SKIP LOCKED
 )
@@ -128,4 +132,5 @@ async def retention(
             deleted += cur.rowcount
             if cur.rowcount < batch:
                 break
+    await batches.prune_expired(conn, schema, batch)
     return deleted

@@ -583,3 +583,25 @@ def test_batch_limits_are_checked(app: Forklift) -> None:
     for bad in ({"max_targets": 0}, {"per_caller": 0}, {"max_live": 0}, {"ttl": timedelta(0)}):
         with pytest.raises(InvalidOption):
             BatchLimits(**bad)  # type: ignore[arg-type]
+
+
+def test_retention_keeps_targets_until_the_batch_ttl_lapses(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from forklift import leader
+
+    batch, _ = app.batch("batch.step", [{"n": 0}, {"n": 1}], caller="zed")
+    plain = app.kind("batch.step").enqueue({"n": 9}).id
+    conn.execute("UPDATE forklift.jobs SET state = 'completed', finished_at = now() - interval '3 days'")
+    assert bapp.finished(conn, batch.id) == "done"
+
+    async def retention() -> int:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as a:
+            return await leader.retention(a, "forklift", {"completed": 86400.0})
+
+    assert asyncio.run(retention()) == 1  # the plain job only: the batch is within its TTL
+    assert count(conn, "SELECT count(*) FROM forklift.jobs WHERE batch_id = %s", batch.id) == 2
+    assert count(conn, "SELECT count(*) FROM forklift.jobs WHERE id = %s", plain) == 0
+    conn.execute("UPDATE forklift.batches SET expires_at = now() - interval '1 second'")
+    assert asyncio.run(retention()) == 2
+    assert count(conn, "SELECT count(*) FROM forklift.batches") == 0

@@ -23,9 +23,11 @@ from typing import Any
 import psycopg
 
 from forklift import config
+from forklift.batches import Batch
 from forklift.db import connect, connect_kwargs, unavailable
 from forklift.ops import actions as _actions
 from forklift.ops import audit as _audit
+from forklift.ops import batches as _batches
 from forklift.ops import explain as _explain
 from forklift.ops import jobs as _jobs
 from forklift.ops import prune as _prune
@@ -230,3 +232,40 @@ class Operator:
         return self._run(  # type: ignore[no-any-return]
             _queues.set_concurrency, queue, limit, reason=reason, create=create
         )
+
+    # -- batches (see forklift.ops.batches) ---------------------------------------------------
+    def batches(
+        self,
+        *,
+        state: str | None = None,
+        caller: str | None = None,
+        limit: int = 50,
+        before_id: int | None = None,
+    ) -> list[Batch]:
+        return self._run(  # type: ignore[no-any-return]
+            _batches.list_batches, state=state, caller=caller, limit=limit, before_id=before_id
+        )
+
+    def batch(
+        self,
+        batch_id: int,
+        *,
+        states: list[str] | None = None,
+        after_index: int = -1,
+        limit: int = 100,
+    ) -> _batches.BatchDetail:
+        """Progress, rate, ETA and a page of targets (with result or error)."""
+        return self._run(  # type: ignore[no-any-return]
+            _batches.show, batch_id, states=states, after_index=after_index, limit=limit
+        )
+
+    def live_batches(self) -> int:
+        return self._run(_batches.count_live)  # type: ignore[no-any-return]
+
+    def cancel_batch(self, batch_id: int, *, reason: str | None = None) -> bool:
+        """Waiting targets end at once; in-flight ones finish. False if unknown or finished."""
+        return self._run(_batches.cancel, batch_id, reason=reason)  # type: ignore[no-any-return]
+
+    def retry_batch(self, batch_id: int, *, reason: str | None = None) -> int:
+        """Requeue the batch's failed targets; returns how many."""
+        return self._run(_batches.retry_failed, batch_id, reason=reason)  # type: ignore[no-any-return]
