@@ -139,7 +139,10 @@ def migrate(
     schema: SchemaOpt = None,
 ) -> None:
     """Apply pending schema migrations (safe to run twice, or from two hosts at once)."""
-    from forklift import migrate as m
+    import importlib
+
+    # `from forklift import migrate` is the migrate() function, which shadows the module.
+    m = importlib.import_module("forklift.migrate")
 
     with guarded():
         schema_name = schema or config.schema_from_env()

@@ -16,8 +16,14 @@ from forklift import config
 from forklift import enqueue as _enq
 from forklift.batches import Batch, BatchLimits
 from forklift.context import JobContext
-from forklift.db import connect_kwargs, unavailable
-from forklift.errors import ConfigError, InvalidOption, KindAlreadyDeclared, UnknownKind
+from forklift.db import aconnect, connect, connect_kwargs, unavailable
+from forklift.errors import (
+    ConfigError,
+    DatabaseUnavailable,
+    InvalidOption,
+    KindAlreadyDeclared,
+    UnknownKind,
+)
 from forklift.job import Job
 from forklift.payload import Codec, to_json_text
 from forklift.retry import Backoff
@@ -50,6 +56,37 @@ def _as_utc(at: datetime | None) -> datetime | None:
     if at.tzinfo is None:
         raise InvalidOption("at= must be timezone-aware (e.g. datetime.now(timezone.utc))", field="at")
     return at.astimezone(UTC)
+
+
+def _handler_params(fn: Callable[..., Any], name: str) -> list[str]:
+    """The handler's two positional parameters (ctx, payload), or a ConfigError saying why not."""
+    if not callable(fn):
+        raise ConfigError(f"handler {name} is not callable")
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise ConfigError(f"handler {name} is a generator; it must return its result")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"the signature of handler {name} cannot be read: {exc}") from None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = list(signature.parameters.values())
+    required_later = [
+        p for p in params[2:]
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    if len(params) < 2 or any(p.kind not in positional for p in params[:2]) or required_later:
+        shown = ", ".join(p.name for p in params)
+        raise ConfigError(f"handler {name} must take (ctx, payload); it takes ({shown})")
+    return [p.name for p in params[:2]]
+
+
+def _codec(tp: Any, name: str, what: str) -> Codec:
+    try:
+        return Codec(tp, what=what)
+    except Exception as exc:  # pydantic refuses some types only when asked to build a schema
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"the {what} type of handler {name} cannot be validated: {first}") from None
 
 
 class JobKind(Generic[P, R]):
@@ -87,14 +124,15 @@ class JobKind(Generic[P, R]):
                 raise ConfigError(f"failure code {code!r} of {name} is reserved for forklift")
         self.failure_codes = frozenset(failure_codes)
         self.is_async = inspect.iscoroutinefunction(fn)
-        hints = get_type_hints(fn)
-        params = list(inspect.signature(fn).parameters)
-        if len(params) != 2:
+        params = _handler_params(fn, name)
+        try:
+            hints = get_type_hints(fn)
+        except Exception as exc:
             raise ConfigError(
-                f"handler {name} must take (ctx, payload); it takes {len(params)} parameters"
-            )
-        self.payload = Codec(hints.get(params[1], Any))
-        self.result = Codec(hints.get("return", Any))
+                f"the annotations of handler {name} cannot be resolved: {exc}"
+            ) from None
+        self.payload = _codec(hints.get(params[1], Any), name, "payload")
+        self.result = _codec(hints.get("return", Any), name, "result")
         _enq.check_options(
             priority=priority, max_attempts=max_attempts, delay=None, at=None, queue=queue
         )
@@ -125,12 +163,16 @@ class JobKind(Generic[P, R]):
         data = self.payload.dump(value, kind=self.name)
         limit = self.app.payload_limit
         text = to_json_text(data, what="payload", kind=self.name, limit=limit)
+        if meta is not None and not isinstance(meta, dict):
+            raise InvalidOption("meta must be a dict of JSON values", field="meta")
         meta_text = to_json_text(meta or {}, what="meta", kind=self.name, limit=limit)
+        if isinstance(tags, str):  # a lone string would otherwise become one tag per letter
+            raise InvalidOption("tags must be a list of strings, not one string", field="tags")
         seconds = _as_delay(delay)
         when = _as_utc(at)
         prio = self.priority if priority is None else priority
         attempts = self.max_attempts if max_attempts is None else max_attempts
-        q = queue or self.queue
+        q = self.queue if queue is None else queue
         _enq.check_options(priority=prio, max_attempts=attempts, delay=seconds, at=when, queue=q)
         tag_list = [str(t) for t in tags]
         if any("\x00" in t or "\x1f" in t for t in tag_list):
@@ -260,7 +302,13 @@ class Forklift:
                     timeout=15,
                 )
                 try:
+                    # One plain attempt first: an unreachable database is reported at once,
+                    # where the pool would keep retrying until its timeout.
+                    connect(self.dsn, "enqueue").close()
                     pool.open(wait=True, timeout=15)
+                except DatabaseUnavailable:
+                    pool.close()
+                    raise
                 except Exception as exc:
                     pool.close()
                     raise unavailable(self.dsn, exc) from None
@@ -279,7 +327,11 @@ class Forklift:
                 timeout=15,
             )
             try:
+                await (await aconnect(self.dsn, "enqueue")).close()
                 await apool.open(wait=True, timeout=15)
+            except DatabaseUnavailable:
+                await apool.close()
+                raise
             except Exception as exc:
                 await apool.close()
                 raise unavailable(self.dsn, exc) from None

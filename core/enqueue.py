@@ -6,6 +6,7 @@ enqueued in a transaction that rolls back wakes nobody and exists nowhere.
 
 from __future__ import annotations
 
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -210,6 +211,20 @@ def _resolve_unique(
     return [by_key.get((r.kind, r.unique_key), 0) for r in rows]
 
 
+def _atomic(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
+    """A transaction for the bulk's statements that never commits the caller's work.
+
+    psycopg's ``transaction()`` on an idle non-autocommit connection opens AND commits a
+    transaction of its own, which would commit the caller's transaction early; there the
+    statements already run inside the caller's transaction, so nothing is needed.
+    """
+    return conn.transaction() if conn.autocommit else nullcontext()
+
+
+def _atomic_async(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
+    return conn.transaction() if conn.autocommit else nullcontext()
+
+
 def insert_many(conn: psycopg.Connection[Any], schema: str, rows: list[Row]) -> list[int]:
     """Insert rows in one transaction (one COPY, or one INSERT when unique keys are present).
 
@@ -219,7 +234,7 @@ def insert_many(conn: psycopg.Connection[Any], schema: str, rows: list[Row]) -> 
     if not rows:
         return []
     now = datetime.now(UTC)
-    with conn.transaction():
+    with _atomic(conn):
         if any(r.unique_key is not None for r in rows):
             inserted = conn.execute(
                 render(BULK_UNIQUE_SQL, schema), _bulk_unique_params(rows, now)
@@ -246,7 +261,7 @@ async def insert_many_async(
     if not rows:
         return []
     now = datetime.now(UTC)
-    async with conn.transaction():
+    async with _atomic_async(conn):
         if any(r.unique_key is not None for r in rows):
             cur = await conn.execute(render(BULK_UNIQUE_SQL, schema), _bulk_unique_params(rows, now))
             inserted = await cur.fetchall()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from forklift.errors import InvalidPayload, NotJSON, NulCharacter, PayloadTooLarge
 
@@ -17,23 +20,56 @@ def describe_validation(exc: ValidationError) -> tuple[str, str]:
     return loc, str(first.get("msg", "invalid"))
 
 
-def _find_nul(value: Any, path: str = "") -> str | None:
-    if isinstance(value, str):
-        return path or "(root)" if "\x00" in value else None
+def _children(value: Any, path: str, *, typed: bool) -> Iterator[tuple[str, Any, Any]]:
+    """(path, key, child) of a dict, list or tuple; with ``typed``, of sets, dataclasses and
+    pydantic models too. Nothing for any other value."""
     if isinstance(value, dict):
-        for k, v in value.items():
-            sub = f"{path}.{k}" if path else str(k)
-            if "\x00" in str(k):
-                return sub
-            found = _find_nul(v, sub)
-            if found:
-                return found
-    if isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            found = _find_nul(v, f"{path}[{i}]")
-            if found:
-                return found
+        items: Iterable[tuple[Any, Any]] = value.items()
+    elif isinstance(value, (list, tuple)) or (typed and isinstance(value, (set, frozenset))):
+        items = enumerate(value)
+    elif typed and isinstance(value, BaseModel):
+        items = value.__dict__.items()
+    elif typed and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = ((f.name, getattr(value, f.name)) for f in dataclasses.fields(value))
+    else:
+        return
+    for key, child in items:
+        if isinstance(key, int):
+            yield f"{path}[{key}]", key, child
+        else:
+            yield (f"{path}.{key}" if path else str(key)), key, child
+
+
+def _first(
+    value: Any, problem: Callable[[Any], str | None], path: str = "", *, typed: bool = False
+) -> tuple[str, str] | None:
+    """(field path, description) of the first value or key, depth first, that ``problem``
+    describes."""
+    found = problem(value)
+    if found is not None:
+        return path or "(root)", found
+    for sub, key, child in _children(value, path, typed=typed):
+        found = problem(key) if isinstance(key, str) else None
+        hit = (sub, found) if found is not None else _first(child, problem, sub, typed=typed)
+        if hit is not None:
+            return hit
     return None
+
+
+def _nul(value: Any) -> str | None:
+    return "a NUL character" if isinstance(value, str) and "\x00" in value else None
+
+
+def _not_json(value: Any) -> str | None:
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"the number {value!r}"
+    if isinstance(value, (set, frozenset)):
+        return "a set"
+    return None
+
+
+def _non_finite(value: Any) -> str | None:
+    return "not a finite number" if isinstance(value, float) and not math.isfinite(value) else None
 
 
 def to_json_text(value: Any, *, what: str, kind: str, limit: int) -> str:
@@ -42,8 +78,9 @@ def to_json_text(value: Any, *, what: str, kind: str, limit: int) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise NotJSON(f"{what} for {kind} is not JSON: {exc}", kind=kind) from None
-    field = _find_nul(value) if "\\u0000" in text else None
-    if field is not None:
+    hit = _first(value, _nul) if "\\u0000" in text else None
+    if hit is not None:
+        field = hit[0]
         raise NulCharacter(
             f"{what} for {kind} has a NUL character in field {field!r}; PostgreSQL cannot store it",
             kind=kind,
@@ -63,23 +100,45 @@ def to_json_text(value: Any, *, what: str, kind: str, limit: int) -> str:
 class Codec:
     """Validates and dumps one type (a kind's payload or result)."""
 
-    def __init__(self, tp: Any) -> None:
+    def __init__(self, tp: Any, *, what: str = "payload") -> None:
         self.type = tp
+        self.what = what
         self.adapter: TypeAdapter[Any] = TypeAdapter(tp)
 
     def validate(self, value: Any, *, kind: str) -> Any:
+        # pydantic would quietly store a set as a list and NaN as null: refuse them instead,
+        # so the handler receives what the caller sent. Typed objects (dataclasses, models)
+        # are not entered here: their declared types decide.
+        odd = _first(value, _not_json)
+        if odd is not None:
+            field, thing = odd
+            raise NotJSON(
+                f"{self.what} for {kind} is not JSON: field {field!r} is {thing}",
+                kind=kind,
+                field=field,
+            )
         try:
-            return self.adapter.validate_python(value)
+            valid = self.adapter.validate_python(value)
         except ValidationError as exc:
             field, msg = describe_validation(exc)
             raise InvalidPayload(
-                f"payload for {kind} is invalid: field {field!r}: {msg}", kind=kind, field=field
+                f"{self.what} for {kind} is invalid: field {field!r}: {msg}", kind=kind, field=field
             ) from None
+        # JSON has no NaN or infinity, and a typed float field would pass them on as null.
+        bad = _first(valid, _non_finite, typed=True)
+        if bad is not None:
+            raise NotJSON(
+                f"{self.what} for {kind} is not JSON: field {bad[0]!r} is {bad[1]}",
+                kind=kind,
+                field=bad[0],
+            )
+        return valid
 
-    def dump(self, value: Any, *, kind: str, what: str = "payload") -> Any:
+    def dump(self, value: Any, *, kind: str, what: str | None = None) -> Any:
         try:
             return self.adapter.dump_python(value, mode="json")
         except Exception as exc:
             raise NotJSON(
-                f"{what} for {kind} does not serialise to JSON: {type(exc).__name__}", kind=kind
+                f"{what or self.what} for {kind} does not serialise to JSON: {type(exc).__name__}",
+                kind=kind,
             ) from None

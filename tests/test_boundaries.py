@@ -1,0 +1,85 @@
+"""``core/`` (the ``forklift`` package) never imports the console or textual.
+
+Checked twice: statically, every import statement under core/; and at run time, importing
+every core module in a fresh interpreter leaves no console or textual module loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+CORE = Path(__file__).resolve().parent.parent / "core"
+FORBIDDEN = ("forklift.console", "textual")
+
+
+def _forbidden(module: str) -> bool:
+    return any(module == f or module.startswith(f + ".") for f in FORBIDDEN)
+
+
+def imported_modules(source: str, package: list[str]) -> list[str]:
+    """Absolute names of what ``source`` imports, relative imports resolved in ``package``."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1])
+                module = f"{base}.{node.module}" if node.module else base
+            else:
+                module = node.module or ""
+            found.append(module)
+            found.extend(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def test_no_core_file_imports_the_console_or_textual() -> None:
+    files = sorted(CORE.rglob("*.py"))
+    assert len(files) > 10
+    offenders = {}
+    for f in files:
+        package = ["forklift", *f.relative_to(CORE).parent.parts]
+        bad = [m for m in imported_modules(f.read_text("utf-8"), package) if _forbidden(m)]
+        if bad:
+            offenders[str(f.relative_to(CORE))] = bad
+    assert offenders == {}
+
+
+def test_the_checker_sees_every_way_of_writing_the_import() -> None:
+    # If the static check missed a spelling, the test above would prove nothing.
+    for source in (
+        "import textual",
+        "import textual.widgets as w",
+        "from textual.app import App",
+        "from forklift import console",
+        "from forklift.console.cli import app",
+        "from .. import console",
+        "from ..console import cli",
+        "def f():\n    import textual\n",
+    ):
+        assert any(_forbidden(m) for m in imported_modules(source, ["forklift", "ops"])), source
+    for source in ("import textualize", "from forklift import consoles", "from . import worker"):
+        assert not any(_forbidden(m) for m in imported_modules(source, ["forklift", "ops"])), source
+
+
+def test_importing_all_of_core_loads_no_console_or_textual() -> None:
+    script = """
+import importlib, json, pkgutil, sys
+import forklift
+for info in pkgutil.walk_packages(forklift.__path__, "forklift."):
+    if info.name == "forklift.console" or info.name.startswith("forklift.console."):
+        continue
+    importlib.import_module(info.name)
+print(json.dumps(sorted(sys.modules)))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = json.loads(done.stdout)
+    assert "forklift.worker" in loaded and "forklift.ops" in loaded
+    assert [m for m in loaded if _forbidden(m)] == []
