@@ -54,6 +54,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import embedded
+from forklift.db import connect, describe_target
 from forklift.migrate import migrate, migrations
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -363,8 +364,6 @@ def _remove_scratch(path: Path) -> None:
 def pytest_report_header(config: pytest.Config) -> str:
     external = os.environ.get("FORKLIFT_TEST_DSN")
     if external:
-        from forklift.db import describe_target
-
         return f"forklift: PostgreSQL from FORKLIFT_TEST_DSN ({describe_target(external)})"
     return f"forklift: embedded PostgreSQL for tests in {_test_home()}"
 
@@ -382,6 +381,7 @@ def admin_dsn(test_home: Path) -> Iterator[str]:
     """Conninfo of an admin session (CREATE DATABASE) on the test server's maintenance db."""
     external = os.environ.get("FORKLIFT_TEST_DSN")
     if external:
+        connect(external, "ops").close()  # a one-line DatabaseUnavailable if it is not there
         with _session_lock(test_home):
             _clean_scratch(test_home, only_dead=True)
         _drop_stale(external, everything=False)
@@ -390,8 +390,7 @@ def admin_dsn(test_home: Path) -> Iterator[str]:
     with _session_lock(test_home):
         users = _load_users(test_home)
         first = not users
-        if first:
-            _clean_scratch(test_home, only_dead=True)
+        _clean_scratch(test_home, only_dead=True)
         conninfo = embedded.ensure_server(test_home)
         admin = make_conninfo(conninfo, dbname="postgres")
         _tune(admin)
@@ -405,6 +404,7 @@ def admin_dsn(test_home: Path) -> Iterator[str]:
             users = [u for u in _load_users(test_home) if u["pid"] != os.getpid()]
             _save_users(test_home, users)
             if not users:
+                _clean_scratch(test_home, only_dead=True)
                 embedded.stop_server(test_home)
 
 

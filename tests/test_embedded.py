@@ -26,6 +26,8 @@ from pathlib import Path
 import psycopg
 from forklift import embedded
 home = Path(sys.argv[1])
+if len(sys.argv) > 2:
+    embedded.ROOT_BASE = Path(sys.argv[2])
 conninfo = embedded.ensure_server(home)
 with psycopg.connect(conninfo) as c:
     started = c.execute("SELECT pg_postmaster_start_time()::text").fetchone()[0]
@@ -33,10 +35,10 @@ print(json.dumps({"conninfo": conninfo, "pid": embedded.server_status(home)["pid
 """
 
 
-def probe(home: Path) -> subprocess.Popen[str]:
+def probe(home: Path, root_base: Path | None = None) -> subprocess.Popen[str]:
     """Another process that ensures the server and reports what it found."""
     return subprocess.Popen(
-        [sys.executable, "-c", _PROBE, str(home)],
+        [sys.executable, "-c", _PROBE, str(home), *([str(root_base)] if root_base else [])],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -101,14 +103,21 @@ def test_a_second_call_and_a_second_process_reuse_the_server(home: Path) -> None
     assert other == {"conninfo": conninfo, "pid": pid, "started": started_at(conninfo)}
 
 
-def test_processes_racing_on_a_new_home_share_one_server(scratch_home: Path) -> None:
+def test_processes_racing_on_a_new_home_share_one_server(
+    scratch_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fresh = scratch_home / "race" / "home"  # does not exist yet: ensure_server makes it 0700
+    # Where root keeps data it cannot keep in the home (/var/lib/forklift): here, in scratch.
+    root_base = scratch_home / "var-lib-forklift"
+    monkeypatch.setattr(embedded, "ROOT_BASE", root_base)
     try:
-        results = [report(p) for p in [probe(fresh), probe(fresh)]]
+        results = [report(p) for p in [probe(fresh, root_base), probe(fresh, root_base)]]
         if os.geteuid() == 0:
             # The server's account cannot reach a 0700 home: the data lives outside, linked.
             assert (fresh / "pg18").is_symlink()
-            assert Path(embedded.server_status(fresh)["data_dir"]).owner() == embedded.SERVICE_USER
+            data_dir = Path(embedded.server_status(fresh)["data_dir"])
+            assert data_dir.is_relative_to(root_base)
+            assert data_dir.owner() == embedded.SERVICE_USER
     finally:
         removed = embedded.remove_server(fresh)
     assert results[0] == results[1]
