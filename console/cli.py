@@ -21,6 +21,7 @@ from rich.markup import escape
 from forklift import config
 from forklift.console import cli_ops
 from forklift.console.cli_batches import batches_app
+from forklift.console.cli_schedules import backfills_app, schedules_app
 from forklift.db import connection
 from forklift.errors import ForkliftError
 from forklift.scrub import clean_display
@@ -34,6 +35,8 @@ app = typer.Typer(
 )
 jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
 app.add_typer(jobs_app, name="jobs")
+app.add_typer(schedules_app, name="schedules")
+app.add_typer(backfills_app, name="backfills")
 app.add_typer(batches_app, name="batches")
 # stats, jobs list|show|explain|retry|cancel|delete, queues, workers, audit, prune
 cli_ops.register(app, jobs_app)

@@ -27,11 +27,13 @@ from forklift.batches import Batch
 from forklift.db import connect, connect_kwargs, unavailable
 from forklift.ops import actions as _actions
 from forklift.ops import audit as _audit
+from forklift.ops import backfills as _backfills
 from forklift.ops import batches as _batches
 from forklift.ops import explain as _explain
 from forklift.ops import jobs as _jobs
 from forklift.ops import prune as _prune
 from forklift.ops import queues as _queues
+from forklift.ops import schedules as _schedules
 from forklift.ops import stats as _stats
 from forklift.ops import workers as _workers
 from forklift.ops.context import OpsContext
@@ -269,3 +271,46 @@ class Operator:
     def retry_batch(self, batch_id: int, *, reason: str | None = None) -> int:
         """Requeue the batch's failed targets; returns how many."""
         return self._run(_batches.retry_failed, batch_id, reason=reason)  # type: ignore[no-any-return]
+
+    # -- schedules and backfills (forklift.ops.schedules, forklift.ops.backfills) ---------------
+    def schedules(self) -> list[_schedules.ScheduleInfo]:
+        return self._run(_schedules.list_schedules)  # type: ignore[no-any-return]
+
+    def schedule(self, name: str) -> _schedules.ScheduleInfo:
+        return self._run(_schedules.get_schedule, name)  # type: ignore[no-any-return]
+
+    def pause_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
+        return self._run(_schedules.pause, name, reason=reason)  # type: ignore[no-any-return]
+
+    def resume_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
+        return self._run(_schedules.resume, name, reason=reason)  # type: ignore[no-any-return]
+
+    def run_schedule_now(self, name: str, *, reason: str | None = None) -> _schedules.RunNow:
+        return self._run(_schedules.run_now, name, reason=reason)  # type: ignore[no-any-return]
+
+    def backfills(self) -> list[_backfills.BackfillInfo]:
+        return self._run(_backfills.list_backfills)  # type: ignore[no-any-return]
+
+    def backfill(self, name: str) -> _backfills.BackfillInfo:
+        return self._run(_backfills.get_backfill, name)  # type: ignore[no-any-return]
+
+    def backfill_runs(self, name: str, limit: int = 10) -> list[_backfills.BackfillInfo]:
+        return self._run(_backfills.history, name, limit)  # type: ignore[no-any-return]
+
+    def start_backfill(self, name: str, **kw: Any) -> _backfills.StartResult:
+        """``from_cursor``, ``rate``, ``force``, ``definition``, ``reason``: see ops.backfills.start."""
+        return self._run(_backfills.start, name, **kw)  # type: ignore[no-any-return]
+
+    def pause_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        return self._run(_backfills.pause, name, reason=reason)  # type: ignore[no-any-return]
+
+    def resume_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        return self._run(_backfills.resume, name, reason=reason)  # type: ignore[no-any-return]
+
+    def cancel_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        return self._run(_backfills.cancel, name, reason=reason)  # type: ignore[no-any-return]
+
+    def set_backfill_rate(
+        self, name: str, rate: float, *, reason: str | None = None
+    ) -> _backfills.BackfillInfo:
+        return self._run(_backfills.set_rate, name, rate, reason=reason)  # type: ignore[no-any-return]
