@@ -65,6 +65,7 @@ class Operator:
         self._conn = conn
         self._own = conn is None
         self._lock = threading.RLock()
+        self._window = _stats.WindowCache()
 
     # -- connection -------------------------------------------------------------------------
     @property
@@ -126,7 +127,10 @@ class Operator:
         window: timedelta = _stats.DEFAULT_WINDOW,
         bucket: timedelta = _stats.DEFAULT_BUCKET,
     ) -> _stats.Stats:
-        return self._run(_stats.stats, window=window, bucket=bucket)  # type: ignore[no-any-return]
+        """Successive calls on one Operator read only the window's newest buckets."""
+        return self._run(  # type: ignore[no-any-return]
+            _stats.stats, window=window, bucket=bucket, cache=self._window
+        )
 
     def jobs(
         self,

@@ -8,9 +8,10 @@ in one pipelined round trip inside one transaction, so every figure shares one `
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -48,48 +49,79 @@ _START = (
     "(to_timestamp(floor(extract(epoch FROM now()) / %(b)s) * %(b)s)"
     " - make_interval(secs => %(b)s * (%(n)s - 1)))"
 )
+# Where this call starts reading: the window's start, or where a cache's closed buckets end.
+_SINCE = f"greatest({_START}, %(since)s::timestamptz)"
+_SLOT = "floor(extract(epoch FROM {col}) / %(b)s)::bigint"
 
-# Jobs finished inside the window: counts per bucket, and run times of the completed ones.
+# Run times are counted into log-scale bins (RT_BINS between RT_MIN and RT_MAX seconds), so a
+# window's mean and p95 come from per-bucket histograms that merge, and closed buckets can be
+# cached: the p95 is the middle of its bin, within RT_ERROR of the exact figure.
+RT_BINS = 128
+RT_MIN, RT_MAX = 0.001, 86400.0
+_LN_MIN, _LN_MAX = math.log(RT_MIN), math.log(RT_MAX)
+_BIN_WIDTH = (_LN_MAX - _LN_MIN) / RT_BINS
+RT_ERROR = math.exp(_BIN_WIDTH / 2) - 1
+
+# Jobs finished inside the window, per queue, state, bucket and run-time bin: one index-only scan
+# of jobs_window_idx (migration 0002).
+_RUN = "extract(epoch FROM finished_at - attempted_at)"
 WINDOW_SQL = f"""
-WITH w AS MATERIALIZED (
-    SELECT queue, state, finished_at, attempted_at, {_START} AS start
-    FROM {{s}}.jobs
-    WHERE state IN ('completed', 'dead') AND finished_at >= {_START}
-)
-SELECT 'bucket', queue, state,
-       floor(extract(epoch FROM finished_at - start) / %(b)s)::int, count(*), NULL::float8, NULL::float8
-FROM w GROUP BY queue, state, 4
-UNION ALL
-SELECT 'runtime', queue, NULL, NULL, count(*),
-       avg(extract(epoch FROM finished_at - attempted_at))::float8,
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM finished_at - attempted_at))
-FROM w WHERE state = 'completed' AND attempted_at IS NOT NULL
-GROUP BY GROUPING SETS ((queue), ())
+SELECT queue, state, {_SLOT.format(col="finished_at")},
+       CASE WHEN state = 'completed' AND attempted_at IS NOT NULL
+            THEN width_bucket(ln(greatest({_RUN}, {RT_MIN})), {_LN_MIN}, {_LN_MAX}, {RT_BINS})
+       END,
+       count(*), coalesce(sum({_RUN}) FILTER (WHERE state = 'completed'), 0)::float8
+FROM {{s}}.jobs
+WHERE state IN ('completed', 'dead') AND finished_at >= {_SINCE}
+GROUP BY 1, 2, 3, 4
 """
 
-# Failed attempts inside the window, by the time on each error entry. They are read from jobs
-# finished inside the window and from jobs now waiting to retry or running a retry, all bounded
-# sets; a job that failed and now waits in an 'available' backlog is counted once it runs again.
+# Failed attempts inside the window, by the time on each error entry. Only jobs that can hold
+# such an entry are read, each set small and indexed: retried-then-completed and dead jobs
+# finished in the window, jobs waiting to retry, jobs running a retry. A job that failed and now
+# waits in an 'available' backlog is counted once it runs again (or from a cache that saw it).
 FAILED_SQL = f"""
-SELECT j.queue, floor(extract(epoch FROM e.at - {_START}) / %(b)s)::int, count(*)
+SELECT j.queue, {_SLOT.format(col="e.at")}, count(*)
 FROM (
     SELECT queue, errors FROM {{s}}.jobs
-        WHERE state IN ('completed', 'dead') AND finished_at >= {_START}
+        WHERE state = 'completed' AND attempt > 1 AND finished_at >= {_SINCE}
+    UNION ALL
+    SELECT queue, errors FROM {{s}}.jobs WHERE state = 'dead' AND finished_at >= {_SINCE}
     UNION ALL
     SELECT queue, errors FROM {{s}}.jobs WHERE state = 'retryable'
     UNION ALL
-    SELECT queue, errors FROM {{s}}.jobs WHERE state = 'running'
+    SELECT queue, errors FROM {{s}}.jobs WHERE state = 'running' AND attempt > 1
 ) j
 CROSS JOIN LATERAL (
     SELECT (x ->> 'at')::timestamptz AS at FROM jsonb_array_elements(j.errors) x
     WHERE x ->> 'code' NOT IN ('cancelled', 'interrupted')
       AND x ->> 'at' ~ '^\\d{{4}}-\\d\\d-\\d\\dT'
 ) e
-WHERE e.at >= {_START} AND e.at < now() + interval '1 minute'
+WHERE e.at >= {_SINCE} AND e.at < now() + interval '1 minute'
 GROUP BY 1, 2
 """
 
-TIME_SQL = f"SELECT now(), {_START}"
+#: A bucket is cached once it closed this long ago: a transaction that finished a job just
+#: before the boundary may commit a moment after it.
+SETTLE_MARGIN = 15.0
+
+
+@dataclass
+class WindowCache:
+    """Closed buckets of the stats window, kept between calls (``stats(..., cache=c)``).
+
+    A finished job's ``finished_at`` never moves, so a bucket that closed stays as it was: a
+    refresh reads only the buckets since the last one. (A requeue or prune of a job finished
+    inside the window is not subtracted from a cached bucket; the point ages out with it.)
+    """
+
+    bucket: float = 0.0
+    #: Slots (epoch // bucket) below this are held here.
+    until: int | None = None
+    finished: dict[int, list[tuple[str, str, int | None, int, float]]] = field(default_factory=dict)
+    failed: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+
+TIME_SQL = f"SELECT now(), {_START}, extract(epoch FROM now())::float8"
 
 
 @dataclass(frozen=True)
@@ -182,15 +214,40 @@ def _points(window: timedelta, bucket: timedelta) -> int:
     return n
 
 
+def _p95(hist: dict[int, int], total: int) -> float | None:
+    if total == 0:
+        return None
+    seen = 0
+    for b in sorted(hist):
+        seen += hist[b]
+        if seen >= 0.95 * total:
+            if b <= 0:
+                return RT_MIN
+            if b > RT_BINS:
+                return RT_MAX
+            return math.exp(_LN_MIN + (b - 0.5) * _BIN_WIDTH)
+    return RT_MAX
+
+
 def stats(
     conn: psycopg.Connection[Any],
     ctx: OpsContext,
     *,
     window: timedelta = DEFAULT_WINDOW,
     bucket: timedelta = DEFAULT_BUCKET,
+    cache: WindowCache | None = None,
 ) -> Stats:
+    """Per-queue and total figures. Pass the same ``cache`` to successive calls (a console, a
+    ``--watch`` loop) and each reads only the window's newest buckets."""
     n = _points(window, bucket)
-    p = {"b": bucket.total_seconds(), "n": n}
+    width = bucket.total_seconds()
+    if cache is not None and cache.bucket != width:
+        cache.bucket, cache.until = width, None
+        cache.finished.clear()
+        cache.failed.clear()
+    until = cache.until if cache is not None else None
+    since = datetime.fromtimestamp(until * width, UTC) if until is not None else None
+    p = {"b": width, "n": n, "since": since}
     s = ctx.schema
     cursors = [conn.cursor() for _ in range(6)]
     with conn.pipeline(), conn.transaction():
@@ -201,9 +258,37 @@ def stats(
         cursors[4].execute(render(QUEUES_SQL, s))
         cursors[5].execute(render(WORKERS_SQL, s))
     t, counts, window_rows, failed_rows, queue_rows, worker_rows = (c.fetchall() for c in cursors)
-    for c in cursors:
-        c.close()
-    now, start = t[0]
+    for cur in cursors:
+        cur.close()
+    now, start, epoch = t[0]
+    first = math.floor(epoch / width) - (n - 1)  # the slot of the window's first bucket
+
+    finished: list[tuple[str, str, int, int | None, int, float]] = [
+        (q, st, int(slot), b, int(c), float(total)) for q, st, slot, b, c, total in window_rows
+    ]
+    failed: list[tuple[str, int, int]] = [(q, int(slot), int(c)) for q, slot, c in failed_rows]
+    if cache is not None:
+        closed = math.floor((epoch - SETTLE_MARGIN) / width)
+        lo = until if until is not None else first
+        for slot in [k for k in cache.finished if k < first]:
+            del cache.finished[slot]
+        for slot in [k for k in cache.failed if k < first]:
+            del cache.failed[slot]
+        for q, st, slot, b, c, total in finished:
+            if lo <= slot < closed:
+                cache.finished.setdefault(slot, []).append((q, st, b, c, total))
+        for q, slot, c in failed:
+            if lo <= slot < closed:
+                cache.failed.setdefault(slot, []).append((q, c))
+        for slot in range(max(lo, first), closed):
+            cache.finished.setdefault(slot, [])
+            cache.failed.setdefault(slot, [])
+        if until is not None:  # what this call did not read comes from the cache
+            finished += [(q, st, slot, b, c, total) for slot, rows in cache.finished.items()
+                         if first <= slot < until for q, st, b, c, total in rows]
+            failed += [(q, slot, c) for slot, rows in cache.failed.items()
+                       if first <= slot < until for q, c in rows]
+        cache.until = max(closed, until or closed)
 
     queues = {r[0]: QueueInfo(*r) for r in queue_rows}
     workers = [WorkerInfo.from_row(r) for r in worker_rows]
@@ -221,17 +306,24 @@ def stats(
     series: dict[str, dict[str, list[int]]] = defaultdict(
         lambda: {"completed": zeros(), "failed": zeros(), "dead": zeros()}
     )
+    hist: dict[str | None, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    sums: dict[str | None, float] = defaultdict(float)
+    for queue, state, slot, b, count, total in finished:
+        i = slot - first
+        if not 0 <= i < n:
+            continue
+        series[queue][state][i] += count
+        if state == "completed" and b is not None:
+            for key in (queue, None):
+                hist[key][b] += count
+                sums[key] += total
+    for queue, slot, count in failed:
+        if 0 <= slot - first < n:
+            series[queue]["failed"][slot - first] += count
     runtimes: dict[str | None, RunTime] = {}
-    for kind, queue, state, b, count, mean, p95 in window_rows:
-        if kind == "bucket":
-            if 0 <= b < n:
-                series[queue][state][b] += int(count)
-        else:
-            runtimes[queue] = RunTime(int(count), mean, p95)
-    for queue, b, count in failed_rows:
-        if 0 <= b < n:
-            series[queue]["failed"][b] += int(count)
-
+    for key, h in hist.items():
+        samples = sum(h.values())
+        runtimes[key] = RunTime(samples, sums[key] / samples if samples else None, _p95(h, samples))
     names = sorted(set(queues) | set(by_queue) | set(series))
     out: list[QueueStats] = []
     for name in names:
