@@ -1,0 +1,112 @@
+"""The soak: several worker processes, a few thousand jobs with random failures, random SIGKILLs
+and restarts, workers paused past their leases (SIGSTOP/SIGCONT), one graceful restart. Afterwards every job is in exactly one terminal state,
+and the ledger the handlers wrote shows that no job ever ran under two valid leases at once."""
+
+from __future__ import annotations
+
+import random
+import signal
+from typing import Any
+
+import psycopg
+import pytest
+from apps import faults
+from apps.faults import registered
+from helpers import wait_until
+
+pytestmark = pytest.mark.slow
+db, procs = faults.db, faults.procs  # fixtures
+
+JOBS = 1_500  # to begin with; topped up so that every chaos event meets work in flight
+WORKERS = 4
+EVERY = 150  # finished jobs between two chaos events
+
+
+def terminal(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM forklift.jobs WHERE state IN ('completed', 'dead', 'cancelled')"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def rescued(conn: psycopg.Connection[Any]) -> int:
+    row = conn.execute(
+        "SELECT count(*) FROM forklift.jobs, jsonb_array_elements(errors) e"
+        " WHERE e->>'code' = 'lease_expired'"
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def test_soak_with_random_failures_kills_and_restarts(
+    db: psycopg.Connection[Any], procs: faults.Procs
+) -> None:
+    rng = random.Random(20_240_229)
+    options = {"concurrency": 8, "lease": 2.0, "drain_timeout": 5.0}
+    live = [procs.start(**options) for _ in range(WORKERS)]
+    for w in live:
+        registered(db, w)
+    ids: list[int] = []
+
+    def more(n: int) -> None:
+        start = len(ids)
+        ids.extend(faults.app.kind("faults.soak").enqueue_many(
+            [{"seed": start + i, "fail": 0.15, "fatal": 0.02, "work_ms": 40} for i in range(n)],
+            conn=db))
+
+    more(JOBS)
+
+    killed = []
+    events = ["kill", "kill", "kill", "freeze", "freeze", "term"]
+    rng.shuffle(events)
+    for event in events:
+        floor = terminal(db)
+        if len(ids) - floor < 3 * EVERY:
+            more(2 * EVERY)  # every event happens with work in flight
+        wait_until(lambda f=floor: terminal(db) >= f + EVERY,  # type: ignore[misc]
+                   timeout=60, message=lambda: f"no progress\n{procs.logs()}")
+        victim = live[rng.randrange(len(live))]
+        if event == "freeze":
+            # Paused past its lease: its jobs are rescued and run elsewhere; when it wakes up,
+            # whatever it still writes must be refused.
+            before = rescued(db)
+            victim.signal(signal.SIGSTOP)
+            wait_until(lambda b=before: rescued(db) > b, timeout=60,  # type: ignore[misc]
+                       message="nothing of the frozen worker was rescued")
+            victim.signal(signal.SIGCONT)
+            continue
+        live.remove(victim)
+        if event == "term":
+            victim.signal(signal.SIGTERM)  # one graceful restart among the crashes
+            assert victim.popen.wait(30) == 0
+        else:
+            victim.signal(signal.SIGKILL)
+            killed.append(victim)
+        live.append(procs.start(**options))
+        registered(db, live[-1])  # up and handling signals before it may be picked
+
+    wait_until(lambda: terminal(db) == len(ids), timeout=120,
+               message=lambda: f"{len(ids) - terminal(db)} jobs not terminal: "
+                               f"{faults.states(db, ids)}")
+    for w in live:
+        assert w.stop() == 0
+    for w in killed:
+        assert w.popen.wait(10) == -signal.SIGKILL
+
+    counts = dict(db.execute(
+        "SELECT state, count(*) FROM forklift.jobs GROUP BY state").fetchall())
+    assert set(counts) <= {"completed", "dead"} and sum(counts.values()) == len(ids), counts
+    report = faults.assert_ledger_sound(db)
+
+    # Every dead job either failed terminally (Fail: attempts unspent) or used every attempt.
+    for attempt, max_attempts, errors in db.execute(
+        "SELECT attempt, max_attempts, errors FROM forklift.jobs WHERE state = 'dead'"
+    ):
+        assert errors and (errors[-1]["code"] == "fatal" or attempt == max_attempts), errors
+    # A completed job's result names the attempt whose write was accepted.
+    mismatched = db.execute(
+        "SELECT count(*) FROM forklift.jobs WHERE state = 'completed'"
+        " AND ((result->>'fence')::bigint <> fence OR (result->>'attempt')::int <> attempt)"
+    ).fetchone()
+    assert mismatched == (0,)
+    assert rescued(db) > 0, "the kills rescued nothing: not a soak"
+    print(f"soak: {counts}, ledger {report}, rescued attempts {rescued(db)}")
