@@ -253,3 +253,10 @@ def test_reasons_are_scrubbed_and_nul_refused(op: Operator, conn: psycopg.Connec
         op.cancel(job, reason="a\x00b")
     op.cancel(job, reason="see postgres://bob:hunter2@db/x")
     assert "hunter2" not in str(audit_rows(conn)[-1]["reason"])
+
+
+def test_a_read_only_session_keeps_its_timeouts(dsn: str) -> None:
+    with Operator(dsn, read_only=True) as ro:
+        row = ro.conn.execute("SELECT current_setting('statement_timeout'),"
+                              " current_setting('default_transaction_read_only')").fetchone()
+    assert row is not None and row[0] != "0" and row[1] == "on"

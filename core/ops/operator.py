@@ -21,6 +21,7 @@ from types import TracebackType
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import config
 from forklift.batches import Batch
@@ -87,7 +88,9 @@ class Operator:
             if self.ctx.read_only:
                 # Belt and braces: the session refuses writes even if a code path forgot to ask.
                 kwargs = connect_kwargs(target, "ops")
-                kwargs["options"] = "-c default_transaction_read_only=on"
+                params = conninfo_to_dict(kwargs["conninfo"])
+                params["options"] = f"{params.get('options', '')} -c default_transaction_read_only=on"
+                kwargs["conninfo"] = make_conninfo(**params)  # type: ignore[arg-type]
                 try:
                     self._conn = psycopg.Connection.connect(**kwargs)
                 except psycopg.OperationalError as exc:
