@@ -605,3 +605,36 @@ def test_retention_keeps_targets_until_the_batch_ttl_lapses(
     conn.execute("UPDATE forklift.batches SET expires_at = now() - interval '1 second'")
     assert asyncio.run(retention()) == 2
     assert count(conn, "SELECT count(*) FROM forklift.batches") == 0
+
+
+def test_cancel_and_retry_account_for_the_whole_batch_at_once(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # A row update of the batch per target, in one transaction, costs O(n^2): whole-batch
+    # actions must touch the batch row a constant number of times.
+    batch, _ = app.batch("batch.step", [{"n": i} for i in range(300)], caller="amy",
+                         max_parallel=10, on_complete="batch.notify")
+
+    def batch_row_updates(action: Any) -> int:
+        with psycopg.connect(dsn) as mine:
+            mine.execute("SELECT 1")  # the transaction the action's savepoint runs in
+            action(mine)
+            row = mine.execute("SELECT n_tup_upd FROM pg_stat_xact_user_tables"
+                               " WHERE schemaname = 'forklift' AND relname = 'batches'").fetchone()
+            mine.commit()
+        return int(row[0]) if row else 0
+
+    assert batch_row_updates(lambda c: ops.cancel(c, CTX, batch.id)) <= 4
+    row = bapp.batch_row(conn, batch.id)
+    assert (row["state"], row["cancelled"], row["in_flight"]) == ("cancelled", 300, 0)
+    assert row["complete_job_id"] is not None
+
+    failed, _ = app.batch("batch.step", [{"n": i} for i in range(300)], caller="ben",
+                          max_parallel=10)
+    conn.execute("UPDATE forklift.jobs SET state = 'dead', finished_at = now()"
+                 " WHERE batch_id = %s", (failed.id,))
+    assert bapp.batch_row(conn, failed.id)["state"] == "failed"
+    assert batch_row_updates(lambda c: ops.retry_failed(c, CTX, failed.id)) <= 4
+    row = bapp.batch_row(conn, failed.id)
+    assert (row["state"], row["failed"], row["in_flight"]) == ("running", 0, 10)
+    assert bapp.target_states(conn, failed.id) == ["available"] * 10 + ["waiting"] * 290

@@ -120,62 +120,29 @@ BEGIN
 END;
 $$;
 
--- One target moved from old_state to new_state (new_state 'cancelled' for a deleted live
--- target). Called by the triggers below, in the transaction that moved it.
-CREATE FUNCTION {s}.batch_target_moved(
-    bid bigint, job bigint, old_state text, old_held boolean, new_state text, new_held boolean
+-- Apply settled-count deltas to a batch (in the transaction that moved its targets): counters,
+-- TTL and rate window; then release held targets into the window, or, when the last target has
+-- settled, set the terminal state and insert the callbacks. Everything happens under the batch
+-- row's lock, so concurrent settles of one batch are serialised and the terminal transition
+-- happens exactly once. A negative settled delta (a requeue) reopens a finished batch.
+CREATE FUNCTION {s}.batch_apply(
+    bid bigint, d_completed integer, d_failed integer, d_cancelled integer, d_flight integer
 ) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
     b          {s}.batches%ROWTYPE;
-    was_term   boolean := old_state IN ('completed', 'cancelled', 'dead');
-    is_term    boolean := new_state IN ('completed', 'cancelled', 'dead');
-    d_flight   integer := 0;
-    d_settled  integer;
+    d_settled  integer := d_completed + d_failed + d_cancelled;
     bucket     bigint := floor(extract(epoch FROM now()) / 60)::bigint;
     final      text;
     summary    jsonb;
     done_id    bigint;
     success_id bigint;
 BEGIN
-    -- The batch row's lock serialises everything below between concurrent settles of one
-    -- batch: counters, the release window and the terminal transition.
-    SELECT * INTO b FROM {s}.batches WHERE id = bid FOR UPDATE;
-    IF NOT FOUND THEN
-        RETURN;  -- a pruned batch: its targets are ordinary jobs now
-    END IF;
-
-    IF NOT was_term AND NOT is_term THEN
-        -- A failed attempt (running -> retryable or scheduled). Once the batch is being
-        -- cancelled it is not tried again; the nested update counts it.
-        IF b.cancel_requested_at IS NOT NULL THEN
-            UPDATE {s}.jobs SET state = 'cancelled', finished_at = now()
-            WHERE id = job AND state = new_state;
-        END IF;
-        RETURN;
-    END IF;
-
-    IF is_term AND NOT was_term AND NOT old_held THEN
-        d_flight := -1;
-    ELSIF was_term AND NOT is_term AND NOT new_held THEN
-        -- Requeued straight to claimable. If the window is full it waits its turn instead
-        -- (unless the batch is being cancelled: then the operator's requeue runs as asked).
-        IF b.cancel_requested_at IS NULL AND b.in_flight >=
-           (CASE WHEN b.mode = 'serial' THEN 1 ELSE coalesce(b.max_parallel, 2147483647) END) THEN
-            UPDATE {s}.jobs SET state = 'scheduled', run_at = '9999-01-01 00:00:00+00'
-            WHERE id = job;
-        ELSE
-            d_flight := 1;
-        END IF;
-    END IF;
-    d_settled := is_term::integer - was_term::integer;
-
     UPDATE {s}.batches SET
-        completed = completed + (new_state = 'completed')::integer - (old_state = 'completed')::integer,
-        failed = failed + (new_state = 'dead')::integer - (old_state = 'dead')::integer,
-        cancelled = cancelled + (new_state = 'cancelled')::integer - (old_state = 'cancelled')::integer,
+        completed = completed + d_completed,
+        failed = failed + d_failed,
+        cancelled = cancelled + d_cancelled,
         in_flight = in_flight + d_flight,
-        -- a requeued target reopens a finished batch
         state = CASE WHEN d_settled < 0 THEN 'running' ELSE state END,
         finished_at = CASE WHEN d_settled < 0 THEN NULL ELSE finished_at END,
         expires_at = now() + ttl,
@@ -186,17 +153,14 @@ BEGIN
         rate_bucket = bucket
     WHERE id = bid
     RETURNING * INTO b;
-
-    IF b.state <> 'running' THEN
-        RETURN;
+    IF NOT FOUND OR b.state <> 'running' THEN
+        RETURN;  -- a pruned batch (its targets are ordinary jobs now), or already settled
     END IF;
     IF b.completed + b.failed + b.cancelled < b.total THEN
         PERFORM {s}.batch_release(bid);
         RETURN;
     END IF;
 
-    -- The last target settled: the terminal state, set once under the lock, and the callbacks
-    -- in this same transaction.
     final := CASE WHEN b.cancel_requested_at IS NOT NULL THEN 'cancelled'
                   WHEN b.completed = b.total THEN 'done'
                   WHEN b.completed = 0 THEN 'failed'
@@ -216,6 +180,57 @@ BEGIN
         complete_job_id = coalesce(done_id, complete_job_id),
         success_job_id = coalesce(success_id, success_job_id)
     WHERE id = bid;
+END;
+$$;
+
+-- One target moved from old_state to new_state (new_state 'cancelled' for a deleted live
+-- target). Called by the triggers below, in the transaction that moved it.
+CREATE FUNCTION {s}.batch_target_moved(
+    bid bigint, job bigint, old_state text, old_held boolean, new_state text, new_held boolean
+) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    b        {s}.batches%ROWTYPE;
+    was_term boolean := old_state IN ('completed', 'cancelled', 'dead');
+    is_term  boolean := new_state IN ('completed', 'cancelled', 'dead');
+    d_flight integer := 0;
+BEGIN
+    IF is_term AND NOT was_term THEN
+        -- The common case: a target settled.
+        d_flight := CASE WHEN old_held THEN 0 ELSE -1 END;
+    ELSE
+        SELECT * INTO b FROM {s}.batches WHERE id = bid FOR UPDATE;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+        IF NOT was_term AND NOT is_term THEN
+            -- A failed attempt (running -> retryable or scheduled). Once the batch is being
+            -- cancelled it is not tried again; the nested update counts it.
+            IF b.cancel_requested_at IS NOT NULL THEN
+                UPDATE {s}.jobs SET state = 'cancelled', finished_at = now()
+                WHERE id = job AND state = new_state;
+            END IF;
+            RETURN;
+        END IF;
+        IF was_term AND NOT is_term AND NOT new_held THEN
+            -- Requeued straight to claimable. If the window is full it waits its turn instead
+            -- (unless the batch is being cancelled: then the operator's requeue runs as asked).
+            IF b.cancel_requested_at IS NULL AND b.in_flight >=
+               (CASE WHEN b.mode = 'serial' THEN 1
+                     ELSE coalesce(b.max_parallel, 2147483647) END) THEN
+                UPDATE {s}.jobs SET state = 'scheduled', run_at = '9999-01-01 00:00:00+00'
+                WHERE id = job;
+            ELSE
+                d_flight := 1;
+            END IF;
+        END IF;
+    END IF;
+    PERFORM {s}.batch_apply(
+        bid,
+        (new_state = 'completed')::integer - (old_state = 'completed')::integer,
+        (new_state = 'dead')::integer - (old_state = 'dead')::integer,
+        (new_state = 'cancelled')::integer - (old_state = 'cancelled')::integer,
+        d_flight);
 END;
 $$;
 
@@ -244,11 +259,15 @@ $$;
 -- Only an UPDATE that names `state` is considered at all (heartbeats and progress writes are
 -- not), and the WHEN clause keeps ordinary jobs and uneventful moves (a claim, staging, a
 -- release) out: what is left is a target settling, failing an attempt, or being requeued.
+-- Set-based operations on a whole batch (cancel, retry-failed: forklift.ops.batches) set
+-- forklift.batch_bulk for their one statement and call batch_apply once with the totals:
+-- a row update of the batch per target within one transaction costs O(n^2).
 CREATE TRIGGER jobs_batch_moved AFTER UPDATE OF state ON {s}.jobs
     FOR EACH ROW
     WHEN (NEW.batch_id IS NOT NULL AND OLD.state IS DISTINCT FROM NEW.state
           AND (OLD.state IN ('running', 'completed', 'cancelled', 'dead')
-               OR NEW.state IN ('completed', 'cancelled', 'dead')))
+               OR NEW.state IN ('completed', 'cancelled', 'dead'))
+          AND current_setting('forklift.batch_bulk', true) IS DISTINCT FROM 'on')
     EXECUTE FUNCTION {s}.jobs_batch_moved();
 
 -- Deleting a live target (an operator's delete) counts as cancelling it, so its batch can still

@@ -65,20 +65,35 @@ MARK_CANCEL_SQL = (
     "UPDATE {s}.batches SET cancel_requested_at = coalesce(cancel_requested_at, now()),"
     " updated_at = now() WHERE id = %s AND state = 'running' RETURNING in_flight"
 )
-# Waiting targets end now; their triggers count them (the batch row is already ours).
+# Whole-batch moves run with the row trigger off (forklift.batch_bulk, this transaction only)
+# and account for every target in one batch_apply call: see migration 0003.
+BULK_SQL = "SELECT set_config('forklift.batch_bulk', %s, true)"
+APPLY_SQL = "SELECT {s}.batch_apply(%s, 0, %s, %s, %s)"
+# Waiting targets end now; released ones (available, retrying) leave the window.
 CANCEL_TARGETS_SQL = """
-UPDATE {s}.jobs AS t SET
-    state = 'cancelled', finished_at = now(), cancel_requested_at = coalesce(t.cancel_requested_at, now()),
-    errors = t.errors || jsonb_build_array(jsonb_build_object(
-        'code', 'cancelled', 'type', NULL, 'message', %s::text, 'traceback', '[]'::jsonb,
-        'attempt', t.attempt, 'worker', NULL, 'at', now()))
-WHERE t.batch_id = %s AND t.state IN ('scheduled', 'available', 'retryable')
+WITH picked AS (
+    SELECT id, (state = 'scheduled' AND run_at = %(held)s) AS held FROM {s}.jobs
+    WHERE batch_id = %(id)s AND state IN ('scheduled', 'available', 'retryable')
+    ORDER BY id
+    FOR UPDATE
+), moved AS (
+    UPDATE {s}.jobs AS t SET
+        state = 'cancelled', finished_at = now(),
+        cancel_requested_at = coalesce(t.cancel_requested_at, now()),
+        errors = t.errors || jsonb_build_array(jsonb_build_object(
+            'code', 'cancelled', 'type', NULL, 'message', %(message)s::text,
+            'traceback', '[]'::jsonb, 'attempt', t.attempt, 'worker', NULL, 'at', now()))
+    FROM picked WHERE t.id = picked.id
+    RETURNING picked.held
+)
+SELECT count(*), count(*) FILTER (WHERE NOT held) FROM moved
 """
 LOCK_SQL = "SELECT state, cancel_requested_at FROM {s}.batches WHERE id = %s FOR UPDATE"
-# Dead targets wait again (held); batch_release then lets them run through the batch's window.
+# Dead targets wait again (held); batch_apply then releases them through the batch's window,
+# lowest index first.
 REQUEUE_FAILED_SQL = """
 WITH picked AS (
-    SELECT id FROM {s}.jobs WHERE batch_id = %s AND state = 'dead' ORDER BY batch_index FOR UPDATE
+    SELECT id FROM {s}.jobs WHERE batch_id = %s AND state = 'dead' ORDER BY id FOR UPDATE
 )
 UPDATE {s}.jobs AS t SET
     state = 'scheduled', run_at = %s, attempt = 0, finished_at = NULL, worker_id = NULL,
@@ -86,7 +101,6 @@ UPDATE {s}.jobs AS t SET
     result = NULL, partial = NULL, progress = NULL
 FROM picked WHERE t.id = picked.id
 """
-RELEASE_SQL = "SELECT {s}.batch_release(%s)"
 
 
 @dataclass(frozen=True)
@@ -229,9 +243,17 @@ def cancel(
             outcome = "noop: unknown batch" if known is None else f"noop: already {known.state}"
             audit.record(conn, ctx, "cancel batch", target, reason=reason, outcome=outcome)
             return False
-        cur = conn.execute(render(CANCEL_TARGETS_SQL, ctx.schema), (message, batch_id))
+        conn.execute(BULK_SQL, ("on",))
+        moved = conn.execute(
+            render(CANCEL_TARGETS_SQL, ctx.schema),
+            {"id": batch_id, "held": HELD_AT, "message": message},
+        ).fetchone()
+        conn.execute(BULK_SQL, ("off",))
+        cancelled, released = (int(moved[0]), int(moved[1])) if moved else (0, 0)
+        if cancelled:
+            conn.execute(render(APPLY_SQL, ctx.schema), (batch_id, 0, cancelled, -released))
         audit.record(
-            conn, ctx, "cancel batch", target, count=cur.rowcount, reason=reason,
+            conn, ctx, "cancel batch", target, count=cancelled, reason=reason,
             outcome=audit.OUTCOME_DONE,
         )
     return True
@@ -255,10 +277,13 @@ def retry_failed(
                     " batch (or requeue single targets with `forklift jobs retry`)",
                     batch_id=batch_id,
                 )
-            cur = conn.execute(render(REQUEUE_FAILED_SQL, ctx.schema), (batch_id, HELD_AT))
-            count = cur.rowcount
+            conn.execute(BULK_SQL, ("on",))
+            count = conn.execute(
+                render(REQUEUE_FAILED_SQL, ctx.schema), (batch_id, HELD_AT)
+            ).rowcount
+            conn.execute(BULK_SQL, ("off",))
             if count:
-                conn.execute(render(RELEASE_SQL, ctx.schema), (batch_id,))
+                conn.execute(render(APPLY_SQL, ctx.schema), (batch_id, -count, 0, 0))
             audit.record(
                 conn, ctx, "retry batch", target, count=count, reason=reason,
                 outcome=audit.OUTCOME_DONE if count else "noop: no failed targets",
