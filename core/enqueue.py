@@ -50,16 +50,19 @@ BULK_COPY_SQL = (
     "COPY {s}.jobs (id, queue, kind, args, state, priority, max_attempts, run_at, unique_key,"
     " tags, meta, retry) FROM STDIN"
 )
+# Bulk with unique keys: ids are preallocated here too, so each row's id is known whatever
+# order RETURNING uses; a row that conflicted is then looked up by its key.
 BULK_UNIQUE_SQL = (
-    "INSERT INTO {s}.jobs (queue, kind, args, state, priority, max_attempts, run_at, unique_key,"
-    " tags, meta, retry)"
-    " SELECT u.queue, u.kind, u.args, CASE WHEN u.run_at > now() THEN 'scheduled' ELSE 'available'"
-    " END, u.priority, u.max_attempts, u.run_at, u.unique_key, string_to_array(u.tags, chr(31)),"
-    " u.meta, u.retry FROM unnest(%s::text[], %s::text[], %s::jsonb[], %s::int2[], %s::int4[],"
-    " %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[])"
-    " AS u(queue, kind, args, priority, max_attempts, run_at, unique_key, tags, meta, retry)"
+    "INSERT INTO {s}.jobs (id, queue, kind, args, state, priority, max_attempts, run_at,"
+    " unique_key, tags, meta, retry)"
+    " SELECT u.id, u.queue, u.kind, u.args,"
+    " CASE WHEN u.run_at > now() THEN 'scheduled' ELSE 'available' END,"
+    " u.priority, u.max_attempts, u.run_at, u.unique_key, string_to_array(u.tags, chr(31)),"
+    " u.meta, u.retry FROM unnest(%s::int8[], %s::text[], %s::text[], %s::jsonb[], %s::int2[],"
+    " %s::int4[], %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[])"
+    " AS u(id, queue, kind, args, priority, max_attempts, run_at, unique_key, tags, meta, retry)"
     " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL AND state IN " + _LIVE +
-    " DO NOTHING RETURNING id, kind, unique_key"
+    " DO NOTHING RETURNING id"
 )
 BULK_EXISTING_SQL = (
     "SELECT j.id, j.kind, j.unique_key FROM {s}.jobs j"
@@ -186,29 +189,46 @@ def _copy_record(job_id: int, row: Row, now: datetime) -> tuple[Any, ...]:
     )
 
 
-def _bulk_unique_params(rows: list[Row], now: datetime) -> tuple[Any, ...]:
-    recs = [_copy_record(0, r, now) for r in rows]
-    return (
-        [r[1] for r in recs],
-        [r[2] for r in recs],
-        [r[3] for r in recs],
-        [r[5] for r in recs],
-        [r[6] for r in recs],
-        [r[7] for r in recs],
-        [r[8] for r in recs],
-        ["\x1f".join(r[9]) for r in recs],
-        [r[10] for r in recs],
-        [r[11] for r in recs],
-    )
+class _UniqueBulk:
+    """The bookkeeping of a bulk insert with unique keys, apart from the I/O (sync and async
+    drivers share it). Each round inserts the rows not yet resolved; a row refused by a live
+    key takes that job's id; a key whose holder finished between insert and lookup is tried
+    again next round."""
 
+    ROUNDS = 5
 
-def _resolve_unique(
-    rows: list[Row], inserted: list[tuple[Any, ...]], existing: list[tuple[Any, ...]]
-) -> list[int]:
-    by_key: dict[tuple[str, str | None], int] = {}
-    for job_id, kind, key in [*existing, *inserted]:
-        by_key[(kind, key)] = job_id
-    return [by_key.get((r.kind, r.unique_key), 0) for r in rows]
+    def __init__(self, rows: list[Row], ids: list[int], now: datetime) -> None:
+        self.rows = rows
+        self.now = now
+        self.ids = ids  # preallocated; replaced by the holder's id where a key was taken
+        self.todo = list(range(len(rows)))
+
+    def insert_params(self) -> tuple[Any, ...]:
+        recs = [_copy_record(self.ids[k], self.rows[k], self.now) for k in self.todo]
+        columns = list(zip(*recs, strict=True))
+        columns[9] = tuple("\x1f".join(tags) for tags in columns[9])
+        return tuple(list(c) for c in columns[:4] + columns[5:])  # every column but state
+
+    def inserted(self, got: list[tuple[Any, ...]]) -> None:
+        taken = {int(r[0]) for r in got}
+        self.todo = [k for k in self.todo if self.ids[k] not in taken]
+
+    def lookup_params(self) -> tuple[list[str], list[str | None]]:
+        return [self.rows[k].kind for k in self.todo], [self.rows[k].unique_key for k in self.todo]
+
+    def found(self, got: list[tuple[Any, ...]]) -> None:
+        holders = {(str(kind), str(key)): int(job_id) for job_id, kind, key in got}
+        left = []
+        for k in self.todo:
+            holder = holders.get((self.rows[k].kind, str(self.rows[k].unique_key)))
+            if holder is None:
+                left.append(k)
+            else:
+                self.ids[k] = holder
+        self.todo = left
+
+    def conflict(self) -> UniqueConflict:
+        return _conflict(self.rows[self.todo[0]])
 
 
 def _atomic(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
@@ -235,20 +255,19 @@ def insert_many(conn: psycopg.Connection[Any], schema: str, rows: list[Row]) -> 
         return []
     now = datetime.now(UTC)
     with _atomic(conn):
-        if any(r.unique_key is not None for r in rows):
-            inserted = conn.execute(
-                render(BULK_UNIQUE_SQL, schema), _bulk_unique_params(rows, now)
-            ).fetchall()
-            missing = [r for r in rows if r.unique_key is not None]
-            existing = conn.execute(
-                render(BULK_EXISTING_SQL, schema),
-                ([r.kind for r in missing], [r.unique_key for r in missing]),
-            ).fetchall()
-            ids = _resolve_unique(rows, inserted, existing)
-            # Rows without a unique key have no key to look up: they were all inserted, in order.
-            plain = iter(i for (i, k, u) in inserted if u is None)
-            return [next(plain) if r.unique_key is None else i for r, i in zip(rows, ids, strict=True)]
         ids = [r[0] for r in conn.execute(render(BULK_IDS_SQL, schema), (len(rows),))]
+        if any(r.unique_key is not None for r in rows):
+            bulk = _UniqueBulk(rows, ids, now)
+            for _ in range(bulk.ROUNDS):
+                bulk.inserted(conn.execute(
+                    render(BULK_UNIQUE_SQL, schema), bulk.insert_params()).fetchall())
+                if not bulk.todo:
+                    return bulk.ids
+                bulk.found(conn.execute(
+                    render(BULK_EXISTING_SQL, schema), bulk.lookup_params()).fetchall())
+                if not bulk.todo:
+                    return bulk.ids
+            raise bulk.conflict()
         with conn.cursor().copy(render(BULK_COPY_SQL, schema)) as copy:
             for job_id, row in zip(ids, rows, strict=True):
                 copy.write_row(_copy_record(job_id, row, now))
@@ -262,19 +281,20 @@ async def insert_many_async(
         return []
     now = datetime.now(UTC)
     async with _atomic_async(conn):
-        if any(r.unique_key is not None for r in rows):
-            cur = await conn.execute(render(BULK_UNIQUE_SQL, schema), _bulk_unique_params(rows, now))
-            inserted = await cur.fetchall()
-            missing = [r for r in rows if r.unique_key is not None]
-            cur = await conn.execute(
-                render(BULK_EXISTING_SQL, schema),
-                ([r.kind for r in missing], [r.unique_key for r in missing]),
-            )
-            ids = _resolve_unique(rows, inserted, await cur.fetchall())
-            plain = iter(i for (i, k, u) in inserted if u is None)
-            return [next(plain) if r.unique_key is None else i for r, i in zip(rows, ids, strict=True)]
         cur = await conn.execute(render(BULK_IDS_SQL, schema), (len(rows),))
         ids = [r[0] for r in await cur.fetchall()]
+        if any(r.unique_key is not None for r in rows):
+            bulk = _UniqueBulk(rows, ids, now)
+            for _ in range(bulk.ROUNDS):
+                cur = await conn.execute(render(BULK_UNIQUE_SQL, schema), bulk.insert_params())
+                bulk.inserted(await cur.fetchall())
+                if not bulk.todo:
+                    return bulk.ids
+                cur = await conn.execute(render(BULK_EXISTING_SQL, schema), bulk.lookup_params())
+                bulk.found(await cur.fetchall())
+                if not bulk.todo:
+                    return bulk.ids
+            raise bulk.conflict()
         async with conn.cursor().copy(render(BULK_COPY_SQL, schema)) as copy:
             for job_id, row in zip(ids, rows, strict=True):
                 await copy.write_row(_copy_record(job_id, row, now))

@@ -60,7 +60,10 @@ def test_async_enqueue(app: Forklift, conn: psycopg.Connection[Any]) -> None:
         try:
             a = await basic.order.enqueue_async({"sku": "A", "qty": 1})
             b = await app.enqueue_async("basic.echo", {"name": "b"}, delay=60)
-            many = await basic.noop.enqueue_many_async([{"i": i} for i in range(5)])
+            many = await basic.noop.enqueue_many_async([{"i": i} for i in range(3)])
+            many += await basic.noop.enqueue_many_async(
+                [{"i": 3}, {"i": 4}, {"i": 5}], unique_key="async-key"
+            )
             own = await psycopg.AsyncConnection.connect(app.dsn)
             async with own, own.transaction():
                 c = await basic.noop.enqueue_async({}, conn=own, tags=["tx"])
@@ -70,8 +73,9 @@ def test_async_enqueue(app: Forklift, conn: psycopg.Connection[Any]) -> None:
 
     a, b, many, c = asyncio.run(main())
     assert (a.kind, a.state, b.state, c.tags) == ("basic.order", "available", "scheduled", ["tx"])
-    assert len(set(many)) == 5
-    assert one(conn, "SELECT count(*) FROM forklift.jobs") == 8
+    assert len(set(many)) == 4 and many[3] == many[4] == many[5]
+    assert basic.job_row(conn, many[3])["args"] == {"i": 3}
+    assert one(conn, "SELECT count(*) FROM forklift.jobs") == 7
 
 
 # -- bulk -----------------------------------------------------------------------------------
