@@ -625,7 +625,8 @@ class Worker:
                 self.is_leader = False
                 if not self._closing:
                     log.warning("leader chores failed (%s)", _why(exc))
-            await asyncio.sleep(self.leader_interval)
+            # Renewed well inside its expiry (one lease), so a live leader never loses the role.
+            await asyncio.sleep(min(self.leader_interval, self.lease / 3))
 
     async def _rescue(self) -> None:
         rescued = await self._leader_db.run(lambda c: leader.rescue(c, self.schema))
