@@ -260,3 +260,24 @@ def test_a_read_only_session_keeps_its_timeouts(dsn: str) -> None:
         row = ro.conn.execute("SELECT current_setting('statement_timeout'),"
                               " current_setting('default_transaction_read_only')").fetchone()
     assert row is not None and row[0] != "0" and row[1] == "on"
+
+
+def test_bulk_selection_of_live_jobs_uses_the_partial_indexes(conn: psycopg.Connection[Any]) -> None:
+    from forklift.ops import actions
+    from forklift.ops.context import OpsContext
+    from forklift.sqltext import render
+
+    conn.execute("""INSERT INTO forklift.jobs (queue, kind, state, attempt, attempted_at, finished_at)
+                    SELECT 'mail', 'k', 'completed', 1, now(), now() FROM generate_series(1, 50000)""")
+    for _ in range(5):
+        insert_job(conn, queue="mail")
+    conn.execute("VACUUM ANALYZE forklift.jobs")
+    spec = actions.SPECS["cancel"]
+    flt = JobFilter.build(queues="mail").narrowed(spec.states, "cancel")
+    where, params = flt.where()
+    sql = render(f"EXPLAIN SELECT t.id, t.state FROM {{s}}.jobs t WHERE {where} ORDER BY t.id"
+                 " LIMIT 10001", "forklift")
+    plan = "\n".join(r[0] for r in conn.execute(sql, params).fetchall())
+    assert "Seq Scan" not in plan and "jobs_claim_idx" in plan, plan
+    assert [i for i, _ in actions.select_ids(conn, OpsContext(), spec, flt, 100)] == sorted(
+        r[0] for r in conn.execute("SELECT id FROM forklift.jobs WHERE state = 'available'"))
