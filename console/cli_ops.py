@@ -179,6 +179,13 @@ def _queue_line(q: QueueInfo) -> str:
     return text
 
 
+def _emit_queue(q: QueueInfo, as_json: bool) -> None:
+    if as_json:
+        emit_json(q.to_json())
+    else:
+        out.print(_queue_line(q))
+
+
 @queues_app.command("list")
 def queues_list(
     read_only: ReadOnlyOpt = False, dsn: Dsn = None, schema: Schema = None, as_json: Json = False
@@ -251,10 +258,7 @@ def queues_pause(
     """Pause a queue: no worker claims from it from its next claim on; running jobs go on."""
     with handled(as_json), operator(dsn, schema, actor, read_only) as op:
         q = op.pause(name, reason=reason, for_=for_, until=until, create=create)
-    if as_json:
-        emit_json(q.to_json())
-    else:
-        out.print(_queue_line(q))
+    _emit_queue(q, as_json)
 
 
 @queues_app.command("resume")
@@ -270,10 +274,7 @@ def queues_resume(
     """Resume a paused queue; its workers are woken at once."""
     with handled(as_json), operator(dsn, schema, actor, read_only) as op:
         q = op.resume(name, reason=reason)
-    if as_json:
-        emit_json(q.to_json())
-    else:
-        out.print(_queue_line(q))
+    _emit_queue(q, as_json)
 
 
 @queues_app.command("limit")
@@ -301,10 +302,7 @@ def queues_limit(
                 raise usage(f"limit {limit!r} is not a whole number or 'none'", as_json) from None
         with operator(dsn, schema, actor, read_only) as op:
             q = op.set_concurrency(name, value, reason=reason, create=create)
-    if as_json:
-        emit_json(q.to_json())
-    else:
-        out.print(_queue_line(q))
+    _emit_queue(q, as_json)
 
 
 # -- workers -------------------------------------------------------------------------------
