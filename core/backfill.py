@@ -13,6 +13,9 @@ page back and the next attempt redoes it from the checkpoint; after the commit, 
 and never seen again. Writes ``process`` makes elsewhere (HTTP, another database) are
 at-least-once: a crash between them and the commit repeats that page.
 
+An attempt runs for a slice of :data:`SLICE` seconds and then snoozes (not an attempt) to be
+claimed again at once, so a draining worker lets go of a run within seconds.
+
 Pacing is a token bucket on the backfill's clock (:class:`SystemClock`, or a
 :class:`FrozenClock` a test advances by hand). The run row's ``rate`` is re-read at every
 checkpoint and while waiting, so a rate change applies from the next page; so do pause and
@@ -60,6 +63,9 @@ RUNNER_QUEUE = "backfills"
 SNOOZE_AFTER = 5.0
 #: While waiting for a token, the run row is re-read this often (pause, cancel, rate).
 POLL_EVERY = 1.0
+#: An attempt gives its slot back (snoozes to run again at once) after this many seconds, so a
+#: draining worker is not held for a whole backfill and runs spread over the workers.
+SLICE = 5.0
 #: How much pace history a run keeps, in seconds.
 PACE_KEEP = 300
 PACE_WINDOW = 30.0
@@ -468,6 +474,7 @@ class _Runner:
             log.warning("backfill %s: total estimate failed (%s)", b.name, type(exc).__name__)
 
     def _loop(self, bucket: TokenBucket) -> dict[str, Any]:
+        began = time.monotonic()
         while True:
             stopped = self._await_token(bucket)
             if stopped is not None:
@@ -487,6 +494,8 @@ class _Runner:
                 handed = self._hand_over()
                 if handed is not None:
                     return {"handed_over": handed, "pages": pages, "items": items}
+            if time.monotonic() - began >= SLICE:
+                raise Snooze(0)
 
     def _await_token(self, bucket: TokenBucket) -> dict[str, Any] | None:
         clock = self.b.clock

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from forklift.app import Forklift
 from forklift.context import JobContext
@@ -65,6 +67,43 @@ def report(ctx: JobContext, work: Work) -> Done:
             break
         ctx.progress(i + 1, steps, f"section {i + 1} of {steps}")
     return Done(work.n, "report written")
+
+
+# -- a schedule and a paced backfill, so the console's screens for them have something to show --
+ACCOUNTS = 20_000
+
+
+def _accounts(cursor: int | None, limit: int) -> tuple[list[int], int | None]:
+    start = cursor or 0
+    end = min(start + limit, ACCOUNTS)
+    return list(range(start, end)), (end if end < ACCOUNTS else None)
+
+
+@app.backfill("demo.reindex", page_size=50, rate=4.0, read=_accounts, total=lambda: ACCOUNTS)
+def reindex(accounts: list[int], conn: Any) -> None:
+    """Pretend to rebuild each account's search entry: a little work per page."""
+    time.sleep(random.random() * 0.05)
+
+
+@app.periodic("* * * * * */15", name="demo.tidy")  # seconds are the sixth field
+@app.job(name="demo.tidy", queue="default")
+def tidy(ctx: JobContext, args: dict[str, Any]) -> dict[str, str]:
+    """Every 15 seconds: start the reindex backfill when it has never run or has completed
+    (one an operator paused or cancelled is left alone)."""
+    from forklift.db import connection
+    from forklift.ops import backfills
+    from forklift.ops.context import OpsContext
+
+    who = OpsContext(schema=app.schema, actor="demo.tidy")
+    with connection(app.dsn, "ops") as conn:
+        try:
+            state = backfills.get_backfill(conn, who, reindex.name).state
+        except backfills.BackfillNotFound:
+            state = "never_run"  # not recorded yet: start() records it
+        if state not in ("never_run", "completed"):
+            return {"reindex": state}
+        return {"reindex": backfills.start(conn, who, reindex.name, force=True,
+                                           definition=reindex).outcome}
 
 
 MIX: list[tuple[str, float]] = [

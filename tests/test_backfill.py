@@ -343,3 +343,26 @@ def test_declarations_are_checked() -> None:
     with pytest.raises(ConfigError, match="already declared"):
         app.backfill("d", read=read)(lambda items, conn: None)
     assert "forklift.backfill" in app.kinds and app.kinds["forklift.backfill"].queue == "backfills"
+
+
+# -- the demo -----------------------------------------------------------------------------------
+def test_the_demo_schedule_starts_a_paced_backfill_an_operator_can_slow(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    from forklift import demo
+
+    demo.app.use(dsn)
+    try:
+        assert demo.tidy(None, {}) == {"reindex": "started"}  # type: ignore[arg-type]
+        assert demo.tidy(None, {}) == {"reindex": "running"}  # type: ignore[arg-type]
+        with running_worker(demo.app, concurrency=2, leader_interval=0.1, queues=["backfills"]):
+            moving = wait_until(
+                lambda: (b := state(conn, "demo.reindex")).items_per_s > 0 and b.eta != "—" and b,
+                timeout=30, message=lambda: f"no pace yet: {state(conn, 'demo.reindex')}")
+            assert moving.total == demo.ACCOUNTS and moving.rate == 4.0
+            slowed = ops.set_rate(conn, OPS, "demo.reindex", 0.5)
+            assert slowed.rate == 0.5 and slowed.state == "running"
+            ops.pause(conn, OPS, "demo.reindex")
+            wait_until(lambda: no_live_runner(conn), timeout=30, message="the demo backfill did not pause")
+        assert demo.tidy(None, {}) == {"reindex": "paused"}  # type: ignore[arg-type]
+    finally:
+        demo.app.close()
+        demo.app.use(None)  # type: ignore[arg-type]
