@@ -370,13 +370,17 @@ def _server_bin_dir(bin_dir: Path, user: _User | None) -> Path:
     return copied
 
 
+def _short_socket_dir(data: Path, user: _User | None) -> Path:
+    owner = user.uid if user else os.geteuid()
+    return Path("/tmp") / f"forklift-{owner}-{hashlib.sha256(str(data).encode()).hexdigest()[:12]}"
+
+
 def _socket_dir(data: Path, user: _User | None) -> Path:
     if len(os.fsencode(data / f".s.PGSQL.{PORT}")) <= _SOCKET_PATH_MAX:
         return data
     # Too long for a Unix socket path: a short private directory of the server's account.
     owner = user.uid if user else os.geteuid()
-    tag = hashlib.sha256(str(data).encode()).hexdigest()[:12]
-    short = Path("/tmp") / f"forklift-{owner}-{tag}"
+    short = _short_socket_dir(data, user)
     try:
         short.mkdir(mode=0o700)
         if user is not None:
@@ -666,6 +670,9 @@ def _remove_data(data: Path, user: _User | None) -> None:
         _stop(data, info, user)
     shutil.rmtree(data, ignore_errors=True)
     shutil.rmtree(data.with_name(data.name + ".initdb"), ignore_errors=True)
+    short = _short_socket_dir(data, user)
+    if short.is_dir() and not short.is_symlink():
+        shutil.rmtree(short, ignore_errors=True)
 
 
 def _ensure_database(info: _PidFile, data: Path) -> str:
