@@ -13,8 +13,8 @@ page back and the next attempt redoes it from the checkpoint; after the commit, 
 and never seen again. Writes ``process`` makes elsewhere (HTTP, another database) are
 at-least-once: a crash between them and the commit repeats that page.
 
-An attempt runs for a slice of :data:`SLICE` seconds and then snoozes (not an attempt) to be
-claimed again at once, so a draining worker lets go of a run within seconds.
+An attempt runs for a slice of :data:`SLICE` seconds and then snoozes (not an attempt) until its
+next page is due, so a draining worker lets go of a run within seconds.
 
 Pacing is a token bucket on the backfill's clock (:class:`SystemClock`, or a
 :class:`FrozenClock` a test advances by hand). The run row's ``rate`` is re-read at every
@@ -63,8 +63,9 @@ RUNNER_QUEUE = "backfills"
 SNOOZE_AFTER = 5.0
 #: While waiting for a token, the run row is re-read this often (pause, cancel, rate).
 POLL_EVERY = 1.0
-#: An attempt gives its slot back (snoozes to run again at once) after this many seconds, so a
-#: draining worker is not held for a whole backfill and runs spread over the workers.
+#: An attempt gives its slot back (snoozes until its next page is due) after this many seconds
+#: of its clock, so a draining worker is not held for a whole backfill and runs spread over the
+#: workers.
 SLICE = 5.0
 #: How much pace history a run keeps, in seconds.
 PACE_KEEP = 300
@@ -474,7 +475,7 @@ class _Runner:
             log.warning("backfill %s: total estimate failed (%s)", b.name, type(exc).__name__)
 
     def _loop(self, bucket: TokenBucket) -> dict[str, Any]:
-        began = time.monotonic()
+        began = self.b.clock.now()
         while True:
             stopped = self._await_token(bucket)
             if stopped is not None:
@@ -494,8 +495,14 @@ class _Runner:
                 handed = self._hand_over()
                 if handed is not None:
                     return {"handed_over": handed, "pages": pages, "items": items}
-            if time.monotonic() - began >= SLICE:
-                raise Snooze(0)
+            if self.b.clock.now() - began >= SLICE:
+                # Back when the next page is due: the new attempt's bucket starts full, so it
+                # must not start early. A virtual clock spends the wait here, where it can.
+                due = bucket.wait_time()
+                if self.b.clock.virtual:
+                    self.b.clock.sleep(due, self.ctx.cancelled)
+                    due = 0.0
+                raise Snooze(due)
 
     def _await_token(self, bucket: TokenBucket) -> dict[str, Any] | None:
         clock = self.b.clock

@@ -122,6 +122,25 @@ def test_runs_to_the_end_once_per_item_paced_on_its_clock(db: psycopg.Connection
     assert runner_jobs(db)[0][2]["completed"] == "completed"
 
 
+def test_an_attempt_gives_its_slot_back_after_a_slice_and_keeps_the_pace(
+    db: psycopg.Connection[Any], dsn: str
+) -> None:
+    fill = Fill(dsn, rate=1.0)  # ten pages: nine seconds of its clock, so one slice boundary
+    try:
+        with running_worker(fill.app, concurrency=2, leader_interval=0.1) as worker:
+            ops.start(db, OPS, "fill", definition=fill.definition)
+            wait_state(db, "completed")
+            claims = worker.stats.claimed
+        gaps = [b - a for a, b in zip(fill.page_times, fill.page_times[1:], strict=False)]
+        assert gaps == pytest.approx([1.0] * 9)
+        assert claims == 2  # one job, claimed again after its snooze; no attempt spent
+        assert db.execute("SELECT attempt, state FROM forklift.jobs WHERE kind = 'forklift.backfill'"
+                          ).fetchall() == [(1, "completed")]
+        assert rows(db) == (ITEMS, ITEMS)
+    finally:
+        fill.app.close()
+
+
 def test_rate_changes_live_from_the_next_page(db: psycopg.Connection[Any], fill: Fill) -> None:
     fill.on_page = lambda page: page == 3 and fill.act(ops.set_rate, 10.0)
     with running_worker(fill.app, concurrency=2, leader_interval=0.1):
