@@ -51,7 +51,7 @@ _START = (
 )
 # Where this call starts reading: the window's start, or where a cache's closed buckets end.
 _SINCE = f"greatest({_START}, %(since)s::timestamptz)"
-_SLOT = "floor(extract(epoch FROM {col}) / %(b)s)::bigint"
+_SLOT = "floor(date_part('epoch', {col}) / %(b)s)::bigint"
 
 # Run times are counted into log-scale bins (RT_BINS between RT_MIN and RT_MAX seconds), so a
 # window's mean and p95 come from per-bucket histograms that merge, and closed buckets can be
@@ -64,13 +64,15 @@ RT_ERROR = math.exp(_BIN_WIDTH / 2) - 1
 
 # Jobs finished inside the window, per queue, state, bucket and run-time bin: one index-only scan
 # of jobs_window_idx (migration 0002).
-_RUN = "extract(epoch FROM finished_at - attempted_at)"
+# date_part() (float8), not extract() (numeric, whose ln() and sums cost far more per row).
+_RUN = "date_part('epoch', finished_at - attempted_at)"
 WINDOW_SQL = f"""
 SELECT queue, state, {_SLOT.format(col="finished_at")},
        CASE WHEN state = 'completed' AND attempted_at IS NOT NULL
-            THEN width_bucket(ln(greatest({_RUN}, {RT_MIN})), {_LN_MIN}, {_LN_MAX}, {RT_BINS})
+            THEN width_bucket(ln(greatest({_RUN}, {RT_MIN}::float8)), {_LN_MIN}::float8,
+                              {_LN_MAX}::float8, {RT_BINS})
        END,
-       count(*), coalesce(sum({_RUN}) FILTER (WHERE state = 'completed'), 0)::float8
+       count(*), coalesce(sum({_RUN}) FILTER (WHERE state = 'completed'), 0)
 FROM {{s}}.jobs
 WHERE state IN ('completed', 'dead') AND finished_at >= {_SINCE}
 GROUP BY 1, 2, 3, 4
@@ -250,7 +252,10 @@ def stats(
     p = {"b": width, "n": n, "since": since}
     s = ctx.schema
     cursors = [conn.cursor() for _ in range(6)]
+    own = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     with conn.pipeline(), conn.transaction():
+        if own:  # small index scans: starting parallel workers costs more than it saves
+            conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         cursors[0].execute(render(TIME_SQL, s), p)
         cursors[1].execute(render(COUNTS_SQL, s))
         cursors[2].execute(render(WINDOW_SQL, s), p)
