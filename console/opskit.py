@@ -36,7 +36,7 @@ Dsn = Annotated[
     typer.Option("--dsn", help="PostgreSQL DSN (default: FORKLIFT_DSN, DATABASE_URL, embedded)."),
 ]
 Schema = Annotated[
-    str | None, typer.Option("--schema", help="Schema holding forklift's tables [forklift].")
+    str | None, typer.Option("--schema", help="Schema holding forklift's tables (default: forklift).")
 ]
 Json = Annotated[bool, typer.Option("--json", help="Print JSON for scripts (documented shape).")]
 Actor = Annotated[
