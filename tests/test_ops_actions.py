@@ -281,3 +281,29 @@ def test_bulk_selection_of_live_jobs_uses_the_partial_indexes(conn: psycopg.Conn
     assert "Seq Scan" not in plan and "jobs_claim_idx" in plan, plan
     assert [i for i, _ in actions.select_ids(conn, OpsContext(), spec, flt, 100)] == sorted(
         r[0] for r in conn.execute("SELECT id FROM forklift.jobs WHERE state = 'available'"))
+
+
+def test_every_action_writes_one_audit_row(op: Operator, conn: psycopg.Connection[Any]) -> None:
+    dead = insert_job(conn, state="dead", queue="mail")
+    done = insert_job(conn, state="completed", queue="mail")
+    live = insert_job(conn, state="available", queue="mail")
+    old = conn.execute("SELECT now() - interval '30 days'").fetchone()
+    assert old is not None
+    insert_job(conn, state="dead", finished_at=old[0])
+    steps = [
+        (lambda: op.requeue(dead), "requeue", "requeued"),
+        (lambda: op.cancel(live), "cancel", "cancelled"),
+        (lambda: op.delete(done), "delete", "deleted"),
+        (lambda: op.bulk("cancel", JobFilter.build(ids=[dead])), "cancel_many", "cancelled: 1"),
+        (lambda: op.pause("mail", reason="r"), "pause", "done"),
+        (lambda: op.set_concurrency("mail", 4), "limit", "done"),
+        (lambda: op.resume("mail"), "resume", "done"),
+        (lambda: op.prune(dead_older_than="7d"), "prune", "done"),
+    ]
+    for call, action, outcome in steps:
+        before = len(audit_rows(conn))
+        call()
+        rows = audit_rows(conn)
+        assert len(rows) == before + 1, action
+        assert (rows[-1]["actor"], rows[-1]["action"], rows[-1]["outcome"]) == (
+            "alice", action, outcome)
