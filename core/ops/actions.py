@@ -252,8 +252,11 @@ def act(
                 spec.refuse(conn, ctx, job_id, row)
             flt = JobFilter(ids=(job_id,), states=spec.states)
             done = spec.apply(conn, ctx, flt, [job_id], reason, ctx.actor)
-            if not done:  # the guard refused it: only a unique-key race gets here
-                raise NotRequeueable(f"job {job_id} cannot be {action}d now", job_id=job_id)
+            if not done:  # the row is locked and checked: only requeue's key guard gets here
+                raise NotRequeueable(
+                    f"job {job_id} cannot be requeued: a live job now holds its unique key",
+                    job_id=job_id,
+                )
             outcome = done[0][2]
             audit.record(conn, ctx, action, target, count=1, reason=reason, outcome=outcome)
     except psycopg.errors.UniqueViolation:
