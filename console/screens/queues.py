@@ -1,0 +1,213 @@
+"""Queues (key 2): depth by state, pickup lag, throughput; pause and resume; drill down."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from forklift.console.runbook import cli
+from forklift.console.screens.base import ConsoleScreen
+from forklift.console.screens.insight import LAG_ALERT_SECONDS, queue_state, window_label
+from forklift.console.screens.modals import Plan, ReasonScreen
+from forklift.console.widgets.filterbar import quote
+from forklift.console.widgets.table import Column, LiveTable, Row
+from forklift.console.widgets.text import (
+    age,
+    count,
+    duration,
+    one_line,
+    spark,
+    until,
+)
+from forklift.console.widgets.text import queue_state as queue_badge
+from forklift.ops import Operator, QueueInfo, QueueStats, Stats
+
+SPARK_POINTS = 15
+
+
+class QueuesScreen(ConsoleScreen[Stats]):
+    MODE = "queues"
+    HELP = (
+        "One row per queue: its state, jobs waiting (available), due later (scheduled), running"
+        " against the queue's concurrency limit, waiting to retry, dead; the pickup lag (how"
+        f" long the oldest available job has waited; over {LAG_ALERT_SECONDS:g}s the queue shows"
+        " 'lagging') and completed jobs per minute. p pauses (asks why) or resumes the queue;"
+        " enter shows its jobs."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Jobs"),
+        Binding("p", "toggle_pause", "Pause/resume"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stats: Stats | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield LiveTable(
+                [
+                    Column("state", "State", 10),
+                    Column("queue", "Queue", 16),
+                    Column("available", "Avail", 7),
+                    Column("scheduled", "Sched", 6),
+                    Column("running", "Run/limit", 9),
+                    Column("retryable", "Retry", 5),
+                    Column("dead", "Dead", 6),
+                    Column("lag", "Lag", 7),
+                    Column("spark", "Completed/min", SPARK_POINTS),
+                ],
+                id="queues",
+            )
+            yield Static(id="detail")
+
+    def fetch(self, op: Operator) -> Stats:
+        return op.stats()
+
+    def show(self, data: Stats) -> None:
+        self._stats = data
+        rows: list[Row] = []
+        for q in data.queues:
+            limit = "∞" if q.concurrency is None else str(q.concurrency)
+            rows.append(
+                (
+                    q.name,
+                    [
+                        queue_badge(queue_state(q)),
+                        one_line(q.name, limit=16),
+                        count(q.counts.get("available", 0)),
+                        count(q.counts.get("scheduled", 0)),
+                        f"{q.counts.get('running', 0)}/{limit}",
+                        count(q.counts.get("retryable", 0)),
+                        count(q.counts.get("dead", 0)),
+                        duration(q.pickup_lag_seconds) if q.pickup_lag_seconds is not None else "–",
+                        spark(q.series.completed, SPARK_POINTS),
+                    ],
+                )
+            )
+        self.query_one("#queues", LiveTable).sync(rows)
+        self._show_detail()
+
+    def selected(self) -> QueueStats | None:
+        key = self.query_one("#queues", LiveTable).current_key
+        if key is None or self._stats is None:
+            return None
+        return self._stats.queue(key)
+
+    @on(DataTable.RowHighlighted, "#queues")
+    def _highlighted(self) -> None:
+        self._show_detail()
+
+    def _show_detail(self) -> None:
+        q = self.selected()
+        box = self.query_one("#detail", Static)
+        if q is None or self._stats is None:
+            box.update(Text("No queues yet: they appear with their first job.", style="dim"))
+            return
+        now = self.console.now()
+        text = Text()
+        text.append_text(queue_badge(queue_state(q)))
+        text.append(" ")
+        text.append_text(one_line(q.name, limit=60))
+        if q.paused:
+            text.append(" — paused")
+            if q.paused_by:
+                text.append(" by ")
+                text.append_text(one_line(q.paused_by, limit=40))
+            if q.paused_at:
+                text.append(f" {age(q.paused_at, now)} ago")
+            if q.pause_reason:
+                text.append(": “")
+                text.append_text(one_line(q.pause_reason, limit=120))
+                text.append("”")
+            if q.pause_expires_at:
+                text.append(f"; resumes by itself {until(q.pause_expires_at, now)}")
+        text.append("\n")
+        text.append(
+            f"{q.workers} live workers listen, {q.free_slots} free slots · "
+            f"{window_label(self._stats)}: {q.completed:,} completed, {q.failed:,} failed, "
+            f"{q.dead_in_window:,} dead"
+        )
+        rt = q.run_time
+        if rt.samples:
+            text.append(
+                f" · run time mean {duration(rt.mean_seconds)}, p95 {duration(rt.p95_seconds)}"
+            )
+        box.update(text)
+
+    # -- actions ------------------------------------------------------------------------------
+    def can(self, action: str) -> bool | None:
+        if action in ("toggle_pause", "open"):
+            return True if self.selected() is not None else None
+        return True
+
+    def action_open(self) -> None:
+        q = self.selected()
+        if q is not None:
+            self.console.show_jobs(f"queue:{quote(q.name)}")
+
+    @on(DataTable.RowSelected, "#queues")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_toggle_pause(self) -> None:
+        q = self.selected()
+        if q is None:
+            return
+        name = q.name
+        if q.paused:
+            self.console.propose(
+                Plan(
+                    verb="Resume",
+                    noun="queue",
+                    count=1,
+                    ids=(name,),
+                    cli=cli("queues", "resume", name),
+                    run=lambda op: op.resume(name),
+                    destructive=False,
+                    report=lambda info: _resumed(name),
+                )
+            )
+            return
+
+        def reasoned(answer: tuple[str, str] | None) -> None:
+            if answer is None:
+                return
+            reason, for_ = answer
+            self.console.propose(
+                Plan(
+                    verb="Pause",
+                    noun="queue",
+                    count=1,
+                    ids=(name,),
+                    cli=cli(
+                        "queues", "pause", name,
+                        *(("--reason", reason) if reason else ()),
+                        *(("--for", for_) if for_ else ()),
+                    ),
+                    run=lambda op: op.pause(name, reason=reason or None, for_=for_ or None),
+                    destructive=False,
+                    report=_paused,
+                )
+            )
+
+        self.app.push_screen(
+            ReasonScreen(f"Pause queue {name}?", cli("queues", "pause", name, "--reason", "…")),
+            reasoned,
+        )
+
+
+def _paused(info: QueueInfo) -> str:
+    note = f" until {info.pause_expires_at:%H:%M:%S}" if info.pause_expires_at else ""
+    return f"queue {info.name} paused{note}: workers stop claiming from it at their next claim"
+
+
+def _resumed(name: str) -> str:
+    return f"queue {name} resumed: its workers were woken"

@@ -1,0 +1,1 @@
+"""Widgets and text helpers the console's screens share."""

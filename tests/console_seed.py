@@ -1,0 +1,330 @@
+"""A seeded forklift database for the console's snapshot tests and the README screenshots.
+
+Everything is placed relative to one instant, ``now``: jobs finished over the last half hour,
+dead letters in a few groups, a paused queue, a lagging queue, a draining worker with jobs in
+flight, a worker gone quiet with a lease that expired, a hostile payload, audit rows. In a
+fresh database the ids come out the same every time.
+
+Snapshot tests also freeze the database's clock: :func:`freeze_db_clock` makes ``now()`` in
+every new session of that database return the instant (a ``now()`` function in a schema that
+precedes ``pg_catalog`` on the search path), so stats windows, ages and countdowns computed by
+the server agree with the console's frozen clock. Only test databases are ever touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+from helpers import wait_until_async
+from psycopg import sql
+
+from forklift.console.screens.base import ConsoleScreen
+
+FROZEN = datetime(2026, 3, 14, 9, 26, 53, tzinfo=UTC)
+SCHEMA = "forklift"
+
+
+def freeze_db_clock(conn: psycopg.Connection[Any], at: datetime = FROZEN) -> None:
+    """From the next session on, ``now()`` in this database returns ``at``."""
+    dbname = conn.info.dbname
+    conn.execute("CREATE SCHEMA IF NOT EXISTS faketime")
+    conn.execute(
+        sql.SQL(
+            "CREATE OR REPLACE FUNCTION faketime.now() RETURNS timestamptz"
+            " LANGUAGE sql STABLE AS {}"
+        ).format(sql.Literal(f"SELECT {sql.Literal(at.isoformat()).as_string(None)}::timestamptz"))
+    )
+    conn.execute(
+        sql.SQL("ALTER DATABASE {} SET search_path = faketime, pg_catalog, public").format(
+            sql.Identifier(dbname)
+        )
+    )
+
+
+@dataclass
+class Seeded:
+    now: datetime
+    ids: dict[str, int] = field(default_factory=dict)
+
+
+class _Seeder:
+    def __init__(self, conn: psycopg.Connection[Any], now: datetime) -> None:
+        self.conn = conn
+        self.now = now
+        self.fence = 0
+        self.out = Seeded(now)
+
+    def ago(self, seconds: float) -> datetime:
+        return self.now - timedelta(seconds=seconds)
+
+    def job(
+        self,
+        kind: str,
+        queue: str,
+        state: str,
+        *,
+        args: Any = None,
+        created: float = 600,
+        run_at: float | None = None,
+        attempted: float | None = None,
+        finished: float | None = None,
+        attempt: int = 0,
+        max_attempts: int = 20,
+        errors: list[dict[str, Any]] | None = None,
+        worker: str | None = None,
+        lease: float | None = None,
+        result: Any = None,
+        progress: dict[str, Any] | None = None,
+        tags: list[str] | None = None,
+        priority: int = 0,
+        name: str | None = None,
+    ) -> int:
+        fence = None
+        if worker is not None:
+            self.fence += 1
+            fence = self.fence
+        row = self.conn.execute(
+            f"""INSERT INTO {SCHEMA}.jobs (queue, kind, args, state, priority, attempt,
+                max_attempts, run_at, created_at, attempted_at, finished_at, worker_id, fence,
+                lease_expires_at, errors, result, progress, tags)
+            VALUES (%s, %s, %s::jsonb, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s::jsonb,
+                %s::jsonb, %s::jsonb, %s) RETURNING id""",
+            (
+                queue, kind, json.dumps(args if args is not None else {"n": 1}), state, priority,
+                attempt, max_attempts,
+                self.ago(run_at if run_at is not None else created), self.ago(created),
+                self.ago(attempted) if attempted is not None else None,
+                self.ago(finished) if finished is not None else None,
+                worker, fence, self.ago(lease) if lease is not None else None,
+                json.dumps(errors or []),
+                json.dumps(result) if result is not None else None,
+                json.dumps(progress) if progress is not None else None,
+                tags or [],
+            ),
+        ).fetchone()
+        assert row is not None
+        if name:
+            self.out.ids[name] = int(row[0])
+        return int(row[0])
+
+    def error(
+        self, code: str, message: str | None, attempt: int, seconds_ago: float,
+        type_: str | None = "RuntimeError", worker: str = "web-1:4242:a1",
+    ) -> dict[str, Any]:
+        return {
+            "code": code,
+            "type": type_,
+            "message": message,
+            "traceback": [
+                {"file": "app/tasks.py", "line": 88, "func": "deliver"},
+                {"file": "app/mailer.py", "line": 140, "func": "send"},
+            ],
+            "attempt": attempt,
+            "worker": worker,
+            "at": self.ago(seconds_ago).isoformat(),
+        }
+
+
+def seed(conn: psycopg.Connection[Any], now: datetime = FROZEN) -> Seeded:
+    """Fill a fresh, migrated database (schema ``forklift``); returns named ids."""
+    s = _Seeder(conn, now)
+    with conn.transaction():
+        _workers(s)
+        _history(s)
+        _dead(s)
+        _live(s)
+        _queues(s)
+        _audit(s)
+    return s.out
+
+
+def _workers(s: _Seeder) -> None:
+    rows = [
+        # id, host, pid, queues, slots, in_use, state, started, beat, drain deadline
+        ("web-1:4242:a1", "web-1", 4242, ["default", "mail", "reports"], 10, 3, "running",
+         7200, 3, None),
+        ("web-2:5151:b2", "web-2", 5151, ["default", "reports"], 8, 3, "draining",
+         5400, 2, -25),
+        ("batch-7:919:c3", "batch-7", 919, ["slow"], 4, 1, "running", 9000, 95, None),
+    ]
+    for wid, host, pid, queues, slots, in_use, state, started, beat, deadline in rows:
+        s.conn.execute(
+            f"""INSERT INTO {SCHEMA}.workers (id, host, pid, queues, slots, in_use, state,
+                started_at, heartbeat_at, drain_deadline, version)
+            VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, '0.1.0')""",
+            (wid, host, pid, queues, slots, in_use, state, s.ago(started), s.ago(beat),
+             s.ago(deadline) if deadline is not None else None),
+        )
+    s.conn.execute(
+        f"INSERT INTO {SCHEMA}.leader (name, worker_id, elected_at, expires_at)"
+        " VALUES ('leader', 'web-1:4242:a1', %s, %s)",
+        (s.ago(7000), s.ago(-20)),
+    )
+
+
+def _history(s: _Seeder) -> None:
+    # Completed jobs over the last 30 minutes: a daytime curve with a dip, so sparklines show.
+    shape = [3, 4, 6, 8, 9, 11, 12, 12, 10, 7, 5, 3, 2, 2, 3, 5, 8, 11, 13, 14, 14, 13, 11, 9,
+             8, 7, 6, 6, 5, 4]
+    for minute, n in enumerate(shape):
+        base = (29 - minute) * 60 + 50
+        for i in range(n):
+            queue = "default" if i % 3 else "reports"
+            kind = "demo.fast" if queue == "default" else "demo.report"
+            run = 0.4 + (i % 5) * 0.3 if queue == "default" else 6.0 + i % 4
+            finished = base - i * (45 / max(n, 1))
+            s.job(kind, queue, "completed", args={"n": minute * 100 + i}, created=finished + run + 2,
+                  attempted=finished + run, finished=finished, attempt=1,
+                  result={"n": minute * 100 + i, "note": "ok"})
+    # Retries that succeeded: failed attempts inside the window.
+    for i, ago in enumerate((1500, 1100, 700, 420, 300, 200, 130, 70)):
+        s.job("demo.flaky", "default", "completed", args={"n": 9000 + i}, created=ago + 20,
+              attempted=ago - 5, finished=ago - 6, attempt=2, max_attempts=4,
+              errors=[s.error("error", "upstream said 503 (try https://user:***@api.example/)",
+                              1, ago, "ConnectionError")])
+
+
+def _dead(s: _Seeder) -> None:
+    # mail: the mailbox_full group (Fail, terminal at once) and an SMTP refusal group.
+    for i, ago in enumerate((3000, 2400, 1500, 900, 620, 540, 400, 180, 95)):
+        s.job("demo.failing", "mail", "dead", args={"n": 2 * i + 1, "to": f"user{i}@example.com"},
+              created=ago + 30, attempted=ago + 1, finished=ago, attempt=1, max_attempts=3,
+              errors=[s.error("mailbox_full", "the mailbox is full", 1, ago, "forklift.Fail")],
+              name="dead_mailbox" if i == 8 else None)
+    for i, ago in enumerate((86000, 40000, 5000, 2000, 700)):
+        errs = [
+            s.error("error", f"SMTP server refused message {4400 + i * 7 + a} for user {90 + i}",
+                    a + 1, ago + (2 - a) * 5)
+            for a in range(3)
+        ]
+        s.job("demo.failing", "mail", "dead", args={"n": 2 * i, "to": f"ops{i}@example.com"},
+              created=ago + 60, attempted=ago + 1, finished=ago, attempt=3, max_attempts=3,
+              errors=errs, name="dead_smtp" if i == 4 else None)
+    # A hostile payload and error: markup and terminal escapes must show literally.
+    s.job("demo.flaky", "default", "dead",
+          args={"note": "[bold red]boom[/] \x1b[31mred\x1b[0m \u202eevil", "n": 666},
+          created=4000, attempted=3601, finished=3600, attempt=4, max_attempts=4,
+          errors=[s.error("error", "[blink]ValueError[/blink] \x1b[2Jcleared? no", a + 1,
+                          3600 + (3 - a) * 10, "ValueError") for a in range(4)],
+          name="hostile")
+
+
+def _live(s: _Seeder) -> None:
+    # Waiting work: default flows, reports lags behind its concurrency limit, mail is paused.
+    for i in range(14):
+        s.job("demo.fast", "default", "available", args={"n": 500 + i}, created=20 - i)
+    for i in range(6):
+        s.job("demo.report", "reports", "available", args={"n": 600 + i}, created=250 - i * 30,
+              name="lagging" if i == 0 else None)
+    for i in range(23):
+        s.job("demo.failing", "mail", "available", args={"n": 700 + i}, created=280 - i * 10)
+    for i in range(4):
+        s.job("demo.slow", "slow", "scheduled", args={"n": 800 + i}, created=60,
+              run_at=-(600 + i * 300), name="scheduled" if i == 0 else None)
+    s.job("demo.flaky", "default", "retryable", args={"n": 901}, created=90, run_at=-12,
+          attempt=2, max_attempts=4,
+          errors=[s.error("error", "upstream said 503", a + 1, 80 - a * 40, "ConnectionError")
+                  for a in range(2)], name="backing_off")
+    # Running: web-1 healthy, web-2 draining, batch-7 silent with a lease that expired.
+    s.job("demo.report", "reports", "running", args={"n": 1001}, created=40, attempted=12,
+          attempt=1, worker="web-1:4242:a1", lease=-18,
+          progress={"done": 3, "total": 5, "note": "section 3 of 5"}, name="progress")
+    s.job("demo.fast", "default", "running", args={"n": 1002}, created=3, attempted=1, attempt=1,
+          worker="web-1:4242:a1", lease=-29)
+    s.job("demo.flaky", "default", "running", args={"n": 1003}, created=5, attempted=2,
+          attempt=2, max_attempts=4, worker="web-1:4242:a1", lease=-28,
+          errors=[s.error("error", "upstream said 503", 1, 30, "ConnectionError")])
+    s.job("demo.report", "reports", "running", args={"n": 1101}, created=70, attempted=61,
+          attempt=1, worker="web-2:5151:b2", lease=-25, name="interrupted",
+          progress={"done": 1, "total": 5, "note": "section 1 of 5"})
+    s.job("demo.fast", "default", "running", args={"n": 1102}, created=3, attempted=1,
+          attempt=1, worker="web-2:5151:b2", lease=-29)
+    s.job("demo.report", "reports", "running", args={"n": 1103}, created=9, attempted=4,
+          attempt=1, worker="web-2:5151:b2", lease=-26)
+    s.job("demo.slow", "slow", "running", args={"n": 1201}, created=400, attempted=300,
+          attempt=1, worker="batch-7:919:c3", lease=70, name="expired")
+
+
+def _queues(s: _Seeder) -> None:
+    s.conn.execute(
+        f"""UPDATE {SCHEMA}.queues SET paused = true, paused_by = 'alice', paused_at = %s,
+            pause_reason = 'SMTP provider outage, INC-4242', pause_expires_at = %s
+        WHERE name = 'mail'""",
+        (s.ago(300), s.ago(-1500)),
+    )
+    s.conn.execute(f"UPDATE {SCHEMA}.queues SET concurrency = 2 WHERE name = 'reports'")
+
+
+def _audit(s: _Seeder) -> None:
+    rows = [
+        (5400, "bob", "requeue_many", {"filter": {"states": ["dead"], "queues": ["default"]},
+                                        "batch": 1}, 12, None, "requeued: 12"),
+        (1900, "carol", "cancel", {"job": 41}, 0, None, "refused: not_cancellable"),
+        (300, "alice", "pause", {"queue": "mail"}, 1, "SMTP provider outage, INC-4242", "done"),
+    ]
+    for ago, actor, action, target, count, reason, outcome in rows:
+        s.conn.execute(
+            f"""INSERT INTO {SCHEMA}.audit (at, actor, action, target, count, reason, outcome)
+            VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s)""",
+            (s.ago(ago), actor, action, json.dumps(target), count, reason, outcome),
+        )
+
+
+def make_app(
+    dsn: str,
+    *,
+    read_only: bool = False,
+    actor: str = "tester",
+    interval: float = 3600.0,
+    start: str = "overview",
+    now: datetime = FROZEN,
+) -> Any:
+    """The console on ``dsn`` with its clock frozen at ``now``; refresh ticks are rare unless
+    ``interval`` says otherwise (tests trigger loads themselves)."""
+    from forklift.console.app import ConsoleApp
+    from forklift.console.backend import Backend
+
+    # A fixed label: the test database's real name and socket path differ on every run.
+    backend = Backend.open(
+        dsn, schema=SCHEMA, actor=actor, read_only=read_only, label="db.example:5432/app"
+    )
+    return ConsoleApp(backend, clock=lambda: now, interval=interval, start=start)
+
+
+# -- driving the console in tests ------------------------------------------------------------
+Scenario = Callable[[Any, Any], Awaitable[None]]
+
+
+def drive(app: Any, scenario: Scenario, size: tuple[int, int] = (120, 36)) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await scenario(app, pilot)
+
+    asyncio.run(main())
+
+
+async def loaded(app: Any, screen: Any = None) -> None:
+    """Wait for the screen's next completed load."""
+    target = screen or app.screen
+    assert isinstance(target, ConsoleScreen)
+    before = target.loads
+    target.reload()
+    await wait_until_async(
+        lambda: target.loads > before and not target._loading,
+        timeout=20,
+        message=lambda: f"{type(target).__name__} did not load (status {app.status})",
+    )
+
+
+async def on_screen(app: Any, kind: type[Any]) -> Any:
+    await wait_until_async(lambda: isinstance(app.screen, kind), timeout=10,
+                           message=lambda: f"expected {kind.__name__}, on {app.screen!r}")
+    return app.screen
+
+

@@ -1,0 +1,70 @@
+"""The console outlives its database: a banner while it is gone, recovery when it is back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from console_seed import make_app, seed
+from helpers import wait_until_async
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
+from test_console_actions import drive, loaded
+from textual.pilot import Pilot
+
+from forklift.console.app import ConsoleApp
+from forklift.console.screens.base import ConsoleScreen
+
+
+def _cut_off(admin_dsn: str, dbname: str, allow: bool) -> None:
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(
+            sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS {}").format(
+                sql.Identifier(dbname), sql.SQL("true" if allow else "false")
+            )
+        )
+        if not allow:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = %s AND pid <> pg_backend_pid()",
+                (dbname,),
+            )
+
+
+def test_the_database_going_away_shows_a_banner_and_the_console_recovers(
+    dsn: str, admin_dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    seed(conn)
+    dbname = str(conninfo_to_dict(dsn)["dbname"])
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        screen = app.screen
+        assert isinstance(screen, ConsoleScreen)
+        await loaded(app)
+        assert app.status.connection == "connected"
+        banner = screen.query_one("#banner")
+        assert not banner.display
+        _cut_off(admin_dsn, dbname, allow=False)
+        try:
+            await wait_until_async(
+                lambda: app.status.connection == "offline" and banner.display,
+                timeout=30,
+                message=lambda: f"no offline banner: {app.status}",
+            )
+            assert app.status.failing_since is not None
+            assert "database" in str(app.status.error)
+            assert "STALE" in str(banner.render())
+            # Keys still work while the database is away.
+            await pilot.press("3")
+            await pilot.press("1")
+            assert app.current_mode == "overview"
+        finally:
+            _cut_off(admin_dsn, dbname, allow=True)
+        await wait_until_async(
+            lambda: app.status.connection == "connected" and not banner.display,
+            timeout=30,
+            message=lambda: f"did not recover: {app.status}",
+        )
+        assert app.status.failing_since is None and app.status.error is None
+
+    drive(make_app(dsn, interval=0.3), scenario)
