@@ -45,8 +45,8 @@ def console(
 ) -> None:
     """Open the operator console: overview, queues, jobs, dead letters, workers, audit.
 
-    Press ? on any screen for its keys. --read-only (or FORKLIFT_READ_ONLY=1) disables every
-    action, here and in the operator API.
+    Press ? on any screen for its keys, ctrl+p for every action. With --read-only (or
+    FORKLIFT_READ_ONLY=1) every action is disabled, in the console and in the operator API.
     """
     from forklift.console.app import ConsoleApp
     from forklift.console.backend import Backend
