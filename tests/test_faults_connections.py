@@ -147,8 +147,9 @@ def test_a_frozen_server_cannot_hold_a_workers_shutdown(
     a = own.start(concurrency=2, lease=3.0)
     with _connect(own.dsn) as conn:
         registered(conn, a)
-        job_id = faults.enqueue(conn, "faults.hold_sync", {"gate": "late"})
-        wait_until(lambda: faults.notes(conn, job_id), timeout=30, message="did not start")
+        job_id = faults.enqueue(conn, "faults.sleepy", {})
+        wait_until(lambda: faults.job(conn, job_id)["state"] == "running", timeout=30,
+                   message="did not start")
     info = embedded.server_status(scratch_home)
     postmaster = int(info["pid"])
     # Everything stops answering: the postmaster (no new connections) and every backend.
@@ -158,6 +159,7 @@ def test_a_frozen_server_cannot_hold_a_workers_shutdown(
     for pid in server:
         own.freeze(pid)
     a.signal(signal.SIGTERM)
+    wait_until(lambda: "drain requested" in a.log(), timeout=30, message="no drain")
     a.signal(signal.SIGTERM)  # and do not wait for the job
     assert a.popen.wait(90) == 0
     own.thaw()
@@ -165,7 +167,6 @@ def test_a_frozen_server_cannot_hold_a_workers_shutdown(
     b = own.start(concurrency=2, lease=3.0)
     with _connect(own.dsn) as conn:
         registered(conn, b)
-        faults.open_gate(conn, "late")
         wait_until(lambda: all_in(conn, [job_id], "completed"), timeout=60,
                    message=lambda: f"not rescued: {faults.job(conn, job_id)}")
         assert [e["code"] for e in faults.job(conn, job_id)["errors"]] in (

@@ -117,7 +117,7 @@ def test_async_timeouts_cancel_the_handler(
     wait_until(lambda: all_in(db, [job_id], "dead"), timeout=30, message="did not time out")
     j = faults.job(db, job_id)
     assert [e["code"] for e in j["errors"]] == ["timeout"]
-    assert [w for _, _, w in faults.notes(db, job_id)] == ["start", "cancelled:timeout"]
+    assert "cancelled:timeout" in [w for _, _, w in faults.notes(db, job_id)]
     assert a.stop() == 0
 
 

@@ -164,10 +164,18 @@ def hold_sync(ctx: JobContext, h: HoldSync) -> dict[str, Any]:
     return _result(ctx)
 
 
+@app.job(name="faults.sleepy", max_attempts=5)
+async def sleepy(ctx: JobContext, args: dict[str, Any]) -> dict[str, Any]:
+    """Sleeps (without touching the database) on its first attempt; returns on later ones."""
+    if ctx.attempt == 1:
+        await asyncio.sleep(3600)
+    return _result(ctx)
+
+
 @app.job(name="faults.slow_async", timeout=0.5, max_attempts=1)
 async def slow_async(ctx: JobContext, args: dict[str, Any]) -> None:
-    await asyncio.to_thread(note, ctx, "start")
-    try:
+    try:  # the timeout may strike while the start is still being noted, on a loaded machine
+        await asyncio.to_thread(note, ctx, "start")
         await asyncio.sleep(120)
     except asyncio.CancelledError:
         await asyncio.to_thread(note, ctx, f"cancelled:{ctx.cancel_reason}")
