@@ -268,9 +268,8 @@ def stats(
     now, start, epoch = t[0]
     first = math.floor(epoch / width) - (n - 1)  # the slot of the window's first bucket
 
-    finished: list[tuple[str, str, int, int | None, int, float]] = [
-        (q, st, int(slot), b, int(c), float(total)) for q, st, slot, b, c, total in window_rows
-    ]
+    # (queue, state, slot, run-time bin or None, jobs, their summed run time)
+    finished: list[tuple[str, str, int, int | None, int, float]] = window_rows
     failed: list[tuple[str, int, int]] = [(q, int(slot), int(c)) for q, slot, c in failed_rows]
     if cache is not None:
         closed = math.floor((epoch - SETTLE_MARGIN) / width)
@@ -289,8 +288,9 @@ def stats(
             cache.finished.setdefault(slot, [])
             cache.failed.setdefault(slot, [])
         if until is not None:  # what this call did not read comes from the cache
-            finished += [(q, st, slot, b, c, total) for slot, rows in cache.finished.items()
-                         if first <= slot < until for q, st, b, c, total in rows]
+            finished += [(q, st, slot, b, c, total)
+                         for slot, rows in cache.finished.items() if first <= slot < until
+                         for q, st, b, c, total in rows]
             failed += [(q, slot, c) for slot, rows in cache.failed.items()
                        if first <= slot < until for q, c in rows]
         cache.until = max(closed, until or closed)
@@ -313,15 +313,17 @@ def stats(
     )
     hist: dict[str | None, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     sums: dict[str | None, float] = defaultdict(float)
+    total_hist = hist[None]
     for queue, state, slot, b, count, total in finished:
         i = slot - first
         if not 0 <= i < n:
             continue
         series[queue][state][i] += count
-        if state == "completed" and b is not None:
-            for key in (queue, None):
-                hist[key][b] += count
-                sums[key] += total
+        if b is not None:  # a completed job's run time
+            hist[queue][b] += count
+            total_hist[b] += count
+            sums[queue] += total
+            sums[None] += total
     for queue, slot, count in failed:
         if 0 <= slot - first < n:
             series[queue]["failed"][slot - first] += count

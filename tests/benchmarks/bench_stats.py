@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -88,19 +89,28 @@ def with_db(dsn: str, dbname: str) -> str:
     return make_conninfo(**params)  # type: ignore[arg-type]
 
 
-def timed(call: Callable[[], object], n: int) -> list[float]:
-    times = []
+def timed(call: Callable[[], object], n: int, backend_pid: int) -> tuple[list[float], float]:
+    """Wall-clock ms of each call, and the mean CPU ms per call (this process + its server
+    backend; the kernel counts CPU in 10 ms ticks, so only the mean over many calls is
+    meaningful). CPU time does not grow while a process waits for a core, so it shows the
+    cost on a busy machine too, where wall time can be several times larger."""
+    backend = psutil.Process(backend_pid)
+    walls = []
+    b0, c0 = sum(backend.cpu_times()[:2]), time.process_time()
     for _ in range(n):
         t0 = time.perf_counter()
         call()
-        times.append((time.perf_counter() - t0) * 1000)
-    return sorted(times)
+        walls.append((time.perf_counter() - t0) * 1000)
+    cpu = (sum(backend.cpu_times()[:2]) - b0 + time.process_time() - c0) * 1000 / n
+    return sorted(walls), cpu
 
 
-def report(label: str, times: list[float]) -> None:
-    p95 = times[min(len(times) - 1, round(0.95 * len(times)) - 1)]
-    print(f"{label}: median {statistics.median(times):.1f} ms, p95 {p95:.1f} ms"
-          f" (min {times[0]:.1f}, max {times[-1]:.1f}; {len(times)} calls)")
+def report(label: str, figures: tuple[list[float], float]) -> None:
+    walls, cpu = figures
+    p95 = walls[min(len(walls) - 1, round(0.95 * len(walls)) - 1)]
+    print(f"{label} ({len(walls)} calls):\n"
+          f"    wall median {statistics.median(walls):.1f} ms, p95 {p95:.1f} ms"
+          f" (min {walls[0]:.1f}, max {walls[-1]:.1f}); cpu {cpu:.1f} ms per call")
 
 
 def main() -> None:
@@ -140,13 +150,15 @@ def main() -> None:
                 print(f"{label}: {total[0] if total else ''}")
                 for s in scans:
                     print(f"    {s}")
+        print(f"load average before the calls: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         with Operator(dsn, actor="bench") as op:
             for _ in range(3):
                 stats(op.conn, op.ctx)
-            cold = timed(lambda: stats(op.conn, op.ctx), args.calls)
+            pid = op.conn.info.backend_pid
+            cold = timed(lambda: stats(op.conn, op.ctx), args.calls, pid)
             report("stats(conn, ctx), every bucket read", cold)
             op.stats()  # fills the Operator's cache of closed buckets
-            warm = timed(op.stats, args.calls)
+            warm = timed(op.stats, args.calls, pid)
             report("Operator.stats(), closed buckets cached", warm)
             s = op.stats()
             t = s.totals
