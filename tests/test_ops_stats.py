@@ -169,3 +169,13 @@ def test_a_cache_reads_only_new_buckets_and_agrees_with_a_fresh_read(
     assert q1 is not None and q2 is not None
     assert q2.completed == q1.completed + 1 or second.buckets[0] != first.buckets[0]
     assert q1.completed == 4 and q1.dead_in_window == 4 and q1.failed == 4
+
+
+def test_a_cache_follows_a_change_of_window(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    now = datetime.now(UTC)
+    insert_job(conn, queue="q", state="completed", finished_at=now - timedelta(minutes=20))
+    cache = WindowCache()
+    with Operator(dsn) as op:
+        short = stats(op.conn, op.ctx, window=timedelta(minutes=10), cache=cache)
+        wide = stats(op.conn, op.ctx, window=timedelta(minutes=30), cache=cache)
+    assert short.totals.completed == 0 and wide.totals.completed == 1

@@ -118,10 +118,12 @@ class WindowCache:
     """
 
     bucket: float = 0.0
+    points: int = 0
     #: Slots (epoch // bucket) below this are held here.
     until: int | None = None
     finished: dict[int, list[tuple[str, str, int | None, int, float]]] = field(default_factory=dict)
     failed: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+
 
 TIME_SQL = f"SELECT now(), {_START}, extract(epoch FROM now())::float8"
 
@@ -243,8 +245,8 @@ def stats(
     ``--watch`` loop) and each reads only the window's newest buckets."""
     n = _points(window, bucket)
     width = bucket.total_seconds()
-    if cache is not None and cache.bucket != width:
-        cache.bucket, cache.until = width, None
+    if cache is not None and (cache.bucket, cache.points) != (width, n):
+        cache.bucket, cache.points, cache.until = width, n, None
         cache.finished.clear()
         cache.failed.clear()
     until = cache.until if cache is not None else None
