@@ -1,0 +1,190 @@
+"""The console's Backfills (key 9) and Schedules (key 8) screens, driven with Pilot against a
+real PostgreSQL: progress, pace and ETA; rate +/-, pause/resume, cancel (confirmed), run-now;
+every action audited; read-only offers none."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from console_seed import drive, make_app, on_screen
+from helpers import wait_until_async
+from textual.pilot import Pilot
+from textual.widgets import Button, Static
+
+from forklift import Forklift, JobContext
+from forklift.console.app import ConsoleApp
+from forklift.console.screens.backfills import BackfillsScreen
+from forklift.console.screens.modals import ConfirmScreen
+from forklift.console.screens.schedules import SchedulesScreen
+from forklift.console.widgets.table import LiveTable
+from forklift.cron import sync_definitions_now
+from forklift.ops import backfills as ops
+from forklift.ops.context import OpsContext
+
+OPS = OpsContext(schema="forklift", actor="seed")
+
+
+def declare(dsn: str) -> Forklift:
+    app = Forklift(dsn)
+
+    def read(cursor: int | None, limit: int) -> tuple[list[int], int | None]:
+        return [], None
+
+    @app.backfill("reindex", page_size=50, rate=4.0, read=read, total=lambda: 1000)
+    def reindex(items: list[int], conn: psycopg.Connection[Any]) -> None:
+        return None
+
+    @app.periodic("30 2 * * *", tz="Europe/Berlin", name="nightly")
+    @app.job(name="report.nightly", queue="reports")
+    def nightly(ctx: JobContext, args: dict[str, Any]) -> None:
+        return None
+
+    return app
+
+
+def seed_running(conn: psycopg.Connection[Any], dsn: str) -> None:
+    """A run 30% through, moving at about 100 items/s over the last few seconds."""
+    app = declare(dsn)
+    ops.start(conn, OPS, "reindex", definition=app.backfills["reindex"])
+    conn.execute(
+        "UPDATE forklift.backfill_runs SET items_done = 300, pages_done = 6, cursor = '300',"
+        " total = 1000, created_at = now() - interval '1 minute',"
+        " pace = (SELECT jsonb_agg(jsonb_build_array(floor(extract(epoch FROM now())) - s, 1, 100))"
+        "         FROM generate_series(0, 9) s)")
+
+
+def rate_of(conn: psycopg.Connection[Any]) -> tuple[str, float]:
+    row = conn.execute("SELECT state, rate FROM forklift.backfill_runs ORDER BY id DESC LIMIT 1").fetchone()
+    assert row is not None
+    return str(row[0]), float(row[1])
+
+
+def audit(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return conn.execute("SELECT actor, action, target->>'rate', outcome FROM forklift.audit"
+                        " WHERE actor = 'tester' ORDER BY id").fetchall()
+
+
+async def loaded(console: ConsoleApp, screen: Any) -> None:
+    """A fresh load shown. Asks again while waiting: a load the console dropped (a cancelled
+    worker) is only retried by the refresh tick, which these tests set to an hour."""
+    before = screen.loads
+
+    def done() -> bool:
+        if screen._loading:
+            return False
+        if screen.loads > before:
+            return True
+        screen.reload()
+        return False
+
+    await wait_until_async(done, timeout=20, interval=0.05,
+                           message=lambda: f"{type(screen).__name__} did not load ({console.status})")
+
+
+async def until_db(conn: psycopg.Connection[Any], want: tuple[str, float]) -> None:
+    await wait_until_async(lambda: rate_of(conn) == want, timeout=20,
+                           message=lambda: f"run is {rate_of(conn)}, not {want}")
+
+
+def test_backfills_screen_shows_pace_and_eta_and_acts(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    seed_running(conn, dsn)
+
+    async def scenario(console: ConsoleApp, pilot: Pilot[None]) -> None:
+        screen = await on_screen(console, BackfillsScreen)
+        await loaded(console, screen)
+        table = screen.query_one("#backfills", LiveTable)
+        assert table.keys == ["reindex"]
+        assert "300/1,000 30%" in table.cell_value("reindex", "progress").plain
+        assert table.cell_value("reindex", "rate") == "4/s"
+        assert table.cell_value("reindex", "eta") not in ("—", "")
+        detail = str(screen.query_one("#detail", Static).render())
+        assert "running" in detail and "items/s" in detail and "cursor 300" in detail
+
+        await pilot.press("minus")  # slow it down, live
+        await until_db(conn, ("running", 2.0))
+        await pilot.press("plus")
+        await pilot.press("plus")
+        await until_db(conn, ("running", 8.0))
+        await loaded(console, screen)
+        assert table.cell_value("reindex", "rate") == "8/s"
+        assert console.last_command == "forklift backfills rate reindex 8"
+
+        await pilot.press("p")
+        await until_db(conn, ("paused", 8.0))
+        await loaded(console, screen)
+        assert "paused" in table.cell_value("reindex", "state").plain
+        assert table.cell_value("reindex", "eta") == "—"
+        await pilot.press("p")
+        await until_db(conn, ("running", 8.0))
+        await loaded(console, screen)
+
+        await pilot.press("C")
+        dialog = await on_screen(console, ConfirmScreen)
+        assert dialog.plan.cli == "forklift backfills cancel reindex --yes"
+        assert console.focused is dialog.query_one("#cancel", Button)
+        dialog.query_one("#confirm", Button).press()
+        await on_screen(console, BackfillsScreen)
+        await until_db(conn, ("cancelled", 8.0))
+
+    drive(make_app(dsn, start="backfills"), scenario)
+    assert audit(conn) == [
+        ("tester", "backfill.rate", "2.0", "done"), ("tester", "backfill.rate", "4.0", "done"),
+        ("tester", "backfill.rate", "8.0", "done"), ("tester", "backfill.pause", None, "done"),
+        ("tester", "backfill.resume", None, "done"), ("tester", "backfill.cancel", None, "done"),
+    ]
+
+
+def test_backfills_screen_in_read_only_mode_offers_no_actions(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    seed_running(conn, dsn)
+
+    async def scenario(console: ConsoleApp, pilot: Pilot[None]) -> None:
+        screen = await on_screen(console, BackfillsScreen)
+        await loaded(console, screen)
+        for action in ("rate_up", "rate_down", "toggle_pause", "cancel"):
+            assert screen.check_action(action, ()) is None
+        await pilot.press("minus")
+        await pilot.press("p")
+        await pilot.pause()
+        assert isinstance(console.screen, BackfillsScreen)
+
+    drive(make_app(dsn, start="backfills", read_only=True), scenario)
+    assert rate_of(conn) == ("running", 4.0)
+    assert audit(conn) == []
+
+
+def test_schedules_screen_pauses_and_runs_now(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    sync_definitions_now(conn, declare(dsn), "forklift")
+
+    async def scenario(console: ConsoleApp, pilot: Pilot[None]) -> None:
+        screen = await on_screen(console, SchedulesScreen)
+        await loaded(console, screen)
+        table = screen.query_one("#schedules", LiveTable)
+        assert table.keys == ["nightly"]
+        assert table.cell_value("nightly", "cron").plain == "30 2 * * *"
+        assert "active" in table.cell_value("nightly", "state").plain
+        detail = str(screen.query_one("#detail", Static).render())
+        assert "report.nightly" in detail and "Europe/Berlin" in detail
+
+        await pilot.press("p")
+        await wait_until_async(lambda: conn.execute(
+            "SELECT paused FROM forklift.schedules").fetchone() == (True,), timeout=20)
+        await loaded(console, screen)
+        assert "paused" in table.cell_value("nightly", "state").plain
+
+        await pilot.press("n")
+        dialog = await on_screen(console, ConfirmScreen)
+        assert dialog.plan.cli == "forklift schedules run-now nightly"
+        dialog.query_one("#confirm", Button).press()
+        await on_screen(console, SchedulesScreen)
+        await wait_until_async(lambda: conn.execute(
+            "SELECT count(*) FROM forklift.jobs WHERE kind = 'report.nightly'").fetchone() == (1,),
+            timeout=20)
+        await loaded(console, screen)
+        assert "available" in table.cell_value("nightly", "outcome").plain
+
+    drive(make_app(dsn, start="schedules"), scenario)
+    assert [(a, o) for _, a, _, o in audit(conn)] == [
+        ("schedule.pause", "done"), ("schedule.run_now", "done")]
