@@ -82,6 +82,9 @@ GROUP BY 1, 2, 3, 4
 # such an entry are read, each set small and indexed: retried-then-completed and dead jobs
 # finished in the window, jobs waiting to retry, jobs running a retry. A job that failed and now
 # waits in an 'available' backlog is counted once it runs again (or from a cache that saw it).
+# An ISO time as written by the worker (guarded: a cast of anything else would fail the query)
+_AT = "CASE WHEN {e} ~ '^\\d{{4}}-\\d\\d-\\d\\dT' THEN ({e})::timestamptz END"
+_LAST_AT = _AT.format(e="errors -> -1 ->> 'at'")
 FAILED_SQL = f"""
 SELECT j.queue, {_SLOT.format(col="e.at")}, count(*)
 FROM (
@@ -90,9 +93,11 @@ FROM (
     UNION ALL
     SELECT queue, errors FROM {{s}}.jobs WHERE state = 'dead' AND finished_at >= {_SINCE}
     UNION ALL
-    SELECT queue, errors FROM {{s}}.jobs WHERE state = 'retryable'
+    -- a live job's entries are in time order: when its last is older, all of them are
+    SELECT queue, errors FROM {{s}}.jobs WHERE state = 'retryable' AND {_LAST_AT} >= {_SINCE}
     UNION ALL
-    SELECT queue, errors FROM {{s}}.jobs WHERE state = 'running' AND attempt > 1
+    SELECT queue, errors FROM {{s}}.jobs
+        WHERE state = 'running' AND attempt > 1 AND {_LAST_AT} >= {_SINCE}
 ) j
 CROSS JOIN LATERAL (
     SELECT (x ->> 'at')::timestamptz AS at FROM jsonb_array_elements(j.errors) x
