@@ -73,6 +73,8 @@ def test_sorts_come_from_an_allow_list() -> None:
     for bad in ("args", "id; DROP TABLE jobs", "created_at:sideways"):
         with pytest.raises(InvalidFilter):
             Sort.parse(bad)
+    with pytest.raises(InvalidFilter):
+        Sort("id; DROP TABLE jobs")
 
 
 def test_cursors_round_trip_and_refuse_tampering() -> None:

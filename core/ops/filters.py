@@ -285,6 +285,12 @@ class Sort:
     key: str = "id"
     descending: bool = True
 
+    def __post_init__(self) -> None:
+        if self.key not in SORT_KEYS:  # the key is spliced into ORDER BY by name
+            raise InvalidFilter(
+                f"cannot sort by {self.key!r}: use one of {', '.join(SORT_KEYS)}", field="sort"
+            )
+
     @classmethod
     def parse(cls, text: str | None) -> Sort:
         """``"id"``, ``"-created_at"`` (descending) or ``"created_at:asc"``; default newest first."""
