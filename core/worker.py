@@ -1,7 +1,7 @@
 """The worker: N slots over a set of queues, everything batched.
 
-Loops (asyncio tasks): claim (fills free slots in one statement), flush (writes outcomes in one
-statement), heartbeat (renews every lease in one statement, writes progress, refreshes the
+Loops (asyncio tasks): claim (fills free slots, plus a short local buffer, in one statement),
+flush (writes outcomes in one statement), heartbeat (renews every lease in one statement, writes progress, refreshes the
 worker row), the lease watchdog, leader (stage, rescue, prune), and the listener. No
 transaction is held open across a handler, and every database call has a client-side deadline
 (:mod:`forklift.session`), so a server that stops answering stalls nothing for long.
@@ -13,6 +13,16 @@ Leases and fencing
     out, the worker logs it, sets the handler's ``ctx.cancelled`` (``cancel_reason ==
     'lease_lost'``), cancels an async handler, stops renewing the lease and writes nothing more
     for that attempt. An outcome written late is refused by the fence and logged.
+
+The local buffer
+    When jobs finish quickly, a claim takes more than the free slots: about ``prefetch_horizon``
+    seconds of work at the recent completion rate, at most ``prefetch_max`` jobs. Buffered jobs
+    are claimed (their leases held and renewed like running ones) and start, most urgent first,
+    the moment a slot frees, with no round trip. Slow jobs get no buffer: at one job a second,
+    50 ms of work is no job at all. A buffered job whose lease is lost is dropped; one whose
+    cancel is requested is settled ``cancelled`` without running; a drain gives every buffered
+    job back at once (``available``, attempt refunded, no error entry) so other workers can take
+    it.
 
 Timeouts
     A kind's ``timeout`` sets ``ctx.cancelled`` (reason ``timeout``) and cancels an async
@@ -41,6 +51,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import heapq
+import itertools
 import json
 import logging
 import os
@@ -68,6 +80,8 @@ T = TypeVar("T")
 
 VERSION = "0.1.0"
 CLAIM_GRACE = 2.0  # how long a drain waits for a claim already sent
+PREFETCH_MAX = 1000  # most claimed-but-not-started jobs a worker keeps
+PREFETCH_HORIZON = 0.05  # seconds of work (at the recent completion rate) to keep buffered
 
 
 @dataclass
@@ -97,6 +111,14 @@ class _Running:
     released: bool = False  # the drain wrote its outcome; whatever the thread returns is moot
 
 
+@dataclass
+class _Waiting:
+    """A claimed job in the local buffer: its lease is held, its handler not yet started."""
+
+    job: claims.Claimed
+    lease_deadline: float
+
+
 class Worker:
     def __init__(
         self,
@@ -114,6 +136,8 @@ class Worker:
         flush_interval: float = 0.005,
         progress_interval: float = 0.25,
         listen_health: float = 5.0,
+        prefetch_max: int = PREFETCH_MAX,
+        prefetch_horizon: float = PREFETCH_HORIZON,
         retention: dict[str, float] | None = None,
         worker_id: str | None = None,
         lead: bool = True,
@@ -136,6 +160,8 @@ class Worker:
         self.flush_interval = flush_interval
         self.progress_interval = progress_interval
         self.listen_health = listen_health
+        self.prefetch_max = max(0, prefetch_max)
+        self.prefetch_horizon = prefetch_horizon
         self.retention = retention if retention is not None else {
             "completed": 86400.0, "cancelled": 7 * 86400.0, "dead": 30 * 86400.0,
         }
@@ -151,6 +177,17 @@ class Worker:
         self._running: dict[int, _Running] = {}
         self._outcomes: list[settle.Outcome] = []
         self._held: dict[int, int] = {}  # fence -> job id: every lease we still need
+        # The local buffer: fence -> entry, and a heap in claim order (priority first). An
+        # entry dropped from the dict stays in the heap and is skipped when it surfaces.
+        self._waiting: dict[int, _Waiting] = {}
+        self._waiting_heap: list[tuple[int, int, _Waiting]] = []
+        self._seq = itertools.count()
+        self._limited = False  # whether one of our queues has a concurrency limit (claim path)
+        self._extra = 0  # buffer target of the last claim decision
+        self._done = 0  # attempts finished, for the completion rate
+        self._rate = 0.0
+        self._rate_at = 0.0
+        self._rate_done = 0
         self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="forklift-job")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake = asyncio.Event()
@@ -258,6 +295,9 @@ class Worker:
             for rec in list(self._running.values()):
                 if rec.job.id == job_id:
                     self._interrupt(rec, "cancelled")
+            for w in list(self._waiting.values()):
+                if w.job.id == job_id:
+                    self._cancel_waiting(w)
 
     async def _wait_any(self, *events: asyncio.Event, timeout: float | None) -> None:
         waiters = [asyncio.ensure_future(e.wait()) for e in events]
@@ -270,15 +310,16 @@ class Worker:
     async def _claim_loop(self) -> None:
         backoff = 0.05
         while not self._stop_claiming.is_set():
-            free = self.concurrency - len(self._running)
-            if free <= 0:
+            self._fill()
+            n = self._claim_size()
+            if n <= 0:
                 self._slot_free.clear()
                 await self._wait_any(self._slot_free, self._stop_claiming, timeout=None)
                 continue
             self._wake.clear()
             sent = time.monotonic()  # the lease runs from the claim's transaction, not its reply
             try:
-                got = await self._claim_once(free)
+                got = await self._claim_once(n)
             except DB_ERRORS as exc:
                 log.warning("claim failed (%s); retrying in %.2fs", _why(exc), backoff)
                 await self._wait_any(self._stop_claiming, timeout=backoff)
@@ -286,10 +327,77 @@ class Worker:
                 continue
             backoff = 0.05
             for job in got:
-                self._start(job, sent + self.lease)
-            if got and len(got) == free:
-                continue  # there may be more: claim again as soon as a slot frees
+                self._hold(job, sent + self.lease)
+            self._fill()
+            if got and len(got) == n:
+                continue  # there may be more: claim again when the buffer runs low
             await self._wait_any(self._wake, self._stop_claiming, timeout=self.poll_interval)
+
+    def _claim_size(self) -> int:
+        """How many jobs to claim now (0: wait for a slot or for the buffer to run low)."""
+        now = time.monotonic()
+        if now - self._rate_at >= 0.05:
+            rate = (self._done - self._rate_done) / (now - self._rate_at)
+            self._rate = rate if rate > self._rate else 0.5 * (self._rate + rate)
+            self._rate_at, self._rate_done = now, self._done
+        self._extra = min(self.prefetch_max, int(self._rate * self.prefetch_horizon))
+        waiting = len(self._waiting)
+        free = self.concurrency - len(self._running)
+        if (free > 0 and not waiting) or (self._extra and waiting <= self._extra // 2):
+            return self.concurrency + self._extra - len(self._running) - waiting
+        return 0
+
+    def _hold(self, job: claims.Claimed, lease_deadline: float) -> None:
+        w = _Waiting(job, lease_deadline)
+        self._waiting[job.fence] = w
+        self._held[job.fence] = job.id
+        heapq.heappush(self._waiting_heap, (job.priority, next(self._seq), w))
+
+    def _fill(self) -> None:
+        """Start buffered jobs in free slots, most urgent first; never while draining."""
+        if self._stop_claiming.is_set():
+            return
+        heap = self._waiting_heap
+        while heap and len(self._running) < self.concurrency:
+            w = heapq.heappop(heap)[2]
+            if self._waiting.pop(w.job.fence, None) is None:
+                continue  # dropped while it waited
+            if time.monotonic() >= w.lease_deadline:
+                # No heartbeat has renewed it in time: another worker may hold it by now.
+                self._held.pop(w.job.fence, None)
+                self.stats.lease_lost += 1
+                log.warning("job %s (fence %s): its lease ran out while it waited to start;"
+                            " not starting it", w.job.id, w.job.fence)
+                continue
+            self._start(w.job, w.lease_deadline)
+
+    def _nudge_claimer(self) -> None:
+        if (not self._waiting and len(self._running) < self.concurrency) or (
+            self._extra and len(self._waiting) <= self._extra // 2
+        ):
+            self._slot_free.set()
+
+    def _drop_waiting(self, w: _Waiting, why: str) -> None:
+        """A buffered job's lease is gone: forget it without writing anything."""
+        if self._waiting.pop(w.job.fence, None) is None:
+            return
+        self._held.pop(w.job.fence, None)
+        self.stats.lease_lost += 1
+        log.warning("job %s (fence %s): lease lost before it started, %s; not starting it",
+                    w.job.id, w.job.fence, why)
+
+    def _cancel_waiting(self, w: _Waiting) -> None:
+        """An operator cancelled a buffered job: settle it cancelled, without running it."""
+        if self._waiting.pop(w.job.fence, None) is None:
+            return
+        entry = error_entry(
+            None, code="cancelled", attempt=w.job.attempt, worker_id=self.id,
+            message="cancelled by an operator before it started",
+        )
+        self._outcomes.append(settle.Outcome(
+            w.job.id, w.job.fence, "cancelled", refund=1, error=entry, code="cancelled",
+        ))
+        self._outcome_ready.set()
 
     async def _claim_once(self, n: int) -> list[claims.Claimed]:
         """One claim. A drain does not wait long for a claim the server is not answering."""
@@ -307,9 +415,20 @@ class Worker:
             stop.cancel()
 
     async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
-        return await claims.claim(
-            conn, self.schema, worker_id=self.id, queues=self.queues, n=n, lease=self.lease
+        # One statement while no queue of ours has a limit; the locked claim once one has.
+        got, limited = await claims.claim_batch(
+            conn, self.schema, worker_id=self.id, queues=self.queues, n=n, lease=self.lease,
+            locked=self._limited,
         )
+        if limited and not self._limited and len(got) < n:
+            # The lock-free claim skipped a limited queue: take its share now, under the locks.
+            more, limited = await claims.claim_batch(
+                conn, self.schema, worker_id=self.id, queues=self.queues, n=n - len(got),
+                lease=self.lease, locked=True,
+            )
+            got += more
+        self._limited = limited
+        return got
 
     def _start(self, job: claims.Claimed, lease_deadline: float) -> None:
         assert self._loop is not None
@@ -361,7 +480,9 @@ class Worker:
             rec.timer.cancel()
         if self._running.get(rec.job.fence) is rec:
             del self._running[rec.job.fence]
-        self._slot_free.set()
+        self._done += 1
+        self._fill()
+        self._nudge_claimer()
         if not self._running:
             self._idle.set()
         outcome: settle.Outcome | None = None
@@ -578,6 +699,15 @@ class Worker:
             # its lease is gone, the fence will refuse that write.
             rec = self._running.get(fence)
             if rec is None:
+                w = self._waiting.get(fence)
+                if w is None:
+                    continue
+                if fence not in answer:
+                    self._drop_waiting(w, "the job was rescued, cancelled or requeued")
+                elif answer[fence]:
+                    self._cancel_waiting(w)
+                else:
+                    w.lease_deadline = max(w.lease_deadline, started + self.lease)
                 continue
             if fence not in answer:
                 self._lose(rec, "the job was rescued, cancelled or requeued")
@@ -645,7 +775,24 @@ class Worker:
         except DB_ERRORS as exc:
             log.warning("%s did not finish (%s); moving on", what, _why(exc))
 
+    async def _release_waiting(self) -> None:
+        """Give back every buffered job at once, so other workers can take it."""
+        waiting = [(w.job.id, w.job.fence) for w in self._waiting.values()]
+        self._waiting.clear()
+        self._waiting_heap.clear()
+        if not waiting:
+            return
+        for _, fence in waiting:
+            # Released or not, these leases are no longer renewed: if the release fails they
+            # expire and the jobs are rescued.
+            self._held.pop(fence, None)
+        await self._bounded(
+            f"releasing {len(waiting)} claimed job(s) that had not started", self._claim_db,
+            lambda c: claims.release(c, self.schema, waiting), min(2.0, self.final_timeout),
+        )
+
     async def _shutdown(self) -> None:
+        await self._release_waiting()
         in_flight = len(self._running)
         log.info("draining: %d job(s) in flight, cutoff in %.1fs", in_flight, self.drain_timeout)
         await self._bounded(

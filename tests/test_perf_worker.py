@@ -1,0 +1,209 @@
+"""The worker's fast path keeps every guarantee: the lock-free claim never overfills a limited
+queue, and jobs claimed into the local buffer are renewed, cancellable, dropped when their lease
+is lost, and given back untouched by a drain."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from apps import basic, perf
+from helpers import wait_until
+
+from forklift import Forklift
+from forklift.claim import claim_batch, release
+from forklift.ops import actions
+from forklift.ops.context import OpsContext
+
+
+@pytest.fixture
+def app(dsn: str) -> Iterator[Forklift]:
+    perf.reset()
+    perf.app.use(dsn)
+    try:
+        yield perf.app
+    finally:
+        perf.GATE.set()
+        perf.app.close()
+
+
+def _insert(conn: psycopg.Connection[Any], queue: str, count: int) -> list[int]:
+    rows = conn.execute(
+        "INSERT INTO forklift.jobs (queue, kind) SELECT %s, 'perf.noop'"
+        " FROM generate_series(1, %s) RETURNING id", (queue, count),
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+async def _claim(dsn: str, n: int, *, locked: bool, queues: list[str]) -> tuple[list[Any], bool]:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ac:
+        return await claim_batch(
+            ac, "forklift", worker_id="w-test", queues=queues, n=n, lease=30.0, locked=locked
+        )
+
+
+# -- the claim ----------------------------------------------------------------------------------
+def test_the_lock_free_claim_leaves_limited_queues_to_the_locked_one(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    _insert(conn, "open", 3)
+    _insert(conn, "lim", 3)
+    conn.execute("UPDATE forklift.queues SET concurrency = 1 WHERE name = 'lim'")
+    queues = ["lim", "open"]
+
+    got, limited = asyncio.run(_claim(dsn, 10, locked=False, queues=queues))
+    assert sorted(j.queue for j in got) == ["open"] * 3 and limited
+
+    got, limited = asyncio.run(_claim(dsn, 10, locked=True, queues=queues))
+    assert [j.queue for j in got] == ["lim"] and limited
+    got, limited = asyncio.run(_claim(dsn, 10, locked=True, queues=queues))
+    assert got == [] and limited  # the limit of one holds
+
+    conn.execute("UPDATE forklift.queues SET concurrency = NULL WHERE name = 'lim'")
+    got, limited = asyncio.run(_claim(dsn, 10, locked=True, queues=queues))
+    assert [j.queue for j in got] == ["lim", "lim"] and not limited
+
+
+def test_the_lock_free_claim_respects_a_pause(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    _insert(conn, "open", 2)
+    conn.execute("UPDATE forklift.queues SET paused = true WHERE name = 'open'")
+    assert asyncio.run(_claim(dsn, 10, locked=False, queues=["open"])) == ([], False)
+
+
+def test_release_gives_jobs_back_untouched_and_wakes_listeners(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    ids = _insert(conn, "open", 3)
+    got, _ = asyncio.run(_claim(dsn, 3, locked=False, queues=["open"]))
+    conn.execute("UPDATE forklift.jobs SET cancel_requested_at = now() WHERE id = %s", (ids[2],))
+    conn.execute("LISTEN forklift_wake")
+
+    async def give_back() -> set[int]:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ac:
+            stale = [(ids[0], got[0].fence + 1000)]  # a fence that is not ours: refused
+            assert await release(ac, "forklift", stale) == set()
+            return await release(ac, "forklift", [(j.id, j.fence) for j in got])
+
+    assert asyncio.run(give_back()) == set(ids)
+    rows = conn.execute(
+        "SELECT id, state, attempt, worker_id, errors, finished_at IS NOT NULL"
+        " FROM forklift.jobs ORDER BY id"
+    ).fetchall()
+    assert rows == [
+        (ids[0], "available", 0, None, [], False),
+        (ids[1], "available", 0, None, [], False),
+        (ids[2], "cancelled", 0, None, [], True),
+    ]
+    assert [n.payload for n in conn.notifies(timeout=5, stop_after=1)] == ["open"]
+
+
+# -- the local buffer ---------------------------------------------------------------------------
+def _buffered(conn: psycopg.Connection[Any]) -> list[int]:
+    """Jobs this test's worker claimed but has not started (running in the table only)."""
+    rows = conn.execute(
+        "SELECT id FROM forklift.jobs WHERE state = 'running' ORDER BY id"
+    ).fetchall()
+    started = set(perf.STARTED)
+    return [r[0] for r in rows if r[0] not in started]
+
+
+def _hold_with_a_buffer(conn: psycopg.Connection[Any]) -> tuple[int, list[int]]:
+    """Fast jobs first (so the worker buffers), then one that holds its only slot, then more."""
+    perf.noop.enqueue_many([{"n": i} for i in range(600)])
+    held = perf.hold.enqueue({"n": 0}, priority=1).id
+    later = perf.noop.enqueue_many([{"n": i} for i in range(300)], priority=2)
+    return held, later
+
+
+def test_fast_jobs_are_claimed_more_than_free_slots_at_a_time(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    ids = perf.noop.enqueue_many([{"n": i} for i in range(2000)])
+    with basic.running_worker(app, concurrency=2):
+        wait_until(lambda: len(perf.STARTED) == len(ids), timeout=60,
+                   message=lambda: f"{len(perf.STARTED)} of {len(ids)} started")
+    biggest = conn.execute(
+        "SELECT max(n) FROM (SELECT count(*) AS n FROM forklift.jobs GROUP BY attempted_at) c"
+    ).fetchone()
+    assert biggest is not None and biggest[0] > 2
+    assert sorted(perf.STARTED) == ids  # each exactly once
+    states = conn.execute("SELECT DISTINCT state, attempt FROM forklift.jobs").fetchall()
+    assert states == [("completed", 1)]
+
+
+def test_a_drain_gives_back_claimed_jobs_that_had_not_started(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    held, later = _hold_with_a_buffer(conn)
+    with basic.running_worker(app, concurrency=1, drain_timeout=0.2):
+        wait_until(lambda: held in perf.STARTED, timeout=60, message="the holding job started")
+        buffered = wait_until(lambda: _buffered(conn), timeout=30, message="jobs were buffered")
+    assert set(buffered) <= set(later)
+    rows = conn.execute(
+        "SELECT id, state, attempt, worker_id, errors FROM forklift.jobs WHERE id = ANY(%s)",
+        (later,),
+    ).fetchall()
+    started = set(perf.STARTED)
+    for job_id, state, attempt, worker, errors in rows:
+        if job_id in started:
+            assert (state, attempt) == ("completed", 1)
+        else:
+            assert (state, attempt, worker, errors) == ("available", 0, None, [])
+    assert {r[0] for r in rows if r[1] == "available"} >= set(buffered)
+    # The held job was interrupted by the drain: released with its attempt refunded.
+    state, attempt = conn.execute(
+        "SELECT state, attempt FROM forklift.jobs WHERE id = %s", (held,)
+    ).fetchone() or ("", -1)
+    assert (state, attempt) == ("retryable", 0)
+
+
+def test_a_buffered_job_cancelled_by_an_operator_never_starts(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    held, _ = _hold_with_a_buffer(conn)
+    with basic.running_worker(app, concurrency=1):
+        wait_until(lambda: held in perf.STARTED, timeout=60, message="the holding job started")
+        victim = wait_until(lambda: _buffered(conn), timeout=30, message="jobs were buffered")[-1]
+        ops_conn = psycopg.Connection.connect(dsn, autocommit=True)
+        with ops_conn:
+            actions.act(ops_conn, OpsContext(schema="forklift", actor="tester"), "cancel", victim)
+
+        def cancelled() -> bool:
+            row = conn.execute("SELECT state FROM forklift.jobs WHERE id = %s", (victim,)).fetchone()
+            return row is not None and row[0] == "cancelled"
+
+        wait_until(cancelled, timeout=30, message="the buffered job ended cancelled")
+        perf.GATE.set()
+        wait_until(lambda: not conn.execute(
+            "SELECT 1 FROM forklift.jobs WHERE state IN ('available', 'running') LIMIT 1"
+        ).fetchone(), timeout=60, message="every other job finished")
+    assert victim not in perf.STARTED
+    errors = conn.execute("SELECT errors FROM forklift.jobs WHERE id = %s", (victim,)).fetchone()
+    assert errors is not None and [e["code"] for e in errors[0]] == ["cancelled"]
+
+
+def test_a_buffered_job_whose_lease_is_lost_is_not_started(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    held, _ = _hold_with_a_buffer(conn)
+    with basic.running_worker(app, concurrency=1, lease=3.0) as worker:
+        wait_until(lambda: held in perf.STARTED, timeout=60, message="the holding job started")
+        victim = wait_until(lambda: _buffered(conn), timeout=30, message="jobs were buffered")[-1]
+        # Another holder took it (as after a rescue and a new claim): a newer fence.
+        conn.execute(
+            "UPDATE forklift.jobs SET fence = nextval('forklift.fence_seq'), worker_id = 'other'"
+            " WHERE id = %s", (victim,),
+        )
+        wait_until(lambda: worker.stats.lease_lost >= 1, timeout=30,
+                   message="the heartbeat noticed the lost lease")
+        perf.GATE.set()
+        wait_until(lambda: not conn.execute(
+            "SELECT 1 FROM forklift.jobs WHERE state IN ('available', 'running')"
+            " AND id <> %s LIMIT 1", (victim,)
+        ).fetchone(), timeout=60, message="every other job finished")
+    assert victim not in perf.STARTED
+    row = conn.execute("SELECT state, worker_id FROM forklift.jobs WHERE id = %s", (victim,)).fetchone()
+    assert row == ("running", "other")  # untouched: the other holder's to finish
