@@ -360,6 +360,14 @@ def backends(conn: psycopg.Connection[Any], worker_id: str, purpose: str | None 
     return [int(r[0]) for r in rows]
 
 
+def purposes(conn: psycopg.Connection[Any], worker_id: str) -> list[str]:
+    """The purposes (claim, complete, heartbeat, leader, listen) of a worker's open sessions."""
+    rows = conn.execute(
+        "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE %s"
+        " AND datname = current_database()", (f"forklift:{worker_id}:%",))
+    return sorted(str(r[0]).rsplit(":", 1)[-1] for r in rows)
+
+
 def local_backend(pid: int) -> bool:
     """Can this process signal server backend ``pid`` (the server runs on this machine)?"""
     try:
