@@ -10,12 +10,14 @@ import psycopg
 import pytest
 from apps import batches as bapp
 from console_seed import drive, loaded, make_app, on_screen
+from helpers import wait_until_async
 from textual.pilot import Pilot
 from textual.widgets import Button, Static
 
 from forklift import Forklift
 from forklift.batches import Batch, BatchLimits
 from forklift.console.app import ConsoleApp
+from forklift.console.screens.base import ConsoleScreen
 from forklift.console.screens.batches import BatchesScreen
 from forklift.console.screens.jobs import JobsScreen
 from forklift.console.screens.modals import ConfirmScreen
@@ -58,9 +60,16 @@ def audit(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
                         ).fetchall()
 
 
+async def fresh(app: ConsoleApp, screen: ConsoleScreen[Any]) -> None:
+    """A load that starts after now. (``loaded`` alone can miss one: called after a running
+    load has shown its data but before it has finished, its reload is a no-op.)"""
+    await wait_until_async(lambda: not screen._loading, timeout=20)
+    await loaded(app, screen)
+
+
 async def batches_screen(app: ConsoleApp, pilot: Pilot[None]) -> BatchesScreen:
     screen = await on_screen(app, BatchesScreen)
-    await loaded(app, screen)
+    await fresh(app, screen)
     return screen
 
 
@@ -81,7 +90,7 @@ def test_batches_screen_shows_progress_and_cancels_after_confirmation(
         assert progress.startswith("████") and "3✔ 0✖ /10" in progress
         assert "1✖" in table.cell_value(str(old.id), "progress").plain
         assert "partial" in table.cell_value(str(old.id), "state").plain
-        await loaded(console, screen)
+        await fresh(console, screen)
         detail = str(screen.query_one("#detail", Static).render())
         assert f"batch {running.id}" in detail and "serial" in detail and "waiting" in detail
         assert "1 live batch" in str(screen.query_one("#info", Static).render())
@@ -99,8 +108,9 @@ def test_batches_screen_shows_progress_and_cancels_after_confirmation(
         dialog = await on_screen(console, ConfirmScreen)
         dialog.query_one("#confirm", Button).press()
         await on_screen(console, BatchesScreen)
-        await loaded(console, screen)
-        assert batch_state(conn, running.id)[0] == "cancelled"
+        await wait_until_async(lambda: batch_state(conn, running.id)[0] == "cancelled",
+                               timeout=20)  # the action runs in a worker thread
+        await fresh(console, screen)
         assert "cancelled" in table.cell_value(str(running.id), "state").plain
 
     drive(make_app(dsn, start="batches"), scenario)
@@ -121,11 +131,11 @@ def test_batches_screen_retries_failed_targets_and_drills_down(
         assert dialog.plan.cli == f"forklift batches retry-failed {batch.id}"
         dialog.query_one("#confirm", Button).press()
         await on_screen(console, BatchesScreen)
-        await loaded(console, screen)
-        assert batch_state(conn, batch.id)[0] == "running"
+        await wait_until_async(lambda: batch_state(conn, batch.id)[0] == "running", timeout=20)
+        await fresh(console, screen)
         await pilot.press("enter")
         jobs = await on_screen(console, JobsScreen)
-        await loaded(console, jobs)
+        await fresh(console, jobs)
         assert len(jobs.query_one("#jobs", LiveTable).keys) == 3
 
     drive(make_app(dsn, start="batches"), scenario)
