@@ -5,8 +5,14 @@ Declare kinds on a :class:`Forklift` app, enqueue them, and run them with a :cla
 """
 
 from forklift.app import Forklift, JobKind
+from forklift.batches import Batch, BatchLimits, BatchSummary, Callback
 from forklift.context import JobContext, Progress
 from forklift.errors import (
+    BatchKeyConflict,
+    BatchNotFound,
+    BatchRefused,
+    Busy,
+    CallerBusy,
     ConfigError,
     DatabaseUnavailable,
     EnqueueRefused,
@@ -21,6 +27,7 @@ from forklift.errors import (
     PayloadTooLarge,
     ReadOnly,
     SchemaOutdated,
+    TooManyTargets,
     UniqueConflict,
     UnknownKind,
 )
@@ -36,6 +43,15 @@ __all__ = [
     "STATES",
     "TERMINAL_STATES",
     "Backoff",
+    "Batch",
+    "BatchKeyConflict",
+    "BatchLimits",
+    "BatchNotFound",
+    "BatchRefused",
+    "BatchSummary",
+    "Busy",
+    "Callback",
+    "CallerBusy",
     "ConfigError",
     "DatabaseUnavailable",
     "EnqueueRefused",
@@ -59,6 +75,7 @@ __all__ = [
     "SchemaOutdated",
     "Snooze",
     "State",
+    "TooManyTargets",
     "UniqueConflict",
     "UnknownKind",
     "Worker",
