@@ -13,7 +13,10 @@ batch). A finished batch reopens (state ``running``), and when it settles again 
 are enqueued again for that new settlement (``summary.settlement`` counts them). A cancelled
 batch is not retried: submit a new one.
 
-Both actions write their audit row in the same transaction.
+Both actions write their audit row in the same transaction. Lock order: a settle or a single
+requeue holds its job row and then takes the batch row; cancel takes the batch row first but
+then touches only waiting targets, which no settle holds; retry-failed locks its dead targets
+before the batch row. So none of them can wait on another in a cycle.
 """
 
 from __future__ import annotations
@@ -89,17 +92,19 @@ WITH picked AS (
 SELECT count(*), count(*) FILTER (WHERE NOT held) FROM moved
 """
 LOCK_SQL = "SELECT state, cancel_requested_at FROM {s}.batches WHERE id = %s FOR UPDATE"
+# Retry takes its targets' row locks before the batch's, the order a settle or a single requeue
+# takes them in (job, then its batch), so they cannot deadlock with it.
+LOCK_DEAD_SQL = (
+    "SELECT id FROM {s}.jobs WHERE batch_id = %s AND state = 'dead' ORDER BY id FOR UPDATE"
+)
 # Dead targets wait again (held); batch_apply then releases them through the batch's window,
 # lowest index first.
 REQUEUE_FAILED_SQL = """
-WITH picked AS (
-    SELECT id FROM {s}.jobs WHERE batch_id = %s AND state = 'dead' ORDER BY id FOR UPDATE
-)
 UPDATE {s}.jobs AS t SET
     state = 'scheduled', run_at = %s, attempt = 0, finished_at = NULL, worker_id = NULL,
     fence = nextval('{s}.fence_seq'), lease_expires_at = NULL, cancel_requested_at = NULL,
     result = NULL, partial = NULL, progress = NULL
-FROM picked WHERE t.id = picked.id
+WHERE t.id = ANY(%s::bigint[]) AND t.state = 'dead'
 """
 
 
@@ -268,6 +273,7 @@ def retry_failed(
     target = {"batch": batch_id}
     try:
         with conn.transaction():
+            dead = [r[0] for r in conn.execute(render(LOCK_DEAD_SQL, ctx.schema), (batch_id,))]
             row = conn.execute(render(LOCK_SQL, ctx.schema), (batch_id,)).fetchone()
             if row is None:
                 raise BatchNotFound(f"no batch with id {batch_id}", batch_id=batch_id)
@@ -279,7 +285,7 @@ def retry_failed(
                 )
             conn.execute(BULK_SQL, ("on",))
             count = conn.execute(
-                render(REQUEUE_FAILED_SQL, ctx.schema), (batch_id, HELD_AT)
+                render(REQUEUE_FAILED_SQL, ctx.schema), (HELD_AT, dead)
             ).rowcount
             conn.execute(BULK_SQL, ("off",))
             if count:
