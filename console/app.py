@@ -74,6 +74,7 @@ class ConsoleApp(App[None]):
     ENABLE_COMMAND_PALETTE = True
     # 80x24 terminals get the compact layout (no blank separators).
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 - typed by Textual
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 - typed by Textual
 
     BINDINGS: ClassVar[list[BindingType]] = [
         *(

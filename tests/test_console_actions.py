@@ -469,6 +469,7 @@ def test_help_lists_the_screens_keys_and_the_legend(dsn: str, seeded: Seeded) ->
         await pilot.press("question_mark")
         await pilot.pause()
         text = str(app.screen.query_one("#help").render())
+        text += str(app.screen.query_one("#legend").render())
         for words in ("Requeue", "Cancel", "Delete", "Mark", "Filter", "↻ retryable",
                       "✖ dead", "◐ draining", "‖ paused", "Help"):
             assert words in text, words

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.actions import parse as parse_action
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import VerticalScroll
+from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
@@ -24,22 +24,23 @@ from forklift.console.widgets.text import (
 )
 
 LEGEND_WORDS = {
-    "scheduled": "due later",
-    "available": "waiting for a worker",
-    "running": "claimed, running",
-    "retryable": "failed, will retry",
-    "completed": "done",
-    "cancelled": "cancelled",
-    "dead": "dead letter: out of attempts or failed for good",
-    "active": "work flowing",
-    "idle": "nothing to do",
-    "lagging": "oldest job waits over a minute",
-    "paused": "workers claim nothing from it",
-    "draining": "finishing its jobs, then exits",
-    "stale": "heartbeat older than a minute",
-    "connected": "refreshing normally",
-    "connecting": "opening a session",
-    "offline": "database unreachable: stale data",
+    ("jobs", "scheduled"): "due later",
+    ("jobs", "available"): "waiting for a worker",
+    ("jobs", "running"): "claimed, running",
+    ("jobs", "retryable"): "failed, will retry",
+    ("jobs", "completed"): "done",
+    ("jobs", "cancelled"): "cancelled",
+    ("jobs", "dead"): "dead letter: failed for good",
+    ("queues", "active"): "work flowing",
+    ("queues", "idle"): "nothing to do",
+    ("queues", "lagging"): "oldest job waits > 1 min",
+    ("queues", "paused"): "no claims until resumed",
+    ("workers", "running"): "claiming and running",
+    ("workers", "draining"): "finishing, then exits",
+    ("workers", "stale"): "no heartbeat for 1 min",
+    ("database", "connected"): "refreshing normally",
+    ("database", "connecting"): "opening a session",
+    ("database", "offline"): "unreachable: data is old",
 }
 
 
@@ -51,6 +52,8 @@ def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]
     for node in (screen, app):
         for b in type(node).BINDINGS:
             if not isinstance(b, Binding) or not b.description or b.action in seen:
+                continue
+            if b.action.startswith("go("):  # the number keys: one line below says it all
                 continue
             seen.add(b.action)
             keys = b.key_display or app.get_key_display(b)
@@ -77,38 +80,41 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         under = self.under
-        text = Text()
+        keys = Text()
         name = next((label for mode, _, label in TABS if mode == getattr(under, "MODE", "")), "")
-        text.append(f"{name or 'Console'} — keys\n", style="bold")
+        keys.append(f"{name or 'Console'} — keys\n", style="bold")
         if isinstance(under, ConsoleScreen) and under.HELP:
-            text.append(under.HELP + "\n\n")
-        for keys, description, note in key_rows(under, self.read_only):
-            text.append(f"  {keys:>9}  ", style="bold")
-            text.append(description)
+            keys.append(under.HELP + "\n\n")
+        for key, description, note in key_rows(under, self.read_only):
+            keys.append(f"  {key:>9}  ", style="bold")
+            keys.append(description)
             if note:
-                text.append(f"  ({note})", style="dim")
-            text.append("\n")
-        text.append("\n  1-6 or :name  switch screen · ctrl+p  every action, searchable\n")
-        text.append("  ↑ ↓ pgup pgdn home end  move · tab  next pane · esc  back / close\n")
+                keys.append(f"  ({note})", style="dim")
+            keys.append("\n")
+        last = TABS[-1][1]
+        keys.append(f"\n  1-{last} or :name  switch screen · ctrl+p  every action, searchable\n")
+        keys.append("  ↑ ↓ pgup pgdn home end  move · tab  next pane · esc  back / close\n")
         if self.read_only:
-            text.append("\n  READ-ONLY: actions that change jobs or queues are disabled.\n",
+            keys.append("\n  READ-ONLY: actions that change jobs or queues are disabled.\n",
                         style="bold")
-        text.append("\nLegend (every state is a glyph and a word)\n", style="bold")
+        keys.append("\n  esc, ? or q closes this help", style="dim")
+
+        legend = Text().append("Legend: a glyph and a word for every state\n", style="bold")
         for title, states in (
             ("jobs", JOB_STATES),
             ("queues", QUEUE_STATES),
             ("workers", WORKER_STATES),
             ("database", CONNECTION_STATES),
         ):
-            text.append(f"  {title}\n", style="underline")
+            legend.append(f"  {title}\n", style="underline")
             for state, (glyph, style) in states.items():
-                text.append("    ")
-                text.append_text(badge(glyph, state, style, width=12))
-                text.append(f" {LEGEND_WORDS.get(state, '')}\n")
-        text.append(f"  marks\n    {MARK}            marked for the next action\n")
-        text.append("\n  esc, ? or q closes this help", style="dim")
-        with VerticalScroll(id="dialog"):
-            yield Static(text, id="help")
+                legend.append("    ")
+                legend.append_text(badge(glyph, state, style, width=12))
+                legend.append(f" {LEGEND_WORDS.get((title, state), '')}\n")
+        legend.append(f"  marks\n    {MARK}            marked: the next action's target\n")
+        with VerticalScroll(id="dialog"), Horizontal(id="help-cols"):
+            yield Static(keys, id="help")
+            yield Static(legend, id="legend")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -28,9 +28,8 @@ def queue_state(q: QueueStats) -> str:
         return "paused"
     if q.pickup_lag_seconds is not None and q.pickup_lag_seconds > LAG_ALERT_SECONDS:
         return "lagging"
-    if q.counts.get("running", 0) or q.counts.get("available", 0) or q.completed:
-        return "active"
-    return "idle"
+    live = sum(q.counts.get(s, 0) for s in ("available", "running", "retryable"))
+    return "active" if live or q.completed else "idle"
 
 
 def window_label(stats: Stats) -> str:

@@ -135,7 +135,7 @@ class JobScreen(ConsoleScreen[JobView]):
             self.query_one("#progress-row").display = False
             return
         job = data.detail.job
-        text = Text(f"job {job.id}  ", style="bold")
+        text = Text().append(f"job {job.id}  ", style="bold")
         text.append_text(one_line(job.kind, limit=60))
         text.append("  ")
         text.append_text(job_state(job.state))
@@ -156,7 +156,7 @@ class JobScreen(ConsoleScreen[JobView]):
             text.append_text(one_line(" · ".join(extras), limit=300))
         head.update(text)
 
-        why = Text("Why: ", style="bold")
+        why = Text().append("Why: ", style="bold")
         if data.explanation is not None and data.explanation.reasons:
             for i, reason in enumerate(data.explanation.reasons):
                 if i:
@@ -177,7 +177,7 @@ class JobScreen(ConsoleScreen[JobView]):
                 lease.append(f" · cancel requested {until(job.cancel_requested_at, now)}")
         self.query_one("#lease", Static).update(lease)
 
-        timeline = Text("Timeline\n", style="bold")
+        timeline = Text().append("Timeline\n", style="bold")
         for event in data.detail.timeline:
             at = event.at
             when = stamp(at, now) if isinstance(at, datetime) else str(at or "")
@@ -189,17 +189,17 @@ class JobScreen(ConsoleScreen[JobView]):
             timeline.append("\n")
         self.query_one("#timeline", Static).update(timeline)
 
-        errors = Text(f"Errors ({len(job.errors)})\n", style="bold")
+        errors = Text().append(f"Errors ({len(job.errors)})\n", style="bold")
         if not job.errors:
             errors.append("  none\n", style="dim")
         for e in job.errors:
             errors.append_text(_error_text(e))
         self.query_one("#errors", Static).update(errors)
 
-        args = Text("Args\n", style="bold")
+        args = Text().append("Args\n", style="bold")
         args.append_text(pretty_json(job.args))
         self.query_one("#args", Static).update(args)
-        result = Text("Result\n", style="bold")
+        result = Text().append("Result\n", style="bold")
         if job.result is None and job.partial is None:
             result.append("none", style="dim")
         else:

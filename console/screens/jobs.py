@@ -182,7 +182,7 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
 
     def _cells(self, j: JobSummary, now: datetime) -> list[Text | str]:
         if j.last_error_code:
-            info = Text(f"{j.last_error_code}: ", style="bold")
+            info = Text().append(f"{j.last_error_code}: ", style="bold")
             info.append_text(one_line(j.last_error_message or "", limit=120))
         else:
             info = one_line(j.args_preview, limit=120)

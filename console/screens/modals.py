@@ -69,27 +69,30 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical(id="dialog"):
             yield Label(Text(plan.title, style="bold"), id="title")
             if plan.scope is not None:
-                line = Text("All matching ")
+                line = Text()
+                line.append("Acts on: ", style="bold")
                 line.append_text(one_line(plan.scope, limit=200))
                 yield Static(line, id="scope")
             if plan.ids:
-                label = "ids" if plan.noun == "job" else plan.noun
-                ids = Text(f"{label}: ", style="bold")
+                label = "ids" if plan.noun.endswith("job") else plan.noun
+                ids = Text()
+                ids.append(f"{label}: ", style="bold")
                 ids.append_text(plain(ids_summary([str(i) for i in plan.ids])))
                 yield Static(ids, id="ids")
-            cli = Text("cli $ ", style="dim")
+            cli = Text().append("cli $ ", style="dim")
             cli.append_text(plain(plan.cli))
             yield Static(cli, id="cli")
             if plan.typed:
                 yield Label(f"Type {plan.count} to confirm:")
-                yield Input(placeholder=str(plan.count), id="typed")
+                yield Input(placeholder=str(plan.count), id="typed", compact=True)
             with Horizontal(id="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary")
+                yield Button("Cancel", id="cancel", variant="primary", compact=True)
                 yield Button(
                     f"{plan.verb} {plan.count:,}",
                     id="confirm",
                     variant="error" if plan.destructive else "warning",
                     disabled=plan.typed,
+                    compact=True,
                 )
 
     @on(Input.Changed, "#typed")
@@ -126,15 +129,16 @@ class ReasonScreen(ModalScreen[tuple[str, str] | None]):
         with Vertical(id="dialog"):
             yield Label(Text(self.title_text, style="bold"), id="title")
             yield Label("Reason (shown to everyone, kept in the audit trail):")
-            yield Input(placeholder="e.g. mail provider outage, INC-1234", id="reason")
+            yield Input(placeholder="e.g. mail provider outage, INC-1234", id="reason",
+                        compact=True)
             yield Label("Resume automatically after (optional, e.g. 30m, 2h):")
-            yield Input(placeholder="until resumed by hand", id="for")
-            hint = Text("cli $ ", style="dim")
+            yield Input(placeholder="until resumed by hand", id="for", compact=True)
+            hint = Text().append("cli $ ", style="dim")
             hint.append_text(plain(self.cli_hint))
             yield Static(hint, id="cli")
             with Horizontal(id="buttons"):
-                yield Button("Cancel", id="cancel")
-                yield Button("Pause", id="confirm", variant="warning")
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button("Pause", id="confirm", variant="warning", compact=True)
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#confirm")
@@ -168,6 +172,7 @@ class GotoScreen(ModalScreen[str | None]):
                 placeholder=":" + " ".join(mode for mode, _, _ in TABS),
                 suggester=SuggestFromList([m for m, _, _ in TABS], case_sensitive=False),
                 id="where",
+                compact=True,
             )
 
     @on(Input.Submitted)

@@ -22,6 +22,7 @@ from forklift.console.widgets.text import (
     duration,
     job_state,
     one_line,
+    seconds,
     spark,
 )
 from forklift.console.widgets.text import (
@@ -100,7 +101,7 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         )
         self.query_one("#totals", Static).update(totals)
 
-        rates = Text(f"Throughput, {window_label(s)}\n", style="bold")
+        rates = Text().append(f"Throughput, {window_label(s)}\n", style="bold")
         width = len(t.series.completed)
         for label, glyph, series, total, per_min in (
             ("completed", JOB_STATES["completed"][0], t.series.completed, t.completed,
@@ -117,15 +118,15 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
             rates.append("\n")
         rt = t.run_time
         rates.append(
-            f" run time: mean {duration(rt.mean_seconds) if rt.mean_seconds is not None else '–'}"
-            f", p95 {duration(rt.p95_seconds) if rt.p95_seconds is not None else '–'}"
+            f" run time: mean {seconds(rt.mean_seconds)}"
+            f", p95 {seconds(rt.p95_seconds)}"
             f" over {rt.samples:,} completed",
             style="dim",
         )
         self.query_one("#rates", Static).update(rates)
 
         self._alerts = alerts(s, data.running, now)
-        title = Text(f"Alerts ({len(self._alerts)})", style="bold")
+        title = Text().append(f"Alerts ({len(self._alerts)})", style="bold")
         if not self._alerts:
             title.append("  ✔ nothing needs attention", style="not bold green")
         self.query_one("#alerts-title", Static).update(title)

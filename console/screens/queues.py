@@ -22,6 +22,7 @@ from forklift.console.widgets.text import (
     count,
     duration,
     one_line,
+    seconds,
     spark,
     until,
 )
@@ -137,7 +138,7 @@ class QueuesScreen(ConsoleScreen[Stats]):
         rt = q.run_time
         if rt.samples:
             text.append(
-                f" · run time mean {duration(rt.mean_seconds)}, p95 {duration(rt.p95_seconds)}"
+                f" · run time mean {seconds(rt.mean_seconds)}, p95 {seconds(rt.p95_seconds)}"
             )
         box.update(text)
 

@@ -3,8 +3,10 @@ cutoff and which in-flight jobs will be interrupted."""
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -19,11 +21,12 @@ from forklift.console.widgets.table import Column, LiveTable, Row
 from forklift.console.widgets.text import (
     age,
     duration,
-    job_state,
     one_line,
     plural,
+    seconds,
     worker_state,
 )
+from forklift.errors import JobNotFound
 from forklift.ops import JobSummary, Operator, Stats, WorkerInfo
 
 
@@ -31,33 +34,62 @@ def worker_word(w: WorkerInfo) -> str:
     return "stale" if w.stale else w.state
 
 
-def fate(job: JobSummary, w: WorkerInfo, stats: Stats, now: datetime) -> Text:
-    """For a job on a draining worker: will it finish before the cutoff, going by the p95 run
-    time of its queue over the stats window?"""
+@dataclass(frozen=True)
+class WorkersData:
+    overview: OverviewData
+    #: Progress of the jobs in flight on draining workers (job id -> {done, total, note}).
+    progress: dict[int, dict[str, Any]]
+
+
+def fetch_workers(op: Operator) -> WorkersData:
+    overview = fetch_overview(op)
+    draining = {w.id for w in overview.stats.workers if w.state == "draining"}
+    progress: dict[int, dict[str, Any]] = {}
+    for j in overview.running:
+        if j.worker_id in draining:
+            with contextlib.suppress(JobNotFound):
+                p = op.job(j.id).job.progress
+                if p:
+                    progress[j.id] = p
+    return WorkersData(overview, progress)
+
+
+def fate(
+    job: JobSummary,
+    w: WorkerInfo,
+    stats: Stats,
+    progress: dict[str, Any] | None,
+    now: datetime,
+) -> Text:
+    """For a job on a draining worker: will it finish before the cutoff? Judged by its own
+    progress when it reports some (its pace so far), else by its queue's p95 run time."""
     remaining = w.drain_remaining_seconds
     if remaining is None:
         return Text("")
     if remaining <= 0:
-        return Text("⚠ interrupting now (cutoff passed)", style="bold red")
+        return Text("⚠ interrupted now: the cutoff passed", style="bold red")
     elapsed = (now - job.attempted_at).total_seconds() if job.attempted_at else 0.0
+    done = float((progress or {}).get("done") or 0)
+    total = float((progress or {}).get("total") or 0)
+    if done > 0 and total > done and elapsed > 0:
+        left = elapsed * (total - done) / done
+        pace = f"{done:g}/{total:g} done, ~{duration(left)} to go"
+        if left > remaining:
+            return Text(f"⚠ will be interrupted ({pace})", style="bold red")
+        return Text(f"✔ should finish ({pace})", style="green")
     q = stats.queue(job.queue)
     p95 = q.run_time.p95_seconds if q is not None else None
-    if p95 is None:
-        return Text(f"? interrupted unless done within {duration(remaining)}", style="yellow")
-    if elapsed >= p95:
-        return Text(
-            f"⚠ likely interrupted: already past its queue's p95 run time ({duration(p95)})",
-            style="bold red",
-        )
-    if p95 - elapsed > remaining:
-        return Text(
-            f"⚠ will be interrupted: needs ~{duration(p95 - elapsed)} more (p95)",
-            style="bold red",
-        )
-    return Text(f"✔ expected to finish (p95 {duration(p95)})", style="green")
+    if p95 is not None and elapsed < p95:
+        left = p95 - elapsed
+        if left > remaining:
+            return Text(
+                f"⚠ will be interrupted (queue p95 {seconds(p95)})", style="bold red"
+            )
+        return Text(f"✔ should finish (queue p95 {seconds(p95)})", style="green")
+    return Text(f"? interrupted unless done in {duration(remaining)}", style="yellow")
 
 
-class WorkersScreen(ConsoleScreen[OverviewData]):
+class WorkersScreen(ConsoleScreen[WorkersData]):
     MODE = "workers"
     HELP = (
         "Every registered worker: state (running, draining, or stale when its heartbeat is older"
@@ -73,7 +105,7 @@ class WorkersScreen(ConsoleScreen[OverviewData]):
 
     def __init__(self) -> None:
         super().__init__()
-        self._data: OverviewData | None = None
+        self._data: WorkersData | None = None
         self._workers: dict[str, WorkerInfo] = {}
 
     def compose_body(self) -> ComposeResult:
@@ -82,25 +114,25 @@ class WorkersScreen(ConsoleScreen[OverviewData]):
             yield LiveTable(
                 [
                     Column("state", "State", 10),
-                    Column("host", "Host:pid", 18),
                     Column("queues", "Queues", 16),
-                    Column("slots", "Slots", 7),
+                    Column("slots", "Slots", 6),
                     Column("beat", "Beat", 6),
-                    Column("drain", "Cutoff", 9),
-                    Column("id", "Worker id", None),
+                    Column("drain", "Cutoff", 8),
+                    Column("id", "Worker (host:pid:id)", None),
                 ],
                 id="workers",
             )
             yield Static(id="inflight")
 
-    def fetch(self, op: Operator) -> OverviewData:
-        return fetch_overview(op)
+    def fetch(self, op: Operator) -> WorkersData:
+        return fetch_workers(op)
 
-    def show(self, data: OverviewData) -> None:
+    def show(self, data: WorkersData) -> None:
         self._data = data
-        self._workers = {w.id: w for w in data.stats.workers}
+        stats = data.overview.stats
+        self._workers = {w.id: w for w in stats.workers}
         rows: list[Row] = []
-        for w in data.stats.workers:
+        for w in stats.workers:
             cutoff = "–"
             if w.state == "draining" and w.drain_remaining_seconds is not None:
                 r = w.drain_remaining_seconds
@@ -110,7 +142,6 @@ class WorkersScreen(ConsoleScreen[OverviewData]):
                     w.id,
                     [
                         worker_state(worker_word(w)),
-                        one_line(f"{w.host}:{w.pid}", limit=18),
                         one_line(",".join(w.queues), limit=16),
                         f"{w.in_use}/{w.slots}",
                         duration(w.heartbeat_age_seconds),
@@ -120,7 +151,7 @@ class WorkersScreen(ConsoleScreen[OverviewData]):
                 )
             )
         self.query_one("#workers", LiveTable).sync(rows)
-        t = data.stats.totals
+        t = stats.totals
         info = Text(
             f"{plural(t.live_workers, 'live worker')}, {t.draining_workers} draining,"
             f" {t.workers - t.live_workers} stale · {t.in_use}/{t.slots} slots in use"
@@ -145,35 +176,36 @@ class WorkersScreen(ConsoleScreen[OverviewData]):
             return
         now = self.console.now()
         jobs = sorted(
-            (j for j in data.running if j.worker_id == w.id),
+            (j for j in data.overview.running if j.worker_id == w.id),
             key=lambda j: (j.attempted_at or now, j.id),
         )
         text = Text()
         text.append_text(worker_state(worker_word(w)))
         text.append(" ")
-        text.append_text(one_line(f"{w.host}:{w.pid}", limit=40))
-        text.append(f" · started {age(w.started_at, now)} ago")
+        text.append_text(one_line(w.id, limit=60))
+        text.append(f" on {w.host} pid {w.pid} · started {age(w.started_at, now)} ago")
         if w.state == "draining" and w.drain_remaining_seconds is not None:
             r = w.drain_remaining_seconds
-            text.append(" · ")
+            text.append("\n")
             if r > 0:
                 text.append(f"DRAINING: cutoff in {duration(r)}", style="bold reverse")
-                text.append(" — claims nothing new; jobs still running then are interrupted")
+                text.append(" claims nothing new; what still runs at the cutoff is interrupted")
             else:
                 text.append("DRAINING: cutoff passed", style="bold reverse")
-                text.append(" — interrupting its jobs and releasing them to retry")
-        text.append(f"\nIn flight ({len(jobs)}):\n", style="bold")
+                text.append(" interrupting its jobs and releasing them to retry")
+        text.append(f"\nIn flight ({len(jobs)}), running for:\n", style="bold")
         if not jobs:
             text.append("  none\n", style="dim")
+        width = self.app.size.width - 2
         for j in jobs:
             elapsed = (now - j.attempted_at).total_seconds() if j.attempted_at else None
-            text.append(f"  {j.id:>8}  ")
-            text.append_text(job_state(j.state))
-            text.append("  ")
-            text.append_text(one_line(j.kind, limit=24))
-            text.append(f"  running {duration(elapsed)}  ")
+            line = Text(f"{j.id:>8} ")
+            line.append_text(one_line(j.kind, limit=20))
+            line.append(f" {duration(elapsed):>6} ")
             if w.state == "draining":
-                text.append_text(fate(j, w, data.stats, now))
+                line.append_text(fate(j, w, data.overview.stats, data.progress.get(j.id), now))
+            line.truncate(width, overflow="ellipsis")
+            text.append_text(line)
             text.append("\n")
         box.update(text)
 

@@ -88,17 +88,33 @@ class TabBar(Static):
     """The screens and their number keys; the current one is bracketed (not only coloured)."""
 
     def show(self, current: str, title: str | None = None) -> None:
-        line = Text(" ")
-        for mode, key, label in TABS:
-            if mode == current:
-                line.append(f"[{key} {label}]", style="bold reverse")
-            else:
-                line.append(f" {key} {label} ", style="dim")
-            line.append(" ")
+        width = self.app.size.width
+        # Full labels when they fit; else short ones; else only the current screen is named.
+        for shorten in (0, 1, 2):
+            line = self._line(current, shorten)
+            if line.cell_len <= width:
+                break
         if title:
             line.append("› ", style="dim")
-            line.append_text(one_line(title, limit=40))
+            line.append_text(one_line(title, limit=max(10, width - line.cell_len - 1)))
+        line.truncate(width, overflow="ellipsis")
         self.update(line)
+
+    @staticmethod
+    def _line(current: str, shorten: int) -> Text:
+        line = Text(" ")
+        for mode, key, label in TABS:
+            word = label if shorten == 0 else label.split()[0][:6]
+            if mode == current:
+                line.append(f"[{key} {label}]", style="bold reverse")
+            elif shorten == 2:
+                line.append(f" {key} ", style="dim")
+            else:
+                line.append(f" {key} {word} ", style="dim")
+            line.append("" if shorten == 2 else " ")
+        if shorten == 2:
+            line.append(" ")
+        return line
 
 
 class StaleBanner(Static):
@@ -108,7 +124,7 @@ class StaleBanner(Static):
         if not status.stale(now):
             self.display = False
             return
-        text = Text("⚠ STALE ", style="bold reverse")
+        text = Text().append("⚠ STALE ", style="bold reverse")
         if status.failing_since is not None:
             down = duration((now - status.failing_since).total_seconds())
             text.append(f" refresh failing for {down}: ")
@@ -130,7 +146,7 @@ class CommandEcho(Static):
         if not command:
             self.display = False
             return
-        text = Text("cli ", style="bold")
+        text = Text().append("cli ", style="bold")
         text.append("$ ", style="dim")
         text.append_text(plain(command))
         self.update(text)

@@ -82,14 +82,13 @@ class LiveTable(DataTable[Cell]):
 
     def on_resize(self) -> None:
         if self._flex is not None and self._rows:
-            self._keys = []  # a new width: rewrite every row
-            self.sync(self._rows)
+            self.sync(self._rows, rebuild=True)  # a new width: rewrite every row
 
-    def sync(self, rows: Sequence[Row]) -> None:
+    def sync(self, rows: Sequence[Row], *, rebuild: bool = False) -> None:
         self._rows = list(rows)
         new_keys = [str(k) for k, _ in rows]
         cells = {str(k): self._fit(v) for k, v in rows}
-        if new_keys == self._keys:
+        if new_keys == self._keys and not rebuild:
             for key in new_keys:
                 old = self._cells.get(key)
                 for col, value in zip(self._columns, cells[key], strict=True):

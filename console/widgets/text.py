@@ -144,6 +144,13 @@ def duration(seconds: float | None) -> str:
     return f"-{out}" if negative else out
 
 
+def seconds(value: float | None) -> str:
+    """A run time: tenths under ten seconds (``0.4s``), else :func:`duration`."""
+    if value is None:
+        return NONE
+    return f"{value:.1f}s" if abs(value) < 10 else duration(value)
+
+
 def age(at: datetime | None, now: datetime) -> str:
     """How long ago ``at`` was, from the console's clock."""
     if at is None:
