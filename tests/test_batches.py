@@ -45,14 +45,8 @@ FAST = {"concurrency": 4, "lease": 5.0, "poll_interval": 0.2, "leader_interval":
 
 @pytest.fixture
 def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
-    bapp.setup(conn)
-    bapp.app.use(dsn)
-    bapp.app.batch_limits = BatchLimits()
-    try:
-        yield bapp.app
-    finally:
-        bapp.app.batch_limits = BatchLimits()
-        bapp.app.close()
+    with bapp.bound(dsn, conn) as bound_app:
+        yield bound_app
 
 
 def wait_finished(conn: psycopg.Connection[Any], batch_id: int, timeout: float = 30) -> str:

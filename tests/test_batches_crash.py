@@ -21,20 +21,14 @@ from apps.basic import running_worker
 from helpers import wait_until
 
 from forklift import Forklift
-from forklift.batches import BatchLimits
 
 LEASE = 2.0
 
 
 @pytest.fixture
 def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
-    bapp.setup(conn)
-    bapp.app.use(dsn)
-    bapp.app.batch_limits = BatchLimits()
-    try:
-        yield bapp.app
-    finally:
-        bapp.app.close()
+    with bapp.bound(dsn, conn) as bound_app:
+        yield bound_app
 
 
 @pytest.fixture

@@ -26,14 +26,8 @@ from forklift.console.widgets.table import LiveTable
 
 @pytest.fixture
 def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
-    bapp.setup(conn)
-    bapp.app.use(dsn)
-    bapp.app.batch_limits = BatchLimits(per_caller=5)
-    try:
-        yield bapp.app
-    finally:
-        bapp.app.batch_limits = BatchLimits()
-        bapp.app.close()
+    with bapp.bound(dsn, conn, BatchLimits(per_caller=5)) as bound_app:
+        yield bound_app
 
 
 def settle(conn: psycopg.Connection[Any], batch: Batch, states: list[str]) -> None:

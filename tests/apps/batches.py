@@ -10,18 +10,17 @@ Run in-process (``apps.basic.running_worker``) or as ``forklift worker --app app
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from typing import (
-    Any,
-    NotRequired,  # pydantic needs these on Python < 3.12
-)
+from collections.abc import Iterator
+from typing import Any, NotRequired
 
 import psycopg
-from typing_extensions import TypedDict
+from typing_extensions import TypedDict  # pydantic needs it for TypedDict on Python < 3.12
 
 from forklift import Backoff, Fail, Forklift, JobContext
-from forklift.batches import BatchSummary
+from forklift.batches import BatchLimits, BatchSummary
 
 app = Forklift()
 
@@ -58,6 +57,20 @@ SELECT %(b)s, %(i)s, %(j)s, %(a)s, %(what)s, running FROM g
 
 def setup(conn: psycopg.Connection[Any]) -> None:
     conn.execute(SETUP_SQL)
+
+
+@contextlib.contextmanager
+def bound(dsn: str, conn: psycopg.Connection[Any], limits: BatchLimits | None = None
+          ) -> Iterator[Forklift]:
+    """The app on a test's database (side tables made), with ``limits``; reset afterwards."""
+    setup(conn)
+    app.use(dsn)
+    app.batch_limits = limits or BatchLimits()
+    try:
+        yield app
+    finally:
+        app.batch_limits = BatchLimits()
+        app.close()
 
 
 _local = threading.local()

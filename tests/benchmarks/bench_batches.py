@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from bench_stats import admin_dsn, with_db  # the same server and naming as the stats bench
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import Forklift, JobContext
 from forklift.batches import BatchLimits
@@ -47,25 +47,6 @@ app = Forklift(batch_limits=BatchLimits(max_targets=1_000_000, max_live=100))
 @app.job(name="bench.target", max_attempts=3)
 async def target(ctx: JobContext, item: dict[str, Any]) -> int:
     return int(item["n"]) * 2
-
-
-def admin_dsn() -> str:
-    explicit = os.environ.get("FORKLIFT_BENCH_DSN")
-    if explicit:
-        return explicit
-    from forklift import embedded
-
-    home = Path(os.environ.get("FORKLIFT_BENCH_HOME")
-                or Path(tempfile.gettempdir()) / "forklift-bench-home")
-    home.mkdir(parents=True, exist_ok=True)
-    home.chmod(0o755)
-    return embedded.ensure_server(home)
-
-
-def with_db(dsn: str, dbname: str) -> str:
-    params = conninfo_to_dict(dsn)
-    params["dbname"] = dbname
-    return make_conninfo(**params)  # type: ignore[arg-type]
 
 
 @contextmanager
