@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -31,14 +30,7 @@ def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
         yield bound_app
 
 
-@pytest.fixture
-def procs(dsn: str, tmp_path: Path) -> Iterator[faults.Procs]:
-    p = faults.Procs(dsn, tmp_path)
-    try:
-        yield p
-    finally:
-        p.close()
-        print(p.logs())
+procs = faults.procs  # fixture: worker subprocesses of one test, with their logs
 
 
 def start_a(procs: faults.Procs, conn: psycopg.Connection[Any]) -> faults.WorkerProc:
