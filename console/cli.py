@@ -51,7 +51,7 @@ DsnOpt = Annotated[
     typer.Option("--dsn", help="PostgreSQL DSN (default: FORKLIFT_DSN, DATABASE_URL, embedded)."),
 ]
 SchemaOpt = Annotated[
-    str | None, typer.Option("--schema", help="Schema holding forklift's tables [forklift].")
+    str | None, typer.Option("--schema", help="Schema holding forklift's tables (default: forklift).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 AppOpt = Annotated[
@@ -101,7 +101,7 @@ def with_conn(dsn: str | None, schema: str | None, fn: Callable[[psycopg.Connect
 def worker(
     app_spec: AppOpt = None,
     queues: Annotated[
-        str | None, typer.Option("--queues", "-q", help="Comma-separated queues [every declared kind's].")
+        str | None, typer.Option("--queues", "-q", help="Comma-separated queues (default: every declared kind's).")
     ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Job slots.")] = 10,
     lease: Annotated[float, typer.Option(min=1.0, help="Lease seconds; renewed every third.")] = 30.0,
@@ -171,9 +171,9 @@ def migrate(
 def enqueue(
     kind: Annotated[str, typer.Argument(help="The job kind's declared name.")],
     args: Annotated[str, typer.Option("--args", help="The payload as JSON.")] = "{}",
-    queue: Annotated[str | None, typer.Option(help="Queue [the kind's].")] = None,
+    queue: Annotated[str | None, typer.Option(help="Queue (default: the kind's).")] = None,
     delay: Annotated[float | None, typer.Option(min=0.0, help="Seconds from now.")] = None,
-    priority: Annotated[int | None, typer.Option(help="Lower runs first [the kind's].")] = None,
+    priority: Annotated[int | None, typer.Option(help="Lower runs first (default: the kind's).")] = None,
     unique_key: Annotated[str | None, typer.Option(help="At most one live job per key.")] = None,
     app_spec: AppOpt = None,
     dsn: DsnOpt = None,
