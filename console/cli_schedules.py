@@ -37,7 +37,7 @@ backfills_app = typer.Typer(help="Paced backfills: start, watch, pause, resume, 
                             no_args_is_help=True)
 
 AppOpt = Annotated[str | None, typer.Option(
-    "--app", help="Your app as module:attr: record its current definitions first [FORKLIFT_APP].")]
+    "--app", help="Your app as module:attr: record its current definitions first (default: FORKLIFT_APP).")]
 Name = Annotated[str, typer.Argument(help="The name it was declared with.")]
 
 
@@ -219,9 +219,9 @@ def _cursor(text: str | None) -> Any:
 def backfills_start(
     name: Name,
     from_cursor: Annotated[str | None, typer.Option(
-        "--from", help="Cursor to start from (JSON, or a plain string) [the beginning].")] = None,
+        "--from", help="Cursor to start from (JSON, or a plain string; default: the beginning).")] = None,
     rate: Annotated[float | None, typer.Option(
-        "--rate", help="Pages per second [as declared].")] = None,
+        "--rate", help="Pages per second (default: as declared).")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Run again a backfill that completed (or replace a failed run).")] = False,
     app_spec: AppOpt = None, reason: Reason = None, actor: Actor = None,
