@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+_EVENTS = threading.Lock()  # guards the lazy creation of JobContext.cancelled
+
 
 @dataclass(frozen=True)
 class Progress:
@@ -50,19 +52,38 @@ class JobContext:
         self.fence = fence
         self.worker_id = worker_id
         self.meta = meta
-        #: Set when the handler should stop; a threading.Event so sync handlers can wait on it.
-        self.cancelled = threading.Event()
         #: Why ``cancelled`` was set: cancelled, timeout, lease_lost or interrupted.
         self.cancel_reason: str | None = None
-        self._cancelled_async = asyncio.Event()
+        # Both events are made on first use: most handlers never look, and making them for
+        # every job costs more than a no-op job itself.
+        self._cancelled: threading.Event | None = None
+        self._cancelled_async: asyncio.Event | None = None
         self._on_progress = on_progress
         self._on_publish = on_publish
 
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the handler should stop; a threading.Event so sync handlers can wait on it."""
+        event = self._cancelled
+        if event is None:
+            with _EVENTS:  # a sync handler's thread may ask while the loop cancels
+                event = self._cancelled
+                if event is None:
+                    event = threading.Event()
+                    if self.cancel_reason is not None:
+                        event.set()
+                    self._cancelled = event
+        return event
+
     def is_cancelled(self) -> bool:
-        return self.cancelled.is_set()
+        return self.cancel_reason is not None
 
     async def wait_cancelled(self) -> None:
         """Await until the job is cancelled (for async handlers that select on it)."""
+        if self._cancelled_async is None:
+            self._cancelled_async = asyncio.Event()
+            if self.cancel_reason is not None:
+                self._cancelled_async.set()
         await self._cancelled_async.wait()
 
     def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
@@ -76,5 +97,9 @@ class JobContext:
     def _cancel(self, reason: str) -> None:
         if self.cancel_reason is None:
             self.cancel_reason = reason
-        self.cancelled.set()
-        self._cancelled_async.set()  # the worker calls _cancel on its event loop
+        with _EVENTS:
+            event = self._cancelled
+        if event is not None:
+            event.set()
+        if self._cancelled_async is not None:
+            self._cancelled_async.set()  # the worker calls _cancel on its event loop

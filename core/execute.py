@@ -116,9 +116,12 @@ async def run_attempt(
             loop = asyncio.get_running_loop()
             value = await loop.run_in_executor(executor, kind.fn, ctx, payload)
         try:
-            data = kind.result.dump(kind.result.validate(value, kind=kind.name), kind=kind.name,
-                                    what="result")
-            text = to_json_text(data, what="result", kind=kind.name, limit=result_limit)
+            if value is None and kind.result.accepts_none:
+                text = "null"  # what the three steps below make of None, without them
+            else:
+                data = kind.result.dump(kind.result.validate(value, kind=kind.name),
+                                        kind=kind.name, what="result")
+                text = to_json_text(data, what="result", kind=kind.name, limit=result_limit)
         except ForkliftError as exc:
             completed = failed(
                 job, ctx, kind, None, "invalid_result", message=exc.message, terminal=True

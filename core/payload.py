@@ -56,6 +56,22 @@ def _first(
     return None
 
 
+def _plain(value: Any) -> bool:
+    """True for data made only of dicts, lists, tuples, strings, ints, bools and None.
+
+    Such data holds no float and no set, so the NaN and set walks below can find nothing in
+    it; this check builds no paths, so it is several times cheaper than the walks themselves.
+    """
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is dict:
+        return all(_plain(v) for v in value.values())
+    if kind is list or kind is tuple:
+        return all(_plain(v) for v in value)
+    return False
+
+
 def _nul(value: Any) -> str | None:
     return "a NUL character" if isinstance(value, str) and "\x00" in value else None
 
@@ -104,12 +120,21 @@ class Codec:
         self.type = tp
         self.what = what
         self.adapter: TypeAdapter[Any] = TypeAdapter(tp)
+        #: Whether None is a valid value that dumps to JSON null (a handler returning nothing).
+        self.accepts_none = self._accepts_none()
+
+    def _accepts_none(self) -> bool:
+        try:
+            return (self.adapter.validate_python(None) is None
+                    and self.adapter.dump_python(None, mode="json") is None)
+        except Exception:
+            return False
 
     def validate(self, value: Any, *, kind: str) -> Any:
         # pydantic would quietly store a set as a list and NaN as null: refuse them instead,
         # so the handler receives what the caller sent. Typed objects (dataclasses, models)
         # are not entered here: their declared types decide.
-        odd = _first(value, _not_json)
+        odd = None if _plain(value) else _first(value, _not_json)
         if odd is not None:
             field, thing = odd
             raise NotJSON(
@@ -125,7 +150,7 @@ class Codec:
                 f"{self.what} for {kind} is invalid: field {field!r}: {msg}", kind=kind, field=field
             ) from None
         # JSON has no NaN or infinity, and a typed float field would pass them on as null.
-        bad = _first(valid, _non_finite, typed=True)
+        bad = None if _plain(valid) else _first(valid, _non_finite, typed=True)
         if bad is not None:
             raise NotJSON(
                 f"{self.what} for {kind} is not JSON: field {bad[0]!r} is {bad[1]}",
