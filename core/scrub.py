@@ -44,7 +44,7 @@ FAILURE_CODES: Final[dict[str, str]] = {
     "lease_lost": "another claim took the job while it ran; this run's writes were refused",
     "interrupted": "the worker drained at shutdown before the handler finished",
     "cancelled": "an operator or the application cancelled the job while it ran",
-    "internal_error": "the handler raised Fail with a code the kind did not declare",
+    "internal_error": "Fail raised with a code the kind did not declare, or an unstorable outcome",
     "handler_exit": "the handler raised a BaseException such as SystemExit or KeyboardInterrupt",
 }
 """The runner's own failure codes, with a one-line description each (printed by the README)."""
