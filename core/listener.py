@@ -50,6 +50,11 @@ class Listener:
         self._stopping = False
         self._conn: psycopg.AsyncConnection[Any] | None = None
 
+    def stopping(self) -> bool:
+        """A method, not an attribute: it changes while the loop awaits (type checkers narrow
+        attributes)."""
+        return self._stopping
+
     def stop(self) -> None:
         """Break the listening session's socket and do not reconnect (shutdown)."""
         self._stopping = True
@@ -92,7 +97,7 @@ class Listener:
     async def run(self) -> None:
         backoff = 0.05
         first = True
-        while not self._stopping:
+        while not self.stopping():
             try:
                 async with asyncio.timeout(self.health_every + 10.0):
                     self._conn = await self._open()
@@ -110,7 +115,7 @@ class Listener:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                if self._stopping:
+                if self.stopping():
                     break
                 log.warning("listener lost (%s: %s); reconnecting", type(exc).__name__, exc)
             finally:

@@ -44,7 +44,7 @@ def test_terminating_every_backend_of_a_worker_mid_run(
     for round_ in range(3):
         floor = completed(db, ids)
         if len(ids) - floor < 100:
-            ids += enqueue_work(db, 200, work_ms=20)  # every round meets work in flight
+            ids.extend(enqueue_work(db, 200, work_ms=20))  # every round meets work in flight
         wait_until(lambda f=floor: completed(db, ids) > f + 10, timeout=30,  # type: ignore[misc]
                    message=f"no progress before round {round_}")
         # Every session the worker has (it reopens them as it needs them), all at once.
