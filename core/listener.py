@@ -106,8 +106,10 @@ class Listener:
                 if not first:
                     self.reconnects += 1
                     log.info("listener re-established; running a claim pass")
-                    self.on_reconnect()
                 first = False
+                # A job committed between the worker's first claim and this LISTEN woke nobody:
+                # claim once now that no NOTIFY can be missed.
+                self.on_reconnect()
                 while True:
                     async for note in self._conn.notifies(timeout=self.health_every):
                         self._dispatch(note)
