@@ -36,6 +36,7 @@ from forklift.console.screens.queues import QueuesScreen
 from forklift.console.screens.schedules import SchedulesScreen
 from forklift.console.screens.workers import WorkersScreen
 from forklift.console.widgets.header import TABS, Status
+from forklift.console.widgets.text import use_colour
 from forklift.errors import ForkliftError
 from forklift.ops import BulkReport, JobFilter
 
@@ -99,6 +100,7 @@ class ConsoleApp(App[None]):
         start: str = "overview",
     ) -> None:
         super().__init__()
+        use_colour(not self.no_color)
         self.backend = backend
         self.clock: Clock = clock or system_clock
         self.demo = demo

@@ -328,3 +328,96 @@ async def on_screen(app: Any, kind: type[Any]) -> Any:
     return app.screen
 
 
+
+
+# -- the seeded scenes: snapshot tests and the README's screenshots show the same states -------
+@dataclass(frozen=True)
+class Scene:
+    name: str
+    start: str
+    size: tuple[int, int] = (120, 36)
+    #: A row key to put the cursor on (the lower pane then describes that row).
+    highlight: str | None = None
+    #: A seeded job (by name) whose detail screen is opened.
+    detail: str | None = None
+    #: Keys pressed last, with the list focused.
+    keys: tuple[str, ...] = ()
+    read_only: bool = False
+    no_color: bool = False
+    #: Alt text for the README; scenes without it are tested but not in screenshots/.
+    alt: str | None = None
+
+    def app(self, dsn: str) -> Any:
+        return make_app(dsn, start=self.start, read_only=self.read_only)
+
+    def before(self, seeded: Seeded) -> Callable[[Any], Awaitable[None]]:
+        async def run_before(pilot: Any) -> None:
+            from forklift.console.screens.job import JobScreen
+            from forklift.console.widgets.table import LiveTable
+
+            app = pilot.app
+            screen = await settled(app)
+            tables = screen.query(LiveTable)
+            if tables:
+                tables.first().focus()
+                if self.highlight is not None:
+                    assert tables.first().move_to_key(self.highlight)
+                    await loaded(app, screen)  # what the screen fetches for that row
+            if self.detail is not None:
+                app.push_screen(JobScreen(seeded.ids[self.detail]))
+                await on_screen(app, JobScreen)
+                await settled(app)
+            await pilot.pause()
+            if self.keys:
+                await pilot.press(*self.keys)
+
+        return run_before
+
+
+SCENES: tuple[Scene, ...] = (
+    Scene("overview", "overview", alt="Overview: totals by state, throughput and failures over"
+          " the last 30 minutes, alerts (an expired lease, dead letters growing, a silent"
+          " worker, a paused queue, a lagging queue) and the queues by backlog"),
+    Scene("overview-80x24", "overview", (80, 24)),
+    Scene("queues", "queues", highlight="mail", alt="Queues: state, depth by state, running"
+          " against the concurrency limit, pickup lag and a throughput sparkline; the paused"
+          " queue's reason and expiry below"),
+    Scene("queues-80x24", "queues", (80, 24), highlight="mail"),
+    Scene("jobs", "jobs", alt="Jobs: the filter bar, a keyset-paged list with state glyphs,"
+          " attempts, ages and each job's last error"),
+    Scene("jobs-80x24", "jobs", (80, 24)),
+    Scene("job", "jobs", detail="progress", alt="One job: why it is running, its progress bar,"
+          " lease holder, timeline, errors, args and result"),
+    Scene("job-80x24", "jobs", (80, 24), detail="progress"),
+    Scene("job-hostile", "jobs", detail="hostile", alt="A dead job whose payload and errors"
+          " hold markup and terminal escape codes: shown literally, with every attempt's error"),
+    Scene("dead", "dead", alt="Dead letters grouped by kind, error code and message shape,"
+          " with counts for the last hour, day and week and the newest error"),
+    Scene("dead-80x24", "dead", (80, 24)),
+    Scene("dead-requeue", "dead", keys=("r",), alt="Requeueing a dead-letter group: the dialog"
+          " names the verb, the count and the ids, shows the CLI equivalent, and wants the"
+          " count typed"),
+    Scene("dead-requeue-80x24", "dead", (80, 24), keys=("r",)),
+    Scene("workers", "workers", highlight="web-2:5151:b2", alt="Workers: a draining worker's"
+          " cutoff countdown and which of its in-flight jobs will be interrupted"),
+    Scene("workers-80x24", "workers", (80, 24), highlight="web-2:5151:b2"),
+    Scene("audit", "audit", alt="Audit: every operator action, newest first, refusals"
+          " included"),
+    Scene("audit-80x24", "audit", (80, 24)),
+    Scene("help", "jobs", keys=("question_mark",), alt="Help (?): the screen's keys, disabled"
+          " ones marked, and the legend of state glyphs"),
+    Scene("read-only-80x24", "queues", (80, 24), highlight="mail", read_only=True),
+    Scene("no-color", "overview", no_color=True, alt="The overview with NO_COLOR set: every"
+          " state still reads as a glyph and a word"),
+)
+
+
+async def settled(app: Any) -> Any:
+    """The current console screen once it has shown its first snapshot."""
+    await wait_until_async(
+        lambda: isinstance(app.screen, ConsoleScreen) and app.screen.loads > 0
+        and not app.screen._loading,
+        timeout=30,
+        message=lambda: f"{app.screen!r} never loaded",
+    )
+    return app.screen

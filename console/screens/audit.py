@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from forklift.console.screens.base import ConsoleScreen
 from forklift.console.widgets.table import Column, LiveTable, Row
-from forklift.console.widgets.text import count, one_line, stamp
+from forklift.console.widgets.text import count, one_line, stamp, style_of
 from forklift.ops import AuditEntry, Operator
 
 PAGE = 200
@@ -73,7 +73,7 @@ class AuditScreen(ConsoleScreen[list[AuditEntry]]):
                 target.append_text(one_line(e.reason, limit=120))
             outcome = one_line(e.outcome, limit=18)
             if e.outcome.startswith("refused"):
-                outcome.stylize("bold red")
+                outcome.stylize(style_of("state-dead"))
             rows.append(
                 (
                     e.id,

@@ -25,7 +25,7 @@ from forklift.console.screens.jobs import bulk_report, ids_cli
 from forklift.console.screens.modals import Plan
 from forklift.console.widgets.filterbar import quote
 from forklift.console.widgets.table import Column, LiveTable, Row
-from forklift.console.widgets.text import MARK, age, count, one_line, plain, plural, stamp
+from forklift.console.widgets.text import MARK, age, count, one_line, plain, plural, stamp, style_of
 from forklift.ops import JobFilter, JobSummary, Operator
 from forklift.scrub import clean_display
 
@@ -212,7 +212,7 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
         g = self.selected()
         box = self.query_one("#sample", Static)
         if g is None:
-            box.update(Text("✔ no dead letters", style="green"))
+            box.update(Text("✔ no dead letters", style=style_of("state-completed")))
             return
         now = self.console.now()
         text = Text()

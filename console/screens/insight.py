@@ -12,7 +12,7 @@ from datetime import datetime
 from rich.text import Text
 
 from forklift.console.widgets.filterbar import quote
-from forklift.console.widgets.text import age, duration, one_line, plural
+from forklift.console.widgets.text import age, duration, one_line, plural, style_of
 from forklift.ops.jobs import JobSummary
 from forklift.ops.stats import QueueStats, Stats
 
@@ -62,7 +62,7 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
             ") held by workers that stopped heartbeating: when the lease expires the leader"
             " rescues it"
         )
-        out.append(Alert("⚠", "bold red", text, "state:running"))
+        out.append(Alert("⚠", style_of("state-dead"), text, "state:running"))
     recent = sum(stats.totals.series.dead[-DEAD_RECENT_BUCKETS:])
     if recent:
         minutes = DEAD_RECENT_BUCKETS * stats.bucket_seconds / 60
@@ -70,7 +70,7 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
         out.append(
             Alert(
                 "✖",
-                "bold red",
+                style_of("state-dead"),
                 Text(
                     f"dead letters growing: {recent:,} in the last {minutes:g} min"
                     f" ({total:,} dead in all) — press 4"
@@ -86,7 +86,7 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
                 f" has not sent a heartbeat for {duration(w.heartbeat_age_seconds)}"
                 f" ({plural(w.in_use, 'job')} in flight)"
             )
-            out.append(Alert("⚠", "bold yellow", text))
+            out.append(Alert("⚠", style_of("state-warn"), text))
     for q in stats.queues:
         if q.paused:
             text = Text("queue ")
@@ -102,7 +102,7 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
                 text.append_text(one_line(q.pause_reason, limit=80))
             waiting = q.counts.get("available", 0)
             text.append(f" — {waiting:,} waiting")
-            out.append(Alert("‖", "bold magenta", text, f"queue:{quote(q.name)}"))
+            out.append(Alert("‖", style_of("state-paused"), text, f"queue:{quote(q.name)}"))
         elif q.pickup_lag_seconds is not None and q.pickup_lag_seconds > LAG_ALERT_SECONDS:
             text = Text("queue ")
             text.append_text(one_line(q.name, limit=40))
@@ -112,6 +112,6 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
                 f" {q.free_slots} free slots)"
             )
             out.append(
-                Alert("⚠", "bold yellow", text, f"queue:{quote(q.name)} state:available")
+                Alert("⚠", style_of("state-warn"), text, f"queue:{quote(q.name)} state:available")
             )
     return out

@@ -176,11 +176,11 @@ class JobScreen(ConsoleScreen[JobView]):
             if job.cancel_requested_at is not None:
                 lease.append(f" · cancel requested {until(job.cancel_requested_at, now)}")
         self.query_one("#lease", Static).update(lease)
+        self.query_one("#lease").display = bool(lease)
 
-        timeline = Text().append("Timeline\n", style="bold")
+        timeline = Text().append("Timeline (UTC)\n", style="bold")
         for event in data.detail.timeline:
-            at = event.at
-            when = stamp(at, now) if isinstance(at, datetime) else str(at or "")
+            when = stamp(_moment(event.at), now) if event.at else ""
             timeline.append(f"  {when:>19}  ")
             timeline.append_text(one_line(event.event, limit=40))
             if event.detail:
@@ -240,6 +240,16 @@ class JobScreen(ConsoleScreen[JobView]):
 
     def action_back(self) -> None:
         self.app.pop_screen()
+
+
+def _moment(at: datetime | str) -> datetime | str:
+    """Error entries carry their time as ISO text; the timeline shows every time alike."""
+    if isinstance(at, datetime):
+        return at
+    try:
+        return datetime.fromisoformat(at)
+    except ValueError:
+        return at
 
 
 def _error_text(e: dict[str, Any]) -> Text:

@@ -24,6 +24,7 @@ from forklift.console.widgets.text import (
     one_line,
     seconds,
     spark,
+    style_of,
 )
 from forklift.console.widgets.text import (
     queue_state as queue_badge,
@@ -128,7 +129,7 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         self._alerts = alerts(s, data.running, now)
         title = Text().append(f"Alerts ({len(self._alerts)})", style="bold")
         if not self._alerts:
-            title.append("  ✔ nothing needs attention", style="not bold green")
+            title.append("  ✔ nothing needs attention", style="not bold " + style_of("state-completed"))
         self.query_one("#alerts-title", Static).update(title)
         prompts = []
         box = self.query_one("#alerts", OptionList)

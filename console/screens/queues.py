@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.text import Text
@@ -27,12 +29,19 @@ from forklift.console.widgets.text import (
     until,
 )
 from forklift.console.widgets.text import queue_state as queue_badge
-from forklift.ops import Operator, QueueInfo, QueueStats, Stats
+from forklift.ops import Explanation, Operator, QueueInfo, QueueNotFound, QueueStats, Stats
 
 SPARK_POINTS = 15
 
 
-class QueuesScreen(ConsoleScreen[Stats]):
+@dataclass(frozen=True)
+class QueuesData:
+    stats: Stats
+    #: "Why is this queue (not) moving?" for the queue highlighted when the data was read.
+    why: Explanation | None
+
+
+class QueuesScreen(ConsoleScreen[QueuesData]):
     MODE = "queues"
     HELP = (
         "One row per queue: its state, jobs waiting (available), due later (scheduled), running"
@@ -49,6 +58,8 @@ class QueuesScreen(ConsoleScreen[Stats]):
     def __init__(self) -> None:
         super().__init__()
         self._stats: Stats | None = None
+        self._why: Explanation | None = None
+        self._want: str | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -68,11 +79,20 @@ class QueuesScreen(ConsoleScreen[Stats]):
             )
             yield Static(id="detail")
 
-    def fetch(self, op: Operator) -> Stats:
-        return op.stats()
+    def fetch(self, op: Operator) -> QueuesData:
+        stats = op.stats()
+        name = self._want if self._want and stats.queue(self._want) else None
+        if name is None and stats.queues:
+            name = stats.queues[0].name
+        why = None
+        if name is not None:
+            with contextlib.suppress(QueueNotFound):
+                why = op.explain_queue(name)
+        return QueuesData(stats, why)
 
-    def show(self, data: Stats) -> None:
-        self._stats = data
+    def show(self, answer: QueuesData) -> None:
+        data = answer.stats
+        self._stats, self._why = data, answer.why
         rows: list[Row] = []
         for q in data.queues:
             limit = "∞" if q.concurrency is None else str(q.concurrency)
@@ -103,7 +123,10 @@ class QueuesScreen(ConsoleScreen[Stats]):
 
     @on(DataTable.RowHighlighted, "#queues")
     def _highlighted(self) -> None:
+        self._want = self.query_one("#queues", LiveTable).current_key
         self._show_detail()
+        if self._want is not None and (self._why is None or self._why.queue != self._want):
+            self.reload()  # explain the newly highlighted queue now, not at the next tick
 
     def _show_detail(self) -> None:
         q = self.selected()
@@ -135,6 +158,10 @@ class QueuesScreen(ConsoleScreen[Stats]):
             f"{window_label(self._stats)}: {q.completed:,} completed, {q.failed:,} failed, "
             f"{q.dead_in_window:,} dead"
         )
+        why = self._why
+        if why is not None and why.queue == q.name:
+            text.append("\nWhy: ", style="bold")
+            text.append_text(one_line("; ".join(r.text for r in why.reasons), limit=400))
         rt = q.run_time
         if rt.samples:
             text.append(

@@ -24,6 +24,7 @@ from forklift.console.widgets.text import (
     one_line,
     plural,
     seconds,
+    style_of,
     worker_state,
 )
 from forklift.errors import JobNotFound
@@ -67,7 +68,7 @@ def fate(
     if remaining is None:
         return Text("")
     if remaining <= 0:
-        return Text("⚠ interrupted now: the cutoff passed", style="bold red")
+        return Text("⚠ interrupted now: the cutoff passed", style=style_of("state-dead"))
     elapsed = (now - job.attempted_at).total_seconds() if job.attempted_at else 0.0
     done = float((progress or {}).get("done") or 0)
     total = float((progress or {}).get("total") or 0)
@@ -75,18 +76,18 @@ def fate(
         left = elapsed * (total - done) / done
         pace = f"{done:g}/{total:g} done, ~{duration(left)} to go"
         if left > remaining:
-            return Text(f"⚠ will be interrupted ({pace})", style="bold red")
-        return Text(f"✔ should finish ({pace})", style="green")
+            return Text(f"⚠ will be interrupted ({pace})", style=style_of("state-dead"))
+        return Text(f"✔ should finish ({pace})", style=style_of("state-completed"))
     q = stats.queue(job.queue)
     p95 = q.run_time.p95_seconds if q is not None else None
     if p95 is not None and elapsed < p95:
         left = p95 - elapsed
         if left > remaining:
             return Text(
-                f"⚠ will be interrupted (queue p95 {seconds(p95)})", style="bold red"
+                f"⚠ will be interrupted (queue p95 {seconds(p95)})", style=style_of("state-dead")
             )
-        return Text(f"✔ should finish (queue p95 {seconds(p95)})", style="green")
-    return Text(f"? interrupted unless done in {duration(remaining)}", style="yellow")
+        return Text(f"✔ should finish (queue p95 {seconds(p95)})", style=style_of("state-completed"))
+    return Text(f"? interrupted unless done in {duration(remaining)}", style=style_of("state-warn"))
 
 
 class WorkersScreen(ConsoleScreen[WorkersData]):

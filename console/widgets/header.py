@@ -89,10 +89,11 @@ class TabBar(Static):
 
     def show(self, current: str, title: str | None = None) -> None:
         width = self.app.size.width
+        room = min(len(title) + 2, 20) if title else 0
         # Full labels when they fit; else short ones; else only the current screen is named.
         for shorten in (0, 1, 2):
             line = self._line(current, shorten)
-            if line.cell_len <= width:
+            if line.cell_len + room <= width:
                 break
         if title:
             line.append("› ", style="dim")

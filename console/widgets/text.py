@@ -59,6 +59,26 @@ _STYLES: Final[dict[str, str]] = {
     "state-paused": "bold magenta",
 }
 
+#: Under NO_COLOR, Textual turns colours into greys, and a dark red on black all but vanishes;
+#: there the alarming states are bold and the rest plain. Set once per app (use_colour).
+_MONOCHROME: dict[str, str] = {
+    "state-dead": "bold",
+    "state-warn": "bold",
+    "state-paused": "bold",
+    "state-idle": "dim",
+}
+_colour = True
+
+
+def use_colour(on: bool) -> None:
+    global _colour
+    _colour = on
+
+
+def style_of(style_class: str) -> str:
+    return _STYLES.get(style_class, "") if _colour else _MONOCHROME.get(style_class, "")
+
+
 MARK: Final = "✓"
 SPARK_BLOCKS: Final = "▁▂▃▄▅▆▇█"
 NONE: Final = "–"
@@ -93,7 +113,7 @@ def badge(glyph: str, word: str, style_class: str, *, width: int | None = None) 
     label = f"{glyph} {word}"
     if width is not None:
         label = label.ljust(width)
-    return Text(label, style=_STYLES.get(style_class, ""))
+    return Text(label, style=style_of(style_class))
 
 
 def job_state(state: str) -> Text:
@@ -166,11 +186,13 @@ def until(at: datetime | None, now: datetime) -> str:
     return f"in {duration(seconds)}" if seconds >= 0 else f"{duration(-seconds)} ago"
 
 
-def stamp(at: datetime | None, now: datetime | None = None) -> str:
-    """A timestamp in UTC; the date is left out when it is today's (by the console's clock)."""
+def stamp(at: datetime | str | None, now: datetime | None = None) -> str:
+    """A timestamp in UTC; the date is left out when it is today's (by the console's clock).
+    Text that is not a time is shown as it is."""
     if at is None:
         return NONE
-
+    if isinstance(at, str):
+        return clean_display(at)
     at = at.astimezone(UTC)
     if now is not None and at.date() == now.astimezone(UTC).date():
         return at.strftime("%H:%M:%S")
