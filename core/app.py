@@ -144,9 +144,21 @@ class JobKind(Generic[P, R]):
         """Call the handler directly (tests); forklift's worker does more around it."""
         return self.fn(ctx, payload)
 
-    def row(
+    def row(self, args: P | dict[str, Any], **options: Any) -> _enq.Row:
+        """Validate and serialise one job; raises an EnqueueRefused subclass, stores nothing.
+
+        ``options`` are :meth:`row_options`'s.
+        """
+        text = self.payload_text(args)
+        return _enq.Row(args=text, **self.row_options(**options))
+
+    def payload_text(self, args: P | dict[str, Any]) -> str:
+        """The payload validated and serialised as it is stored."""
+        value = self.payload.validate(args, kind=self.name)
+        return self.payload.to_text(value, kind=self.name, limit=self.app.payload_limit)
+
+    def row_options(
         self,
-        args: P | dict[str, Any],
         *,
         delay: float | timedelta | None = None,
         at: datetime | None = None,
@@ -157,15 +169,12 @@ class JobKind(Generic[P, R]):
         tags: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
         retry: Backoff | None = None,
-    ) -> _enq.Row:
-        """Validate and serialise one job; raises an EnqueueRefused subclass, stores nothing."""
-        value = self.payload.validate(args, kind=self.name)
-        data = self.payload.dump(value, kind=self.name)
+    ) -> dict[str, Any]:
+        """Every field of a Row but its payload, checked (the same for all rows of a bulk)."""
         limit = self.app.payload_limit
-        text = to_json_text(data, what="payload", kind=self.name, limit=limit)
         if meta is not None and not isinstance(meta, dict):
             raise InvalidOption("meta must be a dict of JSON values", field="meta")
-        meta_text = to_json_text(meta or {}, what="meta", kind=self.name, limit=limit)
+        meta_text = to_json_text(meta, what="meta", kind=self.name, limit=limit) if meta else "{}"
         if isinstance(tags, str):  # a lone string would otherwise become one tag per letter
             raise InvalidOption("tags must be a list of strings, not one string", field="tags")
         seconds = _as_delay(delay)
@@ -179,10 +188,9 @@ class JobKind(Generic[P, R]):
             raise InvalidOption("tags must not contain control characters", field="tags")
         if unique_key is not None and ("\x00" in unique_key or not unique_key):
             raise InvalidOption("unique_key must be a non-empty string without NUL", field="unique_key")
-        return _enq.Row(
+        return dict(
             queue=q,
             kind=self.name,
-            args=text,
             priority=prio,
             max_attempts=attempts,
             at=when,
@@ -235,8 +243,16 @@ class JobKind(Generic[P, R]):
         **options: Any,
     ) -> list[int]:
         """Store many jobs of this kind in one round trip; returns their ids in order."""
-        rows = [self.row(a, **options) for a in many]
-        return self.app.enqueue_rows(rows, conn=conn)
+        return self.app.enqueue_rows(self.rows(many, **options), conn=conn)
+
+    def rows(self, many: Iterable[P | dict[str, Any]], **options: Any) -> list[_enq.Row]:
+        """Rows for many payloads sharing one set of options, which are checked once."""
+        items = list(many)
+        if not items:
+            return []
+        fields = self.row_options(**options)
+        text = self.payload_text
+        return [_enq.Row(args=text(a), **fields) for a in items]
 
     async def enqueue_many_async(
         self,
@@ -245,8 +261,7 @@ class JobKind(Generic[P, R]):
         conn: psycopg.AsyncConnection[Any] | None = None,
         **options: Any,
     ) -> list[int]:
-        rows = [self.row(a, **options) for a in many]
-        return await self.app.enqueue_rows_async(rows, conn=conn)
+        return await self.app.enqueue_rows_async(self.rows(many, **options), conn=conn)
 
 
 class Forklift:

@@ -94,7 +94,12 @@ def to_json_text(value: Any, *, what: str, kind: str, limit: int) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise NotJSON(f"{what} for {kind} is not JSON: {exc}", kind=kind) from None
-    hit = _first(value, _nul) if "\\u0000" in text else None
+    return _storable(text, value, what=what, kind=kind, limit=limit)
+
+
+def _storable(text: str, value: Any, *, what: str, kind: str, limit: int, typed: bool = False) -> str:
+    """``text`` (``value`` serialised) if PostgreSQL can store it and it is within the limit."""
+    hit = _first(value, _nul, typed=typed) if "\\u0000" in text else None
     if hit is not None:
         field = hit[0]
         raise NulCharacter(
@@ -158,6 +163,22 @@ class Codec:
                 field=bad[0],
             )
         return valid
+
+    def to_text(self, value: Any, *, kind: str, limit: int) -> str:
+        """A validated value as storable JSON text, serialised by pydantic in one step.
+
+        The same JSON as ``to_json_text(self.dump(value))`` (floats may be spelt differently,
+        as ``1e-7`` for ``1e-07``), several times faster. NaN and infinity were refused by
+        ``validate``.
+        """
+        try:
+            text = self.adapter.dump_json(value).decode()
+        except Exception as exc:
+            raise NotJSON(
+                f"{self.what} for {kind} does not serialise to JSON: {type(exc).__name__}",
+                kind=kind,
+            ) from None
+        return _storable(text, value, what=self.what, kind=kind, limit=limit, typed=True)
 
     def dump(self, value: Any, *, kind: str, what: str | None = None) -> Any:
         try:
