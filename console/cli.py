@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from forklift import config
-from forklift.console import cli_ops, console_cmd
+from forklift.console import cli_bench, cli_ops, console_cmd
 from forklift.console.cli_batches import batches_app
 from forklift.console.cli_schedules import backfills_app, schedules_app
 from forklift.db import connection
@@ -41,6 +41,7 @@ app.add_typer(batches_app, name="batches")
 # stats, jobs list|show|explain|retry|cancel|delete, queues, workers, audit, prune
 cli_ops.register(app, jobs_app)
 app.command("console")(console_cmd.console)
+app.command("bench")(cli_bench.bench)
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
