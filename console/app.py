@@ -157,7 +157,7 @@ class ConsoleApp(App[None]):
         if self.status.frozen or isinstance(screen, ModalScreen):
             return  # a dialog is open or the operator froze the picture: hold still
         if isinstance(screen, ConsoleScreen):
-            screen.reload()
+            screen.tick()
 
     def fetch_ok(self) -> None:
         self._set_status(

@@ -362,7 +362,8 @@ class Scene:
                 tables.first().focus()
                 if self.highlight is not None:
                     assert tables.first().move_to_key(self.highlight)
-                    await loaded(app, screen)  # what the screen fetches for that row
+                    await pilot.pause()  # the highlight message is handled...
+                    await loaded(app, screen)  # ...and what the screen fetches for it is in
             if self.detail is not None:
                 app.push_screen(JobScreen(seeded.ids[self.detail]))
                 await on_screen(app, JobScreen)

@@ -39,6 +39,8 @@ class QueuesData:
     stats: Stats
     #: "Why is this queue (not) moving?" for the queue highlighted when the data was read.
     why: Explanation | None
+    #: The highlighted queue the fetch saw.
+    asked: str | None
 
 
 class QueuesScreen(ConsoleScreen[QueuesData]):
@@ -88,7 +90,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         if name is not None:
             with contextlib.suppress(QueueNotFound):
                 why = op.explain_queue(name)
-        return QueuesData(stats, why)
+        return QueuesData(stats, why, self._want)
 
     def show(self, answer: QueuesData) -> None:
         data = answer.stats
@@ -114,6 +116,8 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
             )
         self.query_one("#queues", LiveTable).sync(rows)
         self._show_detail()
+        if answer.asked != self._want:
+            self.call_after_refresh(self.reload)  # the highlight moved while this was read
 
     def selected(self) -> QueueStats | None:
         key = self.query_one("#queues", LiveTable).current_key
