@@ -149,3 +149,24 @@ def test_many_bulks_at_once_get_distinct_ids_in_order(
         ).fetchall()
         assert got == [(k, i) for i in range(500)]
         assert ids == sorted(ids)
+
+
+@pytest.mark.parametrize("options", [{}, {"delay": 60.0}, {"at": datetime(2001, 1, 1, tzinfo=UTC)},
+                                     {"priority": 9, "tags": ["x"], "meta": {"m": [1]}}])
+def test_the_job_enqueue_returns_is_the_job_stored(bound: Forklift, options: dict[str, Any]) -> None:
+    job = plain.enqueue({"b": 1, "a": [1.5, "é"], "n": None}, **options)
+    stored = app.get_job(job.id)
+    assert stored is not None and job == stored
+
+
+def test_the_job_enqueue_async_returns_is_the_job_stored(bound: Forklift) -> None:
+    import asyncio
+
+    async def go() -> Any:
+        try:
+            return await plain.enqueue_async({"n": 1}, delay=5.0)
+        finally:
+            await app.aclose()
+
+    job = asyncio.run(go())
+    assert job == app.get_job(job.id)
