@@ -9,6 +9,7 @@ itself when the database comes back.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -17,6 +18,7 @@ import psycopg
 from forklift.db import describe_target
 from forklift.errors import DatabaseUnavailable
 from forklift.ops import Operator
+from forklift.session import shut_socket
 
 T = TypeVar("T")
 
@@ -29,11 +31,24 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+#: A refresh that has not answered after this long is cut off (its session is dropped), so a
+#: database that hangs instead of failing cannot freeze the console's data for good.
+FETCH_DEADLINE = 35.0
+
+
 class Backend:
-    def __init__(self, operator: Operator, dsn: str, *, label: str | None = None) -> None:
+    def __init__(
+        self,
+        operator: Operator,
+        dsn: str,
+        *,
+        label: str | None = None,
+        fetch_deadline: float = FETCH_DEADLINE,
+    ) -> None:
         self.operator = operator
         self.dsn = dsn
         self.label = label
+        self.fetch_deadline = fetch_deadline
 
     @classmethod
     def open(
@@ -44,9 +59,13 @@ class Backend:
         actor: str | None = None,
         read_only: bool | None = None,
         label: str | None = None,
+        fetch_deadline: float = FETCH_DEADLINE,
     ) -> Backend:
         return cls(
-            Operator(dsn, schema=schema, actor=actor, read_only=read_only), dsn, label=label
+            Operator(dsn, schema=schema, actor=actor, read_only=read_only),
+            dsn,
+            label=label,
+            fetch_deadline=fetch_deadline,
         )
 
     @property
@@ -62,12 +81,29 @@ class Backend:
     def actor(self) -> str:
         return self.operator.actor
 
-    def call(self, fn: Callable[[Operator], T]) -> T:
+    def call(self, fn: Callable[[Operator], T], *, deadline: float | None = None) -> T:
+        """Run ``fn`` on the operator; with a ``deadline`` (seconds), a call still waiting then
+        has its session's socket shut, so it fails like a dropped connection and the next call
+        reconnects. (A statement timeout cannot help when the server stops answering.)"""
+        timer = None
+        if deadline is not None:
+            timer = threading.Timer(deadline, self._cut_off)
+            timer.daemon = True
+            timer.start()
         try:
             return fn(self.operator)
         except CONNECTION_ERRORS:
             self.close()
             raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _cut_off(self) -> None:
+        # The operator's session, only if it has one open (asking for .conn would open one).
+        conn = getattr(self.operator, "_conn", None)
+        if conn is not None:
+            shut_socket(conn)
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

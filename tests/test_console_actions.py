@@ -9,7 +9,16 @@ from typing import Any
 
 import psycopg
 import pytest
-from console_seed import SCHEMA, Seeded, drive, loaded, make_app, on_screen, seed
+from console_seed import (
+    SCHEMA,
+    Seeded,
+    drive,
+    freeze_db_clock,
+    loaded,
+    make_app,
+    on_screen,
+    seed,
+)
 from helpers import wait_until_async
 from textual.pilot import Pilot
 from textual.widgets import Button, Input
@@ -490,5 +499,48 @@ def test_the_palette_lists_every_screen_and_action(dsn: str) -> None:
             "Dead letters: Requeue group", "Dead letters: Delete group", "Audit: Older",
         }
         assert expected <= titles, expected - titles
+
+    drive(make_app(dsn), scenario)
+
+
+def test_marked_dead_letter_groups_are_deleted_together(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("4")
+        dead = await on_screen(app, ConsoleScreen)
+        await loaded(app, dead)
+        dead.query_one("#groups", LiveTable).focus()
+        await pilot.press("space", "space")  # the two busiest groups
+        assert len(dead.marks) == 2
+        marked = sorted({i for k in dead.marks for i in dead._groups[k].ids})
+        await pilot.press("D")
+        dialog = await confirm(app, pilot, typed=len(marked))
+        assert sorted(dialog.plan.ids) == marked and dialog.plan.verb == "Delete"
+        await wait_until_async(lambda: all(state_of(conn, i) is None for i in marked),
+                               timeout=20)
+        await wait_until_async(lambda: not dead.marks, timeout=10)
+
+    drive(make_app(dsn), scenario)
+    assert [(r[1], r[5]) for r in audit(conn)] == [("delete_many", "deleted: 14")]
+
+
+def test_enter_on_an_alert_shows_the_jobs_behind_it(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    freeze_db_clock(conn)  # the seeded dead letters are "recent" only at the seed's instant
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        overview = app.screen
+        await loaded(app, overview)
+        alerts = overview.query_one("#alerts")
+        alerts.focus()
+        await pilot.press("down")  # the second alert: dead letters growing
+        await pilot.press("enter")
+        jobs = await on_screen(app, JobsScreen)
+        assert jobs.filter_text == "state:dead"
+        jobs.query_one("#jobs", LiveTable).focus()
+        await pilot.press("escape")
+        assert app.current_mode == "overview"
 
     drive(make_app(dsn), scenario)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 from typing import Any
 
 import psycopg
-from console_seed import make_app, seed
+from console_seed import FROZEN, drive, loaded, make_app, seed
 from helpers import wait_until_async
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
-from test_console_actions import drive, loaded
 from textual.pilot import Pilot
 
 from forklift.console.app import ConsoleApp
+from forklift.console.backend import Backend
 from forklift.console.screens.base import ConsoleScreen
 
 
@@ -68,3 +71,51 @@ def test_the_database_going_away_shows_a_banner_and_the_console_recovers(
         assert app.status.failing_since is None and app.status.error is None
 
     drive(make_app(dsn, interval=0.3), scenario)
+
+
+def test_a_database_that_hangs_is_cut_off_and_the_console_reconnects(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """SIGSTOP the backend serving the console: its refresh never answers, the deadline shuts
+    the session, a new one is opened, and data flows again while the old backend still hangs."""
+    seed(conn)
+    dbname = str(conninfo_to_dict(dsn)["dbname"])
+    stopped: list[int] = []
+
+    def console_backends() -> set[int]:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND application_name = %s"
+            " AND pid <> pg_backend_pid()",
+            (dbname, "forklift:ops"),
+        ).fetchall()
+        return {int(r[0]) for r in rows}
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        screen = app.screen
+        assert isinstance(screen, ConsoleScreen)
+        await loaded(app)
+        (pid,) = console_backends()
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+        try:
+            await wait_until_async(
+                lambda: app.status.failing_since is not None, timeout=30,
+                message=lambda: f"the hung refresh was never cut off: {app.status}",
+            )
+            await wait_until_async(
+                lambda: app.status.connection == "connected" and app.status.failing_since is None,
+                timeout=30,
+                message=lambda: f"no recovery past the hung session: {app.status}",
+            )
+            assert console_backends() - {pid}, "the console did not open a new session"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+
+    backend = Backend.open(dsn, schema="forklift", actor="tester", fetch_deadline=1.5)
+    app = ConsoleApp(backend, clock=lambda: FROZEN, interval=0.3)
+    try:
+        drive(app, scenario)
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)

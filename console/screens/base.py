@@ -154,7 +154,7 @@ class ConsoleScreen(Screen[None], Generic[D]):
         began = time.monotonic()
         try:
             try:
-                data = app.backend.call(self.fetch)
+                data = app.backend.call(self.fetch, deadline=app.backend.fetch_deadline)
                 took = time.monotonic() - began
                 self._next_tick = began + max(self.MIN_INTERVAL, self.DUTY * took)
             except Exception as exc:  # the console must outlive any failure

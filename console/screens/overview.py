@@ -141,9 +141,9 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
             line.truncate(width, overflow="ellipsis")
             prompts.append(line)
         if [str(p) for p in prompts] != [str(o.prompt) for o in box.options]:
-            highlighted = box.highlighted
+            highlighted = box.highlighted or 0
             box.set_options(prompts)
-            if highlighted is not None and prompts:
+            if prompts:
                 box.highlighted = min(highlighted, len(prompts) - 1)
         box.display = bool(prompts)
 
