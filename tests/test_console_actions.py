@@ -28,6 +28,7 @@ from forklift.console.screens.base import ConsoleScreen
 from forklift.console.screens.job import JobScreen
 from forklift.console.screens.jobs import JobsScreen
 from forklift.console.screens.modals import ConfirmScreen, ReasonScreen
+from forklift.console.widgets.filterbar import FilterBar
 from forklift.console.widgets.table import LiveTable
 
 
@@ -499,6 +500,11 @@ def test_the_palette_lists_every_screen_and_action(dsn: str) -> None:
             "Dead letters: Requeue group", "Dead letters: Delete group", "Audit: Older",
         }
         assert expected <= titles, expected - titles
+        # Running one from another screen switches there and runs it.
+        command = next(c for c in app.get_system_commands(app.screen) if c.title == "Jobs: Filter")
+        command.callback()
+        await wait_until_async(lambda: isinstance(app.focused, FilterBar), timeout=10)
+        assert app.current_mode == "jobs"
 
     drive(make_app(dsn), scenario)
 

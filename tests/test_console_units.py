@@ -1,0 +1,71 @@
+"""The console's pure parts: the filter language, message shapes, text helpers, CLI spelling."""
+
+from __future__ import annotations
+
+import pytest
+
+from forklift.console.runbook import cli, filter_flags
+from forklift.console.screens.dead import normalise
+from forklift.console.widgets.filterbar import FilterError, parse, to_text
+from forklift.console.widgets.text import duration, one_line, plain, pretty_json, spark
+from forklift.ops import JobFilter
+
+
+def test_qualifiers_and_free_text() -> None:
+    flt = parse('queue:mail state:dead,retryable kind:send_email tag:vip batch:42 id:5..9 "a b"')
+    assert flt == JobFilter.build(
+        queues="mail", states="dead,retryable", kinds="send_email", tags="vip", batch_id=42,
+        id_min=5, id_max=9, text="a b",
+    )
+    assert parse(to_text(flt)) == flt
+    assert parse("id:7") == JobFilter(id_min=7, id_max=7)
+    assert parse("") == JobFilter()
+    assert parse("http://host/x") == JobFilter(text="http://host/x")  # a URL is text
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("state:zombie", "state:zombie is not a state"),
+        ("colour:red", "unknown qualifier colour:"),
+        ('"unbalanced', "unbalanced quotes"),
+        ("batch:x", "batch: wants a whole number"),
+        ("id:9..5", "id:9..5 is empty"),
+        ("queue:", "queue: needs a value"),
+        ("a\x00b", "NUL"),
+    ],
+)
+def test_bad_filters_are_explained(text: str, says: str) -> None:
+    with pytest.raises(FilterError, match=says):
+        parse(text)
+
+
+def test_hostile_filter_text_is_data() -> None:
+    flt = parse("queue:'mail; DROP TABLE jobs' \"%_[red]x[/]\"")
+    assert flt.queues == ("mail; DROP TABLE jobs",)
+    assert flt.text == "%_[red]x[/]"
+    assert cli("jobs", "retry", *filter_flags(flt), "--yes") == (
+        "forklift jobs retry --queue 'mail; DROP TABLE jobs' --search '%_[red]x[/]' --yes"
+    )
+
+
+def test_error_messages_group_by_shape() -> None:
+    assert normalise("user 41 not found") == normalise("user 97 not found") == "user <n> not found"
+    assert normalise("order 'A-17' failed: 0xdeadbeef") == "order <str> failed: <hex>"
+    assert normalise("id 3f2b6c1e-8f4a-4b8e-9d7a-1c2b3d4e5f60 gone") == "id <uuid> gone"
+    assert normalise("\x1b[2Jcleared 3") == "cleared <n>"
+    assert normalise(None) == ""
+
+
+def test_text_from_jobs_is_never_markup() -> None:
+    assert plain("[bold]x[/] \x1b[31mred\x1b[0m \u202eevil").plain == "[bold]x[/] red evil"
+    assert one_line("a\n  b", limit=3).plain == "a b"
+    assert pretty_json({"k": "[b]\u202e"}).plain == '{\n  "k": "[b]"\n}'
+
+
+def test_durations_and_sparklines() -> None:
+    assert [duration(s) for s in (0, 42, 185, 8040, 277200)] == ["0s", "42s", "3m05s",
+                                                                    "2h14m", "3d5h"]
+    assert spark([0, 1, 8]) == "▁▂█"
+    assert spark([0, 0]) == "▁▁"
+    assert spark([]) == ""
