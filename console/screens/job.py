@@ -187,6 +187,7 @@ class JobScreen(ConsoleScreen[JobView]):
                 timeline.append("  ")
                 timeline.append_text(one_line(event.detail, limit=160))
             timeline.append("\n")
+        timeline.rstrip()
         self.query_one("#timeline", Static).update(timeline)
 
         errors = Text().append(f"Errors ({len(job.errors)})\n", style="bold")
@@ -194,6 +195,7 @@ class JobScreen(ConsoleScreen[JobView]):
             errors.append("  none\n", style="dim")
         for e in job.errors:
             errors.append_text(_error_text(e))
+        errors.rstrip()
         self.query_one("#errors", Static).update(errors)
 
         args = Text().append("Args\n", style="bold")

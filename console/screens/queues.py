@@ -31,7 +31,7 @@ from forklift.console.widgets.text import (
 from forklift.console.widgets.text import queue_state as queue_badge
 from forklift.ops import Explanation, Operator, QueueInfo, QueueNotFound, QueueStats, Stats
 
-SPARK_POINTS = 15
+SPARK_POINTS = 30
 
 
 @dataclass(frozen=True)
@@ -46,10 +46,11 @@ class QueuesData:
 class QueuesScreen(ConsoleScreen[QueuesData]):
     MODE = "queues"
     HELP = (
-        "One row per queue: its state, jobs waiting (available), due later (scheduled), running"
-        " against the queue's concurrency limit, waiting to retry, dead; the pickup lag (how"
-        f" long the oldest available job has waited; over {LAG_ALERT_SECONDS:g}s the queue shows"
-        " 'lagging') and completed jobs per minute. p pauses (asks why) or resumes the queue;"
+        "One row per queue: its state, jobs waiting (available), running against the queue's"
+        " concurrency limit, waiting to retry, dead; the pickup lag (how long the oldest"
+        f" available job has waited; over {LAG_ALERT_SECONDS:g}s the queue shows 'lagging') and"
+        " completed jobs per minute. Below: the highlighted queue's pause, scheduled jobs,"
+        " workers, run times and why it is (not) moving. p pauses (asks why) or resumes it;"
         " enter shows its jobs."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -68,14 +69,13 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
             yield LiveTable(
                 [
                     Column("state", "State", 10),
-                    Column("queue", "Queue", 16),
-                    Column("available", "Avail", 7),
-                    Column("scheduled", "Sched", 6),
-                    Column("running", "Run/limit", 9),
+                    Column("queue", "Queue", 12),
+                    Column("available", "Avail", 6),
+                    Column("running", "Run/lim", 7),
                     Column("retryable", "Retry", 5),
-                    Column("dead", "Dead", 6),
-                    Column("lag", "Lag", 7),
-                    Column("spark", "Completed/min", SPARK_POINTS),
+                    Column("dead", "Dead", 5),
+                    Column("lag", "Lag", 6),
+                    Column("spark", "Done/min", None),
                 ],
                 id="queues",
             )
@@ -96,6 +96,8 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         data = answer.stats
         self._stats, self._why = data, answer.why
         rows: list[Row] = []
+        table = self.query_one("#queues", LiveTable)
+        points = min(SPARK_POINTS, table.flex_width())  # the newest points, as many as fit
         for q in data.queues:
             limit = "∞" if q.concurrency is None else str(q.concurrency)
             rows.append(
@@ -103,18 +105,17 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
                     q.name,
                     [
                         queue_badge(queue_state(q)),
-                        one_line(q.name, limit=16),
+                        one_line(q.name, limit=12),
                         count(q.counts.get("available", 0)),
-                        count(q.counts.get("scheduled", 0)),
                         f"{q.counts.get('running', 0)}/{limit}",
                         count(q.counts.get("retryable", 0)),
                         count(q.counts.get("dead", 0)),
                         duration(q.pickup_lag_seconds) if q.pickup_lag_seconds is not None else "–",
-                        spark(q.series.completed, SPARK_POINTS),
+                        spark(q.series.completed, points),
                     ],
                 )
             )
-        self.query_one("#queues", LiveTable).sync(rows)
+        table.sync(rows)
         self._show_detail()
         if answer.asked != self._want:
             self.call_after_refresh(self.reload)  # the highlight moved while this was read
@@ -158,6 +159,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
                 text.append(f"; resumes by itself {until(q.pause_expires_at, now)}")
         text.append("\n")
         text.append(
+            f"{q.counts.get('scheduled', 0):,} scheduled · "
             f"{q.workers} live workers listen, {q.free_slots} free slots · "
             f"{window_label(self._stats)}: {q.completed:,} completed, {q.failed:,} failed, "
             f"{q.dead_in_window:,} dead"
