@@ -46,7 +46,8 @@ class Status:
             return True
         if self.frozen or self.updated_at is None:
             return False
-        return (now - self.updated_at).total_seconds() > max(10.0, 3 * self.interval)
+        # Slow screens fetch less often (ConsoleScreen.DUTY, MIN_INTERVAL): leave them room.
+        return (now - self.updated_at).total_seconds() > max(30.0, 5 * self.interval)
 
 
 def rate_label(seconds: float) -> str:
