@@ -39,12 +39,13 @@ RUNNING_LIMIT = 500
 class OverviewData:
     stats: Stats
     running: list[JobSummary]
+    live_batches: int = 0
 
 
 def fetch_overview(op: Operator) -> OverviewData:
     snapshot = op.stats()
     running = op.jobs(JobFilter(states=("running",)), limit=RUNNING_LIMIT, count=False).jobs
-    return OverviewData(snapshot, running)
+    return OverviewData(snapshot, running, op.live_batches())
 
 
 class OverviewScreen(ConsoleScreen[OverviewData]):
@@ -99,6 +100,7 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
             + (f" ({t.draining_workers} draining)" if t.draining_workers else "")
             + f" · slots {t.in_use}/{t.slots} in use · queues {t.queues}"
             + (f" ({t.paused_queues} paused)" if t.paused_queues else "")
+            + f" · batches {data.live_batches} running"
         )
         self.query_one("#totals", Static).update(totals)
 
