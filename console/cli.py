@@ -21,6 +21,7 @@ from rich.markup import escape
 from forklift import config
 from forklift.console import cli_bench, cli_ops, console_cmd
 from forklift.console.cli_batches import batches_app
+from forklift.console.cli_db import db_app
 from forklift.console.cli_schedules import backfills_app, schedules_app
 from forklift.db import connection
 from forklift.errors import ForkliftError
@@ -38,6 +39,7 @@ app.add_typer(jobs_app, name="jobs")
 app.add_typer(schedules_app, name="schedules")
 app.add_typer(backfills_app, name="backfills")
 app.add_typer(batches_app, name="batches")
+app.add_typer(db_app, name="db")
 # stats, jobs list|show|explain|retry|cancel|delete, queues, workers, audit, prune
 cli_ops.register(app, jobs_app)
 app.command("console")(console_cmd.console)
