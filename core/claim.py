@@ -46,11 +46,13 @@ def _pick(room: str) -> str:
 
 
 # Claimed rows are stamped with a fresh fence and a lease; shared by both claim statements.
+# They are found by id through an array (not a join with c), so that a generic plan, which
+# cannot know how few rows c holds, still reads them from the primary key.
 _TAKE = """UPDATE {s}.jobs AS t
 SET state = 'running', attempt = t.attempt + 1, attempted_at = now(), worker_id = %(w)s,
     fence = nextval('{s}.fence_seq'), lease_expires_at = now() + make_interval(secs => %(lease)s),
     cancel_requested_at = NULL
-FROM c WHERE t.id = c.id
+WHERE t.id = ANY (ARRAY(SELECT c.id FROM c))
 RETURNING t.id, t.queue, t.kind, t.args, t.attempt, t.max_attempts, t.fence, t.retry, t.meta,
           t.batch_id, t.priority"""
 

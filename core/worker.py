@@ -50,6 +50,7 @@ Drain (SIGTERM, or :meth:`Worker.drain`)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import heapq
 import itertools
@@ -82,6 +83,10 @@ VERSION = "0.1.0"
 CLAIM_GRACE = 2.0  # how long a drain waits for a claim already sent
 PREFETCH_MAX = 1000  # most claimed-but-not-started jobs a worker keeps
 PREFETCH_HORIZON = 0.05  # seconds of work (at the recent completion rate) to keep buffered
+# Most outcomes in one settle statement, and most finished jobs whose outcome is not yet
+# written before the worker stops claiming: a flush that falls behind (a slow or stalled
+# server) holds the claims back instead of piling up work, leases and memory.
+FLUSH_MAX = 1000
 
 
 @dataclass
@@ -183,6 +188,8 @@ class Worker:
         self._waiting_heap: list[tuple[int, int, _Waiting]] = []
         self._seq = itertools.count()
         self._limited = False  # whether one of our queues has a concurrency limit (claim path)
+        self._claiming = False  # a claim is in flight
+        self._claims_sent = 0
         self._extra = 0  # buffer target of the last claim decision
         self._done = 0  # attempts finished, for the completion rate
         self._rate = 0.0
@@ -212,6 +219,11 @@ class Worker:
             log.info("drain requested again: not waiting for in-flight jobs")
             self._skip_wait.set()
         self._stop_claiming.set()
+        # The claimer waits on one event at a time: wake it whichever it waits on.
+        self._wake.set()
+        self._slot_free.set()
+        if self._claiming and self._loop is not None:
+            self._loop.call_later(CLAIM_GRACE, self._abort_stuck_claim, self._claims_sent)
 
     @property
     def in_flight(self) -> int:
@@ -314,7 +326,7 @@ class Worker:
             n = self._claim_size()
             if n <= 0:
                 self._slot_free.clear()
-                await self._wait_any(self._slot_free, self._stop_claiming, timeout=None)
+                await self._slot_free.wait()
                 continue
             self._wake.clear()
             sent = time.monotonic()  # the lease runs from the claim's transaction, not its reply
@@ -322,7 +334,7 @@ class Worker:
                 got = await self._claim_once(n)
             except DB_ERRORS as exc:
                 log.warning("claim failed (%s); retrying in %.2fs", _why(exc), backoff)
-                await self._wait_any(self._stop_claiming, timeout=backoff)
+                await _until(self._wake, backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.05
@@ -331,7 +343,7 @@ class Worker:
             self._fill()
             if got and len(got) == n:
                 continue  # there may be more: claim again when the buffer runs low
-            await self._wait_any(self._wake, self._stop_claiming, timeout=self.poll_interval)
+            await _until(self._wake, self.poll_interval)
 
     def _claim_size(self) -> int:
         """How many jobs to claim now (0: wait for a slot or for the buffer to run low)."""
@@ -342,6 +354,8 @@ class Worker:
             self._rate_at, self._rate_done = now, self._done
         self._extra = min(self.prefetch_max, int(self._rate * self.prefetch_horizon))
         waiting = len(self._waiting)
+        if len(self._held) - len(self._running) - waiting >= FLUSH_MAX:
+            return 0  # a flush wakes the claimer when it has caught up
         free = self.concurrency - len(self._running)
         if (free > 0 and not waiting) or (self._extra and waiting <= self._extra // 2):
             return self.concurrency + self._extra - len(self._running) - waiting
@@ -400,19 +414,19 @@ class Worker:
         self._outcome_ready.set()
 
     async def _claim_once(self, n: int) -> list[claims.Claimed]:
-        """One claim. A drain does not wait long for a claim the server is not answering."""
-        task = asyncio.ensure_future(self._claim_db.run(functools.partial(self._claim, n=n)))
-        stop = asyncio.ensure_future(self._stop_claiming.wait())
+        """One claim. A drain does not wait long for a claim the server is not answering:
+        it arms :meth:`_abort_stuck_claim` (no task or waiter per claim: pickup latency)."""
+        self._claims_sent += 1
+        self._claiming = True
         try:
-            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-            if not task.done():
-                done, _ = await asyncio.wait({task}, timeout=CLAIM_GRACE)
-                if not done:
-                    # Jobs this claim may have taken are rescued when their leases expire.
-                    self._claim_db.abort()
-            return await task
+            return await self._claim_db.run(functools.partial(self._claim, n=n))
         finally:
-            stop.cancel()
+            self._claiming = False
+
+    def _abort_stuck_claim(self, sent: int) -> None:
+        if self._claiming and self._claims_sent == sent:
+            # Jobs this claim may have taken are rescued when their leases expire.
+            self._claim_db.abort()
 
     async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
         # One statement while no queue of ours has a limit; the locked claim once one has.
@@ -553,7 +567,7 @@ class Worker:
         worker closes; with one, gives up when it passes (the jobs are rescued later)."""
         backoff = 0.05
         while self._outcomes:
-            batch, self._outcomes = self._outcomes, []
+            batch, self._outcomes = self._outcomes[:FLUSH_MAX], self._outcomes[FLUSH_MAX:]
             self._outcome_ready.clear()
             limit = None if deadline is None else max(0.5, deadline - time.monotonic())
             try:
@@ -580,6 +594,7 @@ class Worker:
                         "job %s: outcome %s refused (fence %s is stale: the lease was lost)",
                         o.job_id, o.next, o.fence,
                     )
+            self._slot_free.set()  # the claimer may have been waiting for the flush
         return True
 
     async def _write(self, batch: list[settle.Outcome], limit: float | None) -> dict[int, str]:
@@ -849,6 +864,13 @@ class Worker:
         if not done:
             self._flush_task.cancel()
             await asyncio.wait({self._flush_task}, timeout=1.0)
+
+
+async def _until(event: asyncio.Event, timeout: float) -> None:
+    """Wait for ``event`` or ``timeout`` seconds, whichever comes first (no waiter task)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
 
 
 def _why(exc: BaseException) -> str:

@@ -5,6 +5,7 @@ is lost, and given back untouched by a drain."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,10 +14,12 @@ import pytest
 from apps import basic, perf
 from helpers import wait_until
 
-from forklift import Forklift
-from forklift.claim import claim_batch, release
+from forklift import Forklift, settle
+from forklift.claim import CLAIM_FREE_SQL, CLAIM_SQL, claim_batch, release
+from forklift.db import connect_kwargs
 from forklift.ops import actions
 from forklift.ops.context import OpsContext
+from forklift.sqltext import render
 
 
 @pytest.fixture
@@ -98,6 +101,46 @@ def test_release_gives_jobs_back_untouched_and_wakes_listeners(
         (ids[2], "cancelled", 0, None, [], True),
     ]
     assert [n.payload for n in conn.notifies(timeout=5, stop_after=1)] == ["open"]
+
+
+def test_the_claim_session_plans_once_and_reads_jobs_only_through_indexes(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    conn.execute("INSERT INTO forklift.queues (name, concurrency) VALUES ('lim', 5)")
+
+    def generic_plans(session: psycopg.Connection[Any]) -> list[str]:
+        plans = []
+        for sql in (CLAIM_FREE_SQL, CLAIM_SQL):
+            text = render(sql, "forklift")
+            for k, name in enumerate(("n", "queues", "w", "lease"), start=1):
+                text = text.replace(f"%({name})s", f"${k}")
+            rows = session.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall()
+            plans.append("\n".join(r[0] for r in rows))
+        return plans
+
+    async def claims(rounds: int) -> list[tuple[int, int, str]]:
+        async with await psycopg.AsyncConnection.connect(**connect_kwargs(dsn, "claim", "w")) as ac:
+            for _ in range(rounds):
+                for locked in (False, True):
+                    await claim_batch(ac, "forklift", worker_id="w", queues=["open", "lim"],
+                                      n=3, lease=30.0, locked=locked)
+            cur = await ac.execute("SELECT generic_plans, custom_plans, statement"
+                                   " FROM pg_prepared_statements")
+            return list(await cur.fetchall())
+
+    with psycopg.Connection.connect(**connect_kwargs(dsn, "claim", "w")) as session:
+        empty = generic_plans(session)
+        _insert(conn, "open", 20_000)
+        _insert(conn, "lim", 2_000)
+        conn.execute("ANALYZE forklift.jobs")
+        session.execute("DISCARD PLANS")
+        full = generic_plans(session)
+    for plan in empty + full:
+        assert "Seq Scan on jobs" not in plan, plan
+        assert "jobs_claim_idx" in plan and "jobs_pkey" in plan, plan
+    prepared = asyncio.run(claims(8))
+    claim_plans = [(g, c) for g, c, text in prepared if "WITH q AS" in text]
+    assert len(claim_plans) == 2 and all(g > 0 and c == 0 for g, c in claim_plans), prepared
 
 
 # -- the local buffer ---------------------------------------------------------------------------
@@ -207,3 +250,35 @@ def test_a_buffered_job_whose_lease_is_lost_is_not_started(
     assert victim not in perf.STARTED
     row = conn.execute("SELECT state, worker_id FROM forklift.jobs WHERE id = %s", (victim,)).fetchone()
     assert row == ("running", "other")  # untouched: the other holder's to finish
+
+
+def test_a_stalled_flush_holds_the_claims_back(
+    app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from forklift.worker import FLUSH_MAX
+
+    gate = threading.Event()
+    real = settle.write
+
+    async def stalled(*args: Any, **kwargs: Any) -> dict[int, str]:
+        await asyncio.to_thread(gate.wait, 60)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(settle, "write", stalled)
+    ids = perf.noop.enqueue_many([{"n": i} for i in range(FLUSH_MAX * 3)])
+    try:
+        with basic.running_worker(app, concurrency=2, prefetch_max=50) as worker:
+            wait_until(lambda: len(perf.STARTED) >= FLUSH_MAX, timeout=60,
+                       message=lambda: f"only {len(perf.STARTED)} started")
+            wait_until(lambda: worker.in_flight == 0 and not worker._waiting, timeout=30,
+                       message="the worker settled down to wait for its flush")
+            # Claims stopped once FLUSH_MAX outcomes were unwritten; the last claim could add
+            # at most the slots and the buffer.
+            assert len(perf.STARTED) <= FLUSH_MAX + 2 + 50
+            gate.set()
+            wait_until(lambda: len(perf.STARTED) == len(ids), timeout=60,
+                       message=lambda: f"{len(perf.STARTED)} of {len(ids)} started")
+    finally:
+        gate.set()
+    rows = conn.execute("SELECT state, count(*) FROM forklift.jobs GROUP BY state").fetchall()
+    assert rows == [("completed", len(ids))]
