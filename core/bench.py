@@ -10,10 +10,12 @@ How each figure is taken
     Throughput of a run is ``max(finished_at) - min(attempted_at)`` read from the database, for
     forklift and the plain loop alike, so process start-up is not counted and both sides use
     the same clock. Jobs are preloaded with COPY after the workers are idle and listening.
-    Pickup latency runs from the enqueuing client's clock just before the enqueue (so the
-    enqueue's own commit is inside the figure) to the handler's first line (forklift) or the
-    return of the claim (raw loop), both read from ``time.time()`` on this machine and stored in
-    the job's result. Database CPU is the CPU time of the client backends connected to the
+    Pickup latency runs from the enqueuing client's clock just before COMMIT to the handler's
+    first line (forklift) or the return of the claim (raw loop), both read from ``time.time()``
+    on this machine, the start stored in the job's result. Both sides enqueue inside their own
+    transaction (forklift through ``enqueue(conn=...)``), so the figure holds the commit, the
+    NOTIFY, the wake-up, the claim and the dispatch, and not the cost of the INSERT itself
+    (which the enqueue figures measure). Database CPU is the CPU time of the client backends connected to the
     scenario's database (psutil; only when the server runs on this machine), divided by jobs.
 """
 
@@ -54,10 +56,6 @@ class Payload(TypedDict):
     n: int
 
 
-class Stamp(TypedDict):
-    t: float
-
-
 app = Forklift(schema=SCHEMA)
 
 
@@ -67,7 +65,7 @@ async def noop(ctx: JobContext, payload: Payload) -> None:
 
 
 @app.job(name="bench.stamp")
-async def stamp(ctx: JobContext, payload: Stamp) -> float:
+async def stamp(ctx: JobContext, payload: Payload) -> float:
     return time.time()
 
 
@@ -498,6 +496,14 @@ def _max_id(conn: psycopg.Connection[Any], table: str) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def _pickups(conn: psycopg.Connection[Any], table: str, sent: dict[int, float]) -> list[float]:
+    """Milliseconds from each job's commit (client clock) to the start recorded in its result."""
+    rows = conn.execute(
+        f"SELECT id, (result::text)::float8 FROM {table}"  # table is one of two literals
+        " WHERE id = ANY(%s) AND state = 'completed'", (list(sent),)
+    ).fetchall()
+    return [(float(started) - sent[int(job_id)]) * 1000 for job_id, started in rows]
+
 def _ratio(a: float | None, b: float | None) -> float | None:
     if a is None or b is None or b == 0:
         return None
@@ -688,20 +694,23 @@ class _Bench:
     def latency(self) -> list[Figure]:
         n, every = self.sizes.latency_jobs, self.sizes.latency_every
         with self.database("latency") as (dsn, conn):
-            with _bound(dsn), _procs("worker_main", dsn, 1) as procs:
+            with _bound(dsn), _procs("worker_main", dsn, 1) as procs, \
+                    _connect(dsn, "enqueue") as client:
                 _wait_listening(conn, procs)
-                stamp.enqueue({"t": time.time()})  # warm the pool; not counted
-                _wait("the warm-up job", lambda: _all_done(conn, _max_id(conn, "forklift.jobs")),
-                      60.0, procs)
-                first = _max_id(conn, "forklift.jobs")
-                self._pace(n, every, lambda: stamp.enqueue({"t": time.time()}))
-                last = _max_id(conn, "forklift.jobs")
-                _wait("the paced jobs", lambda: _all_done(conn, last), 60.0, procs)
-            rows = conn.execute(
-                "SELECT (result::text)::float8 - (args->>'t')::float8 FROM forklift.jobs"
-                " WHERE id > %s AND state = 'completed'", (first,)
-            ).fetchall()
-            fl = [float(r[0]) * 1000 for r in rows]
+
+                def enqueue() -> tuple[int, float]:
+                    # The caller's own transaction (enqueue(conn=...)): the clock is read just
+                    # before COMMIT, the moment the job becomes visible and its NOTIFY is sent.
+                    with client.transaction():
+                        job_id = stamp.enqueue({"n": 0}, conn=client).id
+                        before_commit = time.time()
+                    return job_id, before_commit
+
+                warm = enqueue()[0]  # not counted: connection and statement caches
+                _wait("the warm-up job", lambda: _all_done(conn, warm), 60.0, procs)
+                sent = self._pace(n, every, enqueue)
+                _wait("the paced jobs", lambda: _all_done(conn, max(sent)), 60.0, procs)
+            fl = _pickups(conn, "forklift.jobs", sent)
             raw = self._raw_latency(dsn, conn, n, every)
         figures = []
         for key, q, target, limit in (("latency_p50", 0.5, "<= 2.5 ms", 2.5),
@@ -710,18 +719,24 @@ class _Bench:
             figures.append(Figure(
                 key, f"pickup latency p{round(q * 100)}, idle worker, 1 job / {every * 1000:.0f} ms",
                 "ms", mine, theirs, "raw LISTEN loop", target, ratio=_ratio(mine, theirs),
-                ok=mine <= limit, detail={"samples": len(fl), "raw_samples": len(raw)},
+                ok=mine <= limit, detail={"samples": len(fl), "raw_samples": len(raw),
+                                          "from": "client clock before COMMIT",
+                                          "to": "handler start (forklift) / claim returned (raw)"},
             ))
         return figures
 
     @staticmethod
-    def _pace(n: int, every: float, fn: Callable[[], object]) -> None:
+    def _pace(n: int, every: float, fn: Callable[[], tuple[int, float]]) -> dict[int, float]:
+        """Call ``fn`` every ``every`` seconds; job id -> the client's clock before its commit."""
+        sent: dict[int, float] = {}
         start = time.monotonic()
         for i in range(n):
             delay = start + i * every - time.monotonic()
             if delay > 0:
                 time.sleep(delay)
-            fn()
+            job_id, at = fn()
+            sent[job_id] = at
+        return sent
 
     def _raw_latency(self, dsn: str, conn: psycopg.Connection[Any], n: int, every: float) -> list[float]:
         proc = _Proc("raw_listener_main", dsn, stdout=subprocess.PIPE)
@@ -731,13 +746,20 @@ class _Bench:
             if not line.startswith(b"ready"):
                 proc.check()
                 raise RuntimeError("the raw listener did not start")
-            insert = (
-                "WITH i AS (INSERT INTO plain.jobs (kind, args) VALUES ('bench.stamp', %s))"
-                " SELECT pg_notify(%s, 'default')"
-            )
-            with _connect(dsn, "raw-enqueue") as enq:
-                self._pace(n, every, lambda: enq.execute(
-                    insert, (json.dumps({"t": time.time()}), PLAIN_CHANNEL)))
+            with _connect(dsn, "raw-enqueue") as client:
+
+                def enqueue() -> tuple[int, float]:
+                    with client.transaction():
+                        row = client.execute(
+                            "INSERT INTO plain.jobs (kind, args) VALUES ('bench.stamp', '{}')"
+                            " RETURNING id"
+                        ).fetchone()
+                        client.execute("SELECT pg_notify(%s, 'default')", (PLAIN_CHANNEL,))
+                        before_commit = time.time()
+                    assert row is not None
+                    return int(row[0]), before_commit
+
+                sent = self._pace(n, every, enqueue)
 
             def finished() -> bool:
                 row = conn.execute(
@@ -748,10 +770,7 @@ class _Bench:
             _wait("the raw loop", finished, 60.0, [proc])
         finally:
             proc.stop()
-        rows = conn.execute(
-            "SELECT (result::text)::float8 - (args->>'t')::float8 FROM plain.jobs"
-        ).fetchall()
-        return [float(r[0]) * 1000 for r in rows]
+        return _pickups(conn, "plain.jobs", sent)
 
     # (6) worker memory over a long run
     def memory(self) -> list[Figure]:
