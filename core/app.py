@@ -251,8 +251,7 @@ class JobKind(Generic[P, R]):
         if not items:
             return []
         fields = self.row_options(**options)
-        text = self.payload_text
-        return [_enq.Row(args=text(a), **fields) for a in items]
+        return _enq.Row.many(fields, map(self.payload_text, items))
 
     async def enqueue_many_async(
         self,

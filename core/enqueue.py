@@ -7,6 +7,7 @@ enqueued in a transaction that rolls back wakes nobody and exists nowhere.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -103,6 +104,22 @@ class Row:
     tags: list[str]
     meta: str
     retry: str | None
+
+    @classmethod
+    def many(cls, fields: dict[str, Any], payloads: Iterable[str]) -> list[Row]:
+        """Rows that differ only in their payload (``fields``: every other field, checked).
+
+        Built without ``__init__``: a frozen dataclass sets each of its eleven fields through
+        ``object.__setattr__``, which cost as much as validating and serialising the payload.
+        """
+        base = {**fields, "args": ""}
+        out = []
+        for text in payloads:
+            row = object.__new__(cls)
+            row.__dict__.update(base)
+            row.__dict__["args"] = text
+            out.append(row)
+        return out
 
     def params(self) -> tuple[Any, ...]:
         return (

@@ -97,8 +97,12 @@ def to_json_text(value: Any, *, what: str, kind: str, limit: int) -> str:
     return _storable(text, value, what=what, kind=kind, limit=limit)
 
 
-def _storable(text: str, value: Any, *, what: str, kind: str, limit: int, typed: bool = False) -> str:
-    """``text`` (``value`` serialised) if PostgreSQL can store it and it is within the limit."""
+def _storable(
+    text: str, value: Any, *, what: str, kind: str, limit: int, typed: bool = False,
+    size: int | None = None,
+) -> str:
+    """``text`` (``value`` serialised; ``size`` its UTF-8 length when known) if PostgreSQL can
+    store it and it is within the limit."""
     hit = _first(value, _nul, typed=typed) if "\\u0000" in text else None
     if hit is not None:
         field = hit[0]
@@ -107,7 +111,8 @@ def _storable(text: str, value: Any, *, what: str, kind: str, limit: int, typed:
             kind=kind,
             field=field,
         )
-    size = len(text.encode("utf-8"))
+    if size is None:
+        size = len(text.encode("utf-8"))
     if size > limit:
         raise PayloadTooLarge(
             f"{what} for {kind} is {size} bytes, over the limit of {limit} bytes",
@@ -172,13 +177,14 @@ class Codec:
         ``validate``.
         """
         try:
-            text = self.adapter.dump_json(value).decode()
+            raw = self.adapter.dump_json(value)
         except Exception as exc:
             raise NotJSON(
                 f"{self.what} for {kind} does not serialise to JSON: {type(exc).__name__}",
                 kind=kind,
             ) from None
-        return _storable(text, value, what=self.what, kind=kind, limit=limit, typed=True)
+        return _storable(raw.decode(), value, what=self.what, kind=kind, limit=limit,
+                         typed=True, size=len(raw))
 
     def dump(self, value: Any, *, kind: str, what: str | None = None) -> Any:
         try:
