@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from forklift.console.opskit import Dsn, Json, emit_json, err, handled, out, safe, usage
@@ -44,18 +45,20 @@ def bench(dsn: Dsn = None, as_json: Json = False, quick: Quick = False, only: On
     if as_json:
         emit_json(report.to_json())
     else:
+        # Piped output would otherwise be folded to 80 columns.
+        show = out if out.is_terminal else Console(highlight=False, width=120)
         for line in b.header_lines(report):
-            out.print(safe(line))
+            show.print(safe(line))
         table = Table(show_edge=False, pad_edge=False)
         for name, justify in (("figure", "left"), ("forklift", "right"),
-                              ("plain-SQL reference", "right"), ("ratio", "right"),
+                              ("reference (same run)", "right"), ("ratio", "right"),
                               ("target", "left"), ("", "left")):
             table.add_column(name, justify=justify)  # type: ignore[arg-type]
         for row in b.table_rows(report):
             verdict = row[5]
             style = "green" if verdict == "ok" else "bold red" if verdict else ""
             table.add_row(*(safe(c) for c in row[:5]), f"[{style}]{verdict}[/]" if style else "")
-        out.print(table)
+        show.print(table)
         for name, problem in report.errors.items():
             err.print(f"[bold red]scenario {safe(name)} failed:[/] {safe(problem)}")
     if report.errors:

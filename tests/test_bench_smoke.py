@@ -45,7 +45,7 @@ def test_every_scenario_reports_its_figures(dsn: str, conn: psycopg.Connection[A
     assert report.machine["cpus"] >= 1
     json.dumps(report.to_json())  # serialisable as it is
     text = format_report(report)
-    assert "end-to-end no-op, 1 worker process" in text and "fsync=" in text
+    assert "end-to-end no-op, 1 worker" in text and "fsync=" in text
     assert set(_scratch_left(conn)) == before  # every scratch database was dropped
 
 
