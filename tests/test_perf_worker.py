@@ -143,6 +143,31 @@ def test_the_claim_session_plans_once_and_reads_jobs_only_through_indexes(
     assert len(claim_plans) == 2 and all(g > 0 and c == 0 for g, c in claim_plans), prepared
 
 
+def test_the_completions_only_statement_writes_what_the_general_one_writes(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    _insert(conn, "open", 4)
+    conn.execute("UPDATE forklift.jobs SET progress = '{\"done\": 1}', partial = '[1]'")
+
+    async def settle_both() -> list[dict[int, str]]:
+        got, _ = await _claim(dsn, 4, locked=False, queues=["open"])
+        done = [settle.Outcome(j.id, j.fence, "completed", result='{"r": 1}') for j in got]
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ac:
+            fast = await settle.write(ac, "forklift", done[:2])  # all plain: COMPLETE_SQL
+            failed = settle.Outcome(got[0].id, got[0].fence, "dead", error={"code": "x"})
+            general = await settle.write(ac, "forklift", [*done[2:], failed])  # SETTLE_SQL
+            return [fast, general]
+
+    fast, general = asyncio.run(settle_both())
+    assert list(fast.values()) == ["completed"] * 2 and list(general.values()) == ["completed"] * 2
+    rows = conn.execute(
+        "SELECT state, result, partial, progress, errors, attempt, finished_at IS NOT NULL,"
+        " lease_expires_at FROM forklift.jobs ORDER BY id"
+    ).fetchall()
+    assert rows[0] == rows[1] == rows[2] == rows[3] == (
+        "completed", {"r": 1}, None, {"done": 1}, [], 1, True, None)
+
+
 # -- the local buffer ---------------------------------------------------------------------------
 def _buffered(conn: psycopg.Connection[Any]) -> list[int]:
     """Jobs this test's worker claimed but has not started (running in the table only)."""
