@@ -373,6 +373,9 @@ def test_refresh_holds_while_frozen_or_while_a_dialog_is_open(
         await loaded(app)
         await pilot.press("f")
         assert app.status.frozen
+        # A load the screen started on its own (its first resume can land late under load)
+        # must end first: the point is that a tick while frozen starts none.
+        await wait_until_async(lambda: not screen._loading, timeout=20)
         app._refresh_tick()
         assert not screen._loading
         await pilot.press("f")
@@ -380,6 +383,7 @@ def test_refresh_holds_while_frozen_or_while_a_dialog_is_open(
         await loaded(app)
         await pilot.press("question_mark")
         await pilot.pause()
+        await wait_until_async(lambda: not screen._loading, timeout=20)
         app._refresh_tick()
         assert not screen._loading
         await pilot.press("escape")
