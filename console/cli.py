@@ -8,24 +8,17 @@ from __future__ import annotations
 
 import json
 import logging
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
-import psycopg
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from forklift import config
 from forklift.console import cli_bench, cli_ops, console_cmd
 from forklift.console.cli_batches import batches_app
 from forklift.console.cli_db import db_app
 from forklift.console.cli_schedules import backfills_app, schedules_app
+from forklift.console.opskit import Dsn, Json, Schema, emit_json, handled, out, safe, usage
 from forklift.db import connection
-from forklift.errors import ForkliftError
-from forklift.scrub import clean_display
 
 app = typer.Typer(
     name="forklift",
@@ -45,58 +38,9 @@ cli_ops.register(app, jobs_app)
 app.command("console")(console_cmd.console)
 app.command("bench")(cli_bench.bench)
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-T = TypeVar("T")
-
-DsnOpt = Annotated[
-    str | None,
-    typer.Option("--dsn", help="PostgreSQL DSN (default: FORKLIFT_DSN, DATABASE_URL, embedded)."),
-]
-SchemaOpt = Annotated[
-    str | None, typer.Option("--schema", help="Schema holding forklift's tables (default: forklift).")
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 AppOpt = Annotated[
     str | None, typer.Option("--app", help="Your app as module:attr (default: FORKLIFT_APP).")
 ]
-
-
-def safe(text: Any) -> str:
-    """Text from jobs, made safe for Rich: control and bidi characters out, markup escaped."""
-    return escape(clean_display(str(text)))
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {safe(message)}")
-    return typer.Exit(code)
-
-
-@contextmanager
-def guarded() -> Iterator[None]:
-    """Turn forklift's errors into one line on stderr and exit code 1."""
-    try:
-        yield
-    except ForkliftError as exc:
-        raise fail(exc.message) from None
-    except psycopg.Error as exc:
-        raise fail(f"database error: {str(exc).strip().splitlines()[0]}") from None
-
-
-def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, default=str, indent=2) + "\n")
-
-
-def resolve_dsn(dsn: str | None, schema: str | None) -> tuple[str, str]:
-    schema_name = schema or config.schema_from_env()
-    return config.resolve(dsn, schema=schema_name).dsn, schema_name
-
-
-def with_conn(dsn: str | None, schema: str | None, fn: Callable[[psycopg.Connection[Any], str], T]) -> T:
-    with guarded():
-        target, schema_name = resolve_dsn(dsn, schema)
-        with connection(target, "ops") as conn:
-            return fn(conn, schema_name)
 
 
 # -- worker ------------------------------------------------------------------------------------
@@ -112,7 +56,7 @@ def worker(
         float, typer.Option(min=0.0, help="Seconds in-flight jobs get to finish on SIGTERM.")
     ] = 30.0,
     poll_interval: Annotated[float, typer.Option(min=0.01, help="Poll backstop seconds.")] = 1.0,
-    dsn: DsnOpt = None,
+    dsn: Dsn = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run jobs: claim, execute, retry, until SIGTERM (drain) or a second signal (skip the wait)."""
@@ -122,7 +66,7 @@ def worker(
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    with guarded():
+    with handled():
         target = load_app(app_spec)
         if dsn:
             target.use(dsn)
@@ -142,8 +86,8 @@ def worker(
 @app.command()
 def migrate(
     check: Annotated[bool, typer.Option("--check", help="Exit 1 if migrations are pending.")] = False,
-    dsn: DsnOpt = None,
-    schema: SchemaOpt = None,
+    dsn: Dsn = None,
+    schema: Schema = None,
 ) -> None:
     """Apply pending schema migrations (safe to run twice, or from two hosts at once)."""
     import importlib
@@ -151,7 +95,7 @@ def migrate(
     # `from forklift import migrate` is the migrate() function, which shadows the module.
     m = importlib.import_module("forklift.migrate")
 
-    with guarded():
+    with handled():
         schema_name = schema or config.schema_from_env()
         target = config.resolve(dsn, schema=schema_name, migrate=False).dsn
         with connection(target, "migrate") as conn:
@@ -179,17 +123,17 @@ def enqueue(
     priority: Annotated[int | None, typer.Option(help="Lower runs first (default: the kind's).")] = None,
     unique_key: Annotated[str | None, typer.Option(help="At most one live job per key.")] = None,
     app_spec: AppOpt = None,
-    dsn: DsnOpt = None,
-    as_json: JsonOpt = False,
+    dsn: Dsn = None,
+    as_json: Json = False,
 ) -> None:
     """Enqueue one job, validated against the kind declared in your app."""
     from forklift.loader import load_app
 
-    with guarded():
-        try:
-            payload = json.loads(args)
-        except ValueError as exc:
-            raise fail(f"--args is not JSON: {exc}", 2) from None
+    try:
+        payload = json.loads(args)
+    except ValueError as exc:
+        raise usage(f"--args is not JSON: {exc}", as_json) from None
+    with handled(as_json):
         target = load_app(app_spec)
         if dsn:
             target.use(dsn)
@@ -210,12 +154,12 @@ def demo(
     headless: Annotated[bool, typer.Option(help="No UI: run --jobs jobs to the end and print a summary.")] = False,
     jobs: Annotated[int, typer.Option(min=1, help="Jobs to run with --headless.")] = 2000,
     concurrency: Annotated[int, typer.Option(min=1)] = 20,
-    dsn: DsnOpt = None,
+    dsn: Dsn = None,
 ) -> None:
     """Run the bundled demo app on the embedded database (or --dsn) and watch jobs flow."""
     from forklift.console.demo import run_demo
 
-    with guarded():
+    with handled():
         raise typer.Exit(run_demo(headless=headless, jobs=jobs, concurrency=concurrency, dsn=dsn))
 
 
