@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from console_seed import SCENES, Scene, Seeded, freeze_db_clock, seed  # noqa: E402
 
-from forklift.migrate import migrate  # noqa: E402
+from forklift._migrate import migrate  # noqa: E402
 
 DBNAME = "forklift_screenshots"
 

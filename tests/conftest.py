@@ -54,8 +54,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import embedded
-from forklift.db import connect, describe_target
-from forklift.migrate import migrate, migrations
+from forklift._db import connect, describe_target
+from forklift._migrate import migrate, migrations
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = "forklift"

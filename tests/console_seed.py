@@ -24,7 +24,7 @@ import psycopg
 from helpers import wait_until_async
 from psycopg import sql
 
-from forklift.console.screens.base import ConsoleScreen
+from forklift_console.screens.base import ConsoleScreen
 
 FROZEN = datetime(2026, 3, 14, 9, 26, 53, tzinfo=UTC)
 SCHEMA = "forklift"
@@ -287,8 +287,8 @@ def make_app(
 ) -> Any:
     """The console on ``dsn`` with its clock frozen at ``now``; refresh ticks are rare unless
     ``interval`` says otherwise (tests trigger loads themselves)."""
-    from forklift.console.app import ConsoleApp
-    from forklift.console.backend import Backend
+    from forklift_console.app import ConsoleApp
+    from forklift_console.backend import Backend
 
     # A fixed label: the test database's real name and socket path differ on every run.
     backend = Backend.open(
@@ -352,8 +352,8 @@ class Scene:
 
     def before(self, seeded: Seeded) -> Callable[[Any], Awaitable[None]]:
         async def run_before(pilot: Any) -> None:
-            from forklift.console.screens.job import JobScreen
-            from forklift.console.widgets.table import LiveTable
+            from forklift_console.screens.job import JobScreen
+            from forklift_console.widgets.table import LiveTable
 
             app = pilot.app
             screen = await settled(app)

@@ -13,7 +13,7 @@ from apps.basic import running_worker
 from helpers import wait_until
 
 from forklift import Backoff, ConfigError, Forklift, JobContext
-from forklift import backfill as bf
+from forklift import _backfill as bf
 from forklift.ops import backfills as ops
 from forklift.ops.context import OpsContext
 
@@ -366,7 +366,7 @@ def test_declarations_are_checked() -> None:
 
 # -- the demo -----------------------------------------------------------------------------------
 def test_the_demo_schedule_starts_a_paced_backfill_an_operator_can_slow(dsn: str, conn: psycopg.Connection[Any]) -> None:
-    from forklift import demo
+    from forklift_console import demo_app as demo
 
     demo.app.use(dsn)
     try:

@@ -13,14 +13,14 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Static
 
 from forklift import Forklift, JobContext
-from forklift.console.app import ConsoleApp
-from forklift.console.screens.backfills import BackfillsScreen
-from forklift.console.screens.modals import ConfirmScreen
-from forklift.console.screens.schedules import SchedulesScreen
-from forklift.console.widgets.table import LiveTable
-from forklift.cron import sync_definitions_now
+from forklift._cron import sync_definitions_now
 from forklift.ops import backfills as ops
 from forklift.ops.context import OpsContext
+from forklift_console.app import ConsoleApp
+from forklift_console.screens.backfills import BackfillsScreen
+from forklift_console.screens.modals import ConfirmScreen
+from forklift_console.screens.schedules import SchedulesScreen
+from forklift_console.widgets.table import LiveTable
 
 OPS = OpsContext(schema="forklift", actor="seed")
 

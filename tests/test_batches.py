@@ -23,9 +23,9 @@ from helpers import wait_until
 from typer.testing import CliRunner
 
 from forklift import Forklift, InvalidPayload
-from forklift.batches import Batch, BatchLimits, Callback
-from forklift.claim import CLAIM_SQL
-from forklift.errors import (
+from forklift._batches import Batch, BatchLimits, Callback
+from forklift._claim import CLAIM_SQL
+from forklift._errors import (
     BatchKeyConflict,
     BatchNotFound,
     Busy,
@@ -34,10 +34,10 @@ from forklift.errors import (
     NotRequeueable,
     TooManyTargets,
 )
+from forklift._sqltext import render
 from forklift.ops import actions
 from forklift.ops import batches as ops
 from forklift.ops.context import OpsContext
-from forklift.sqltext import render
 
 CTX = OpsContext(schema="forklift", actor="tester")
 FAST = {"concurrency": 4, "lease": 5.0, "poll_interval": 0.2, "leader_interval": 0.1}
@@ -541,7 +541,7 @@ def test_show_reports_progress_rate_eta_and_each_target(
 
 def test_cli_lists_shows_cancels_and_retries(app: Forklift, dsn: str,
                                              conn: psycopg.Connection[Any]) -> None:
-    from forklift.console.cli import app as cli
+    from forklift_console.cli import app as cli
 
     runner = CliRunner()
     env = {"FORKLIFT_DSN": dsn, "FORKLIFT_ACTOR": "cli-tester"}
@@ -582,7 +582,7 @@ def test_batch_limits_are_checked(app: Forklift) -> None:
 def test_retention_keeps_targets_until_the_batch_ttl_lapses(
     app: Forklift, dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
-    from forklift import leader
+    from forklift import _leader as leader
 
     batch, _ = app.batch("batch.step", [{"n": 0}, {"n": 1}], caller="zed")
     plain = app.kind("batch.step").enqueue({"n": 9}).id

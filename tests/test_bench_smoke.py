@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from forklift.bench import SCENARIOS, format_report, run_bench, tiny_sizes
+from forklift_console.bench import SCENARIOS, format_report, run_bench, tiny_sizes
 
 KEYS = {"e2e", "e2e_2w", "db_cpu", "client_cpu", "enqueue", "bulk", "latency_p50",
         "latency_p99", "memory"}
@@ -61,7 +61,7 @@ def test_scenarios_can_be_chosen_and_unknown_ones_are_refused(dsn: str) -> None:
 
 
 def test_the_command_prints_json_and_refuses_unknown_scenarios(dsn: str) -> None:
-    cli = [sys.executable, "-m", "forklift.console.cli", "bench", "--dsn", dsn]
+    cli = [sys.executable, "-m", "forklift_console.cli", "bench", "--dsn", dsn]
     bad = subprocess.run([*cli, "--only", "nope"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "nope" in bad.stderr
     done = subprocess.run([*cli, "--only", "enqueue", "--quick", "--json"],

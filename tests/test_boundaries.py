@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-CORE = Path(__file__).resolve().parent.parent / "core"
-FORBIDDEN = ("forklift.console", "textual")
+CORE = Path(__file__).resolve().parent.parent / "core" / "forklift"
+FORBIDDEN = ("forklift_console", "textual")
 
 
 def _forbidden(module: str) -> bool:
@@ -55,14 +55,13 @@ def test_the_checker_sees_every_way_of_writing_the_import() -> None:
         "import textual",
         "import textual.widgets as w",
         "from textual.app import App",
-        "from forklift import console",
-        "from forklift.console.cli import app",
-        "from .. import console",
-        "from ..console import cli",
+        "import forklift_console",
+        "from forklift_console.cli import app",
+        "from forklift_console import cli",
         "def f():\n    import textual\n",
     ):
         assert any(_forbidden(m) for m in imported_modules(source, ["forklift", "ops"])), source
-    for source in ("import textualize", "from forklift import consoles", "from . import worker"):
+    for source in ("import textualize", "import forklift_consoles", "from . import console"):
         assert not any(_forbidden(m) for m in imported_modules(source, ["forklift", "ops"])), source
 
 
@@ -71,8 +70,6 @@ def test_importing_all_of_core_loads_no_console_or_textual() -> None:
 import importlib, json, pkgutil, sys
 import forklift
 for info in pkgutil.walk_packages(forklift.__path__, "forklift."):
-    if info.name == "forklift.console" or info.name.startswith("forklift.console."):
-        continue
     importlib.import_module(info.name)
 print(json.dumps(sorted(sys.modules)))
 """
@@ -81,5 +78,5 @@ print(json.dumps(sorted(sys.modules)))
     )
     assert done.returncode == 0, done.stderr
     loaded = json.loads(done.stdout)
-    assert "forklift.worker" in loaded and "forklift.ops" in loaded
+    assert "forklift._worker" in loaded and "forklift.ops" in loaded
     assert [m for m in loaded if _forbidden(m)] == []

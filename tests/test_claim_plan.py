@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from forklift import claim
-from forklift.sqltext import render
+from forklift import _claim as claim
+from forklift._sqltext import render
 
 BATCH = 10
 QUEUES = ["alpha", "beta", "gamma"]

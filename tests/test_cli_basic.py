@@ -16,8 +16,8 @@ import psycopg
 import pytest
 from typer.testing import CliRunner
 
-from forklift.console.cli import app as cli
-from forklift.migrate import migrations
+from forklift._migrate import migrations
+from forklift_console.cli import app as cli
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = "tests.apps.basic:app"
@@ -160,7 +160,7 @@ def test_an_unreachable_dsn_is_one_line_naming_the_host(args: list[str]) -> None
 def test_the_worker_refuses_an_outdated_schema_naming_the_command(empty_dsn: str) -> None:
     env = {**os.environ, "FORKLIFT_DSN": empty_dsn}
     done = subprocess.run(
-        [sys.executable, "-m", "forklift.console.cli", "worker", "--app", APP],
+        [sys.executable, "-m", "forklift_console.cli", "worker", "--app", APP],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120, check=False,
     )
     assert done.returncode == 1, done.stderr

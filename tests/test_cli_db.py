@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from forklift import embedded
-from forklift.console.cli import app
+from forklift_console.cli import app
 
 
 def test_status_and_stop(scratch_home: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -14,8 +14,8 @@ import pytest
 from apps.ops import error, insert_job, job_state, register_worker
 from typer.testing import CliRunner
 
-from forklift.console import opskit
-from forklift.console.cli import app as cli
+from forklift_console import opskit
+from forklift_console.cli import app as cli
 
 
 def run(dsn: str, *args: str, env: dict[str, str] | None = None, input: str | None = None) -> Any:

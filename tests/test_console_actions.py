@@ -23,13 +23,13 @@ from helpers import wait_until_async
 from textual.pilot import Pilot
 from textual.widgets import Button, Input
 
-from forklift.console.app import ConsoleApp
-from forklift.console.screens.base import ConsoleScreen
-from forklift.console.screens.job import JobScreen
-from forklift.console.screens.jobs import JobsScreen
-from forklift.console.screens.modals import ConfirmScreen, ReasonScreen
-from forklift.console.widgets.filterbar import FilterBar
-from forklift.console.widgets.table import LiveTable
+from forklift_console.app import ConsoleApp
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.job import JobScreen
+from forklift_console.screens.jobs import JobsScreen
+from forklift_console.screens.modals import ConfirmScreen, ReasonScreen
+from forklift_console.widgets.filterbar import FilterBar
+from forklift_console.widgets.table import LiveTable
 
 
 @pytest.fixture
@@ -323,7 +323,7 @@ def test_read_only_disables_every_action_and_core_refuses_too(
         await pilot.pause()
         assert not isinstance(app.screen, ConfirmScreen)
         # Core refuses on its own, whoever calls it.
-        from forklift.errors import ReadOnly
+        from forklift._errors import ReadOnly
 
         with pytest.raises(ReadOnly):
             app.backend.operator.requeue(dead)

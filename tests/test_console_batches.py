@@ -15,13 +15,13 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Static
 
 from forklift import Forklift
-from forklift.batches import Batch, BatchLimits
-from forklift.console.app import ConsoleApp
-from forklift.console.screens.base import ConsoleScreen
-from forklift.console.screens.batches import BatchesScreen
-from forklift.console.screens.jobs import JobsScreen
-from forklift.console.screens.modals import ConfirmScreen
-from forklift.console.widgets.table import LiveTable
+from forklift._batches import Batch, BatchLimits
+from forklift_console.app import ConsoleApp
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.batches import BatchesScreen
+from forklift_console.screens.jobs import JobsScreen
+from forklift_console.screens.modals import ConfirmScreen
+from forklift_console.widgets.table import LiveTable
 
 
 @pytest.fixture

@@ -11,12 +11,12 @@ from console_seed import SCHEMA, drive, loaded, on_screen
 from helpers import wait_until_async
 from textual.pilot import Pilot
 
-from forklift import demo as demo_app
-from forklift.console.app import ConsoleApp
-from forklift.console.backend import Backend
-from forklift.console.demo import EXPORT, EXPORT_SECONDS, DemoEngine
-from forklift.console.screens.workers import WorkersScreen
-from forklift.console.widgets.table import LiveTable
+from forklift_console import demo_app
+from forklift_console.app import ConsoleApp
+from forklift_console.backend import Backend
+from forklift_console.demo import EXPORT, EXPORT_SECONDS, DemoEngine
+from forklift_console.screens.workers import WorkersScreen
+from forklift_console.widgets.table import LiveTable
 
 
 @pytest.fixture

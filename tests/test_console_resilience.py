@@ -14,9 +14,9 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from textual.pilot import Pilot
 
-from forklift.console.app import ConsoleApp
-from forklift.console.backend import Backend
-from forklift.console.screens.base import ConsoleScreen
+from forklift_console.app import ConsoleApp
+from forklift_console.backend import Backend
+from forklift_console.screens.base import ConsoleScreen
 
 
 def _cut_off(admin_dsn: str, dbname: str, allow: bool) -> None:

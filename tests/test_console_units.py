@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from forklift.console.runbook import cli, filter_flags
-from forklift.console.screens.dead import normalise
-from forklift.console.widgets.filterbar import FilterError, parse, to_text
-from forklift.console.widgets.text import duration, one_line, plain, pretty_json, spark
 from forklift.ops import JobFilter
+from forklift_console.runbook import cli, filter_flags
+from forklift_console.screens.dead import normalise
+from forklift_console.widgets.filterbar import FilterError, parse, to_text
+from forklift_console.widgets.text import duration, one_line, plain, pretty_json, spark
 
 
 def test_qualifiers_and_free_text() -> None:

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forklift import ConfigError, Forklift, JobContext
-from forklift.cron import instants, next_tick, normalise, ticks_between, zone_of
+from forklift._cron import instants, next_tick, normalise, ticks_between, zone_of
 
 
 def utc(*parts: int) -> datetime:

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 from typer.testing import CliRunner
 
-from forklift.console.cli import app as cli
+from forklift_console.cli import app as cli
 
 
 def run(dsn: str, *args: str, **env: str) -> Any:

@@ -15,7 +15,7 @@ from apps.basic import running_worker
 from helpers import wait_until
 
 from forklift import Forklift, JobContext, ReadOnly
-from forklift import cron as cron_mod
+from forklift import _cron as cron_mod
 from forklift.ops import schedules as ops
 from forklift.ops.context import OpsContext
 

@@ -18,7 +18,7 @@ def test_headless_demo_runs_every_job_to_a_terminal_state(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("FORKLIFT_DSN", "DATABASE_URL")}
     done = subprocess.run(
-        [sys.executable, "-m", "forklift.console.cli", "demo", "--headless", "--jobs", "300",
+        [sys.executable, "-m", "forklift_console.cli", "demo", "--headless", "--jobs", "300",
          "--dsn", dsn],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False,
     )

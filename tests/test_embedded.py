@@ -15,10 +15,10 @@ import pytest
 from helpers import wait_until
 
 from forklift import embedded
-from forklift.config import resolve
-from forklift.db import connect
-from forklift.errors import ConfigError, DatabaseUnavailable
-from forklift.migrate import current_version, required_version
+from forklift._config import resolve
+from forklift._db import connect
+from forklift._errors import ConfigError, DatabaseUnavailable
+from forklift._migrate import current_version, required_version
 
 _PROBE = """
 import json, sys

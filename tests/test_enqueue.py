@@ -15,7 +15,7 @@ from apps import basic
 from helpers import wait_until
 
 from forklift import Forklift, Job, UniqueConflict
-from forklift.sqltext import channel
+from forklift._sqltext import channel
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from apps.faults import all_in, registered
 from helpers import wait_until
 
 from forklift import embedded
-from forklift.migrate import migrate
+from forklift._migrate import migrate
 
 pytestmark = pytest.mark.slow
 db, procs = faults.db, faults.procs  # fixtures

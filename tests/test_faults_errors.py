@@ -12,8 +12,9 @@ from apps import faults
 from apps.faults import all_in, registered
 from helpers import wait_until
 
-from forklift import Worker, settle
-from forklift.session import Session
+from forklift import Worker
+from forklift import _settle as settle
+from forklift._session import Session
 
 pytestmark = pytest.mark.slow
 db, procs = faults.db, faults.procs  # fixtures

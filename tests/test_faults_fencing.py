@@ -13,8 +13,10 @@ from apps import faults
 from apps.faults import all_in, registered
 from helpers import wait_until
 
-from forklift import leader, leases, settle
-from forklift.sqltext import render
+from forklift import _leader as leader
+from forklift import _leases as leases
+from forklift import _settle as settle
+from forklift._sqltext import render
 
 pytestmark = pytest.mark.slow
 db, procs = faults.db, faults.procs  # fixtures

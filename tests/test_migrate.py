@@ -12,8 +12,8 @@ import pytest
 from helpers import wait_until
 from psycopg import errors
 
-from forklift.errors import SchemaOutdated
-from forklift.migrate import (
+from forklift._errors import SchemaOutdated
+from forklift._migrate import (
     _lock_key,
     current_version,
     ensure_current,
@@ -96,7 +96,7 @@ def test_concurrent_migrators_apply_once(empty_dsn: str) -> None:
 
 
 def test_concurrent_migrator_processes(empty_dsn: str) -> None:
-    code = "import sys; from forklift.migrate import migrate; print(len(migrate(sys.argv[1])))"
+    code = "import sys; from forklift._migrate import migrate; print(len(migrate(sys.argv[1])))"
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", code, empty_dsn],

@@ -263,9 +263,9 @@ def test_a_read_only_session_keeps_its_timeouts(dsn: str) -> None:
 
 
 def test_bulk_selection_of_live_jobs_uses_the_partial_indexes(conn: psycopg.Connection[Any]) -> None:
+    from forklift._sqltext import render
     from forklift.ops import actions
     from forklift.ops.context import OpsContext
-    from forklift.sqltext import render
 
     conn.execute("""INSERT INTO forklift.jobs (queue, kind, state, attempt, attempted_at, finished_at)
                     SELECT 'mail', 'k', 'completed', 1, now(), now() FROM generate_series(1, 50000)""")

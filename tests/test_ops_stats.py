@@ -11,9 +11,9 @@ import psycopg
 import pytest
 from apps.ops import error, insert_job, register_worker
 
+from forklift._sqltext import render
 from forklift.ops import Operator
 from forklift.ops.stats import COUNTS_SQL, FAILED_SQL, RT_ERROR, WINDOW_SQL, WindowCache, stats
-from forklift.sqltext import render
 
 
 def test_counts_lag_pause_limit_and_workers(dsn: str, conn: psycopg.Connection[Any]) -> None:
@@ -86,8 +86,8 @@ def test_rates_and_run_times_over_the_window(dsn: str, conn: psycopg.Connection[
 def test_an_expired_pause_is_no_pause_for_stats_explain_and_claim(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
-    from forklift import claim
-    from forklift.db import aconnect
+    from forklift import _claim as claim
+    from forklift._db import aconnect
 
     job = insert_job(conn, queue="mail")
     with Operator(dsn) as op:

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from forklift import Backoff, Forklift, JobContext
-from forklift.enqueue import COPY_DEFAULTS, _bulk_ids
-from forklift.payload import to_json_text
+from forklift._enqueue import COPY_DEFAULTS, _bulk_ids
+from forklift._payload import to_json_text
 
 app = Forklift(schema="forklift")
 

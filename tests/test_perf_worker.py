@@ -14,12 +14,13 @@ import pytest
 from apps import basic, perf
 from helpers import wait_until
 
-from forklift import Forklift, settle
-from forklift.claim import CLAIM_FREE_SQL, CLAIM_SQL, claim_batch, release
-from forklift.db import connect_kwargs
+from forklift import Forklift
+from forklift import _settle as settle
+from forklift._claim import CLAIM_FREE_SQL, CLAIM_SQL, claim_batch, release
+from forklift._db import connect_kwargs
+from forklift._sqltext import render
 from forklift.ops import actions
 from forklift.ops.context import OpsContext
-from forklift.sqltext import render
 
 
 @pytest.fixture
@@ -280,7 +281,7 @@ def test_a_buffered_job_whose_lease_is_lost_is_not_started(
 def test_a_stalled_flush_holds_the_claims_back(
     app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from forklift.worker import FLUSH_MAX
+    from forklift._worker import FLUSH_MAX
 
     gate = threading.Event()
     real = settle.write

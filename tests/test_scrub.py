@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from forklift.scrub import (
+from forklift._scrub import (
     FAILURE_CODES,
     MESSAGE_LIMIT,
     clean_display,

@@ -298,7 +298,7 @@ class WorkerProc:
 
     def __post_init__(self) -> None:
         cmd = [
-            sys.executable, "-m", "forklift.console.cli", "worker",
+            sys.executable, "-m", "forklift_console.cli", "worker",
             "--app", "apps.faults:app",
             "--concurrency", str(self.concurrency), "--lease", str(self.lease),
             "--drain-timeout", str(self.drain_timeout),

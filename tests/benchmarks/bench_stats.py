@@ -26,10 +26,10 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from forklift.migrate import migrate
+from forklift._migrate import migrate
+from forklift._sqltext import render
 from forklift.ops import Operator
 from forklift.ops.stats import COUNTS_SQL, WINDOW_SQL, stats
-from forklift.sqltext import render
 
 LOAD_FINISHED = """
 INSERT INTO forklift.jobs (queue, kind, args, state, attempt, max_attempts, run_at, created_at,

@@ -1,0 +1,344 @@
+"""The operator console: a Textual app over the operator API.
+
+Screens live in ``forklift_console.screens``; each fetches its own snapshot in a background
+thread through :class:`~forklift_console.backend.Backend`. The app owns what is shared: the
+refresh tick, the connection status shown in every header, the last CLI command, actions
+(confirm, run, report), and the command palette.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding, BindingType
+from textual.screen import ModalScreen, Screen
+from textual.timer import Timer
+
+from forklift._errors import ForkliftError
+from forklift.ops import BulkReport, JobFilter
+from forklift_console.backend import CONNECTION_ERRORS, Backend
+from forklift_console.screens.audit import AuditScreen
+from forklift_console.screens.backfills import BackfillsScreen
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.batches import BatchesScreen
+from forklift_console.screens.dead import DeadScreen
+from forklift_console.screens.help import HelpScreen
+from forklift_console.screens.job import VERBS
+from forklift_console.screens.jobs import JobsScreen, bulk_cli, bulk_report
+from forklift_console.screens.modals import ConfirmScreen, GotoScreen, Plan
+from forklift_console.screens.overview import OverviewScreen
+from forklift_console.screens.queues import QueuesScreen
+from forklift_console.screens.schedules import SchedulesScreen
+from forklift_console.screens.workers import WorkersScreen
+from forklift_console.widgets.header import TABS, Status
+from forklift_console.widgets.text import use_colour
+
+log = logging.getLogger("forklift_console")
+
+Clock = Callable[[], datetime]
+#: Refresh intervals ``+`` and ``-`` step through, in seconds.
+RATES: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)
+
+
+class DemoControls(Protocol):
+    """What ``forklift demo`` lets the console do beyond the operator API (drain a worker)."""
+
+    def drain(self, worker_id: str) -> str: ...
+
+    def owns(self, worker_id: str) -> bool: ...
+
+
+def describe_error(exc: BaseException) -> str:
+    if isinstance(exc, ForkliftError):
+        return exc.message
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if isinstance(exc, CONNECTION_ERRORS):
+        return f"database unreachable: {first or type(exc).__name__}"
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+class ConsoleApp(App[None]):
+    CSS_PATH = str(Path(__file__).with_name("console.tcss"))
+    TITLE = "forklift console"
+    ENABLE_COMMAND_PALETTE = True
+    # 80x24 terminals get the compact layout (no blank separators).
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]  # noqa: RUF012 - typed by Textual
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]  # noqa: RUF012 - typed by Textual
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *(
+            Binding(key, f"go('{mode}')", label, show=False)
+            for mode, key, label in TABS
+        ),
+        Binding(":", "goto", "Go to screen", show=False),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("f", "freeze", "Freeze", show=False),
+        Binding("plus,equals_sign", "faster", "Faster refresh", show=False, key_display="+"),
+        Binding("minus", "slower", "Slower refresh", show=False, key_display="-"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        clock: Clock | None = None,
+        interval: float = 2.0,
+        demo: DemoControls | None = None,
+        start: str = "overview",
+    ) -> None:
+        super().__init__()
+        use_colour(not self.no_color)
+        self.backend = backend
+        self.clock: Clock = clock or system_clock
+        self.demo = demo
+        self.start = start
+        self.status = Status(target=backend.target, read_only=backend.read_only, interval=interval)
+        self.last_command: str | None = None
+        self.views: dict[str, ConsoleScreen[Any]] = {
+            "overview": OverviewScreen(),
+            "queues": QueuesScreen(),
+            "jobs": JobsScreen(),
+            "dead": DeadScreen(),
+            "workers": WorkersScreen(),
+            "audit": AuditScreen(),
+            "batches": BatchesScreen(),
+            "schedules": SchedulesScreen(),
+            "backfills": BackfillsScreen(),
+        }
+        for mode, view in self.views.items():
+            self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]
+        self._tick: Timer | None = None
+
+    # -- clock and status -----------------------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        return self.backend.read_only
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def on_mount(self) -> None:
+        self._tick = self.set_interval(self.status.interval, self._refresh_tick)
+        self.set_interval(1.0, self._repaint)
+        self.switch_mode(self.start)
+
+    def on_unmount(self) -> None:
+        self.backend.close()
+
+    def _set_status(self, **changes: Any) -> None:
+        self.status = self.status.but(**changes)
+        self._repaint()
+
+    def _repaint(self) -> None:
+        for screen in self._live_screens():
+            screen.paint_chrome()
+
+    def _live_screens(self) -> Iterable[ConsoleScreen[Any]]:
+        for stack in self._screen_stacks.values():
+            for screen in stack:
+                if isinstance(screen, ConsoleScreen) and screen.is_attached:
+                    yield screen
+
+    def _refresh_tick(self) -> None:
+        screen = self.screen
+        if self.status.frozen or isinstance(screen, ModalScreen):
+            return  # a dialog is open or the operator froze the picture: hold still
+        if isinstance(screen, ConsoleScreen):
+            screen.tick()
+
+    def fetch_ok(self) -> None:
+        self._set_status(
+            connection="connected", updated_at=self.now(), failing_since=None, error=None
+        )
+
+    def fetch_failed(self, exc: BaseException) -> None:
+        log.warning("refresh failed: %s", exc, exc_info=not isinstance(exc, CONNECTION_ERRORS))
+        offline = isinstance(exc, CONNECTION_ERRORS)
+        self._set_status(
+            connection="offline" if offline else self.status.connection,
+            failing_since=self.status.failing_since or self.now(),
+            error=describe_error(exc),
+        )
+
+    # -- navigation ---------------------------------------------------------------------------
+    def action_go(self, mode: str) -> None:
+        if mode in self.views and self.current_mode != mode:
+            self.switch_mode(mode)
+
+    def action_goto(self) -> None:
+        def chosen(target: str | None) -> None:
+            if target == "quit":
+                self.exit()
+            elif target == "help":
+                self.action_help()
+            elif target:
+                self.action_go(target)
+
+        self.push_screen(GotoScreen(), chosen)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+            return
+        self.push_screen(HelpScreen(self.screen, read_only=self.read_only))
+
+    def show_jobs(self, text: str, *, came_from: str | None = None) -> None:
+        """Drill down: the jobs screen, filtered (``queue:mail``, ``state:dead kind:x``);
+        esc there comes back here."""
+        jobs = self.views["jobs"]
+        assert isinstance(jobs, JobsScreen)
+        origin = came_from or self.current_mode
+        if jobs.set_filter_text(text, came_from=origin if origin != "jobs" else None):
+            self.action_go("jobs")
+
+    # -- refresh rate -------------------------------------------------------------------------
+    def action_freeze(self) -> None:
+        frozen = not self.status.frozen
+        self._set_status(frozen=frozen)
+        self.notify("refresh frozen: press f to resume" if frozen else "refresh resumed")
+        if not frozen:
+            self._refresh_tick()
+
+    def _set_rate(self, step: int) -> None:
+        current = self.status.interval
+        index = min(range(len(RATES)), key=lambda i: abs(RATES[i] - current))
+        rate = RATES[max(0, min(len(RATES) - 1, index + step))]
+        if self._tick is not None:
+            self._tick.stop()
+        self._tick = self.set_interval(rate, self._refresh_tick)
+        self._set_status(interval=rate)
+
+    def action_faster(self) -> None:
+        self._set_rate(-1)
+
+    def action_slower(self) -> None:
+        self._set_rate(+1)
+
+    # -- actions ------------------------------------------------------------------------------
+    def propose(self, plan: Plan, after: Callable[[], None] | None = None) -> None:
+        """Confirm a plan with the operator, then run it. Non-destructive plans run at once."""
+
+        def decided(yes: bool | None) -> None:
+            if yes:
+                self.perform(plan, after)
+
+        if plan.destructive or plan.typed:
+            self.push_screen(ConfirmScreen(plan), decided)
+        else:
+            self.perform(plan, after)
+
+    def propose_bulk(
+        self, action: str, flt: JobFilter, described: str, after: Callable[[], None] | None = None
+    ) -> None:
+        """All jobs matching a filter: a dry run names the count and sample ids (from the same
+        query the action runs), then the operator types the count to confirm."""
+        self._dry_run(action, flt, described, after)
+
+    @work(thread=True, exit_on_error=False, group="action")
+    def _dry_run(
+        self, action: str, flt: JobFilter, described: str, after: Callable[[], None] | None
+    ) -> None:
+        try:
+            report = self.backend.call(lambda op: op.bulk(action, flt, dry_run=True))
+        except Exception as exc:
+            self.call_from_thread(self._action_failed, VERBS[action], exc)
+            return
+        self.call_from_thread(self._confirm_bulk, action, flt, described, report, after)
+
+    def _confirm_bulk(
+        self,
+        action: str,
+        flt: JobFilter,
+        described: str,
+        report: BulkReport,
+        after: Callable[[], None] | None,
+    ) -> None:
+        if not report.matched:
+            self.notify(f"no job matching {described or 'the filter'} can be {action}d",
+                        title=VERBS[action])
+            return
+        scope = described or "every job"
+        if report.more:
+            scope += f" (the first {report.cap:,}; run it again for the rest)"
+        self.propose(
+            Plan(
+                verb=VERBS[action],
+                noun="job",
+                count=report.matched,
+                ids=tuple(report.sample_ids),
+                scope=scope,
+                cli=bulk_cli(action, flt),
+                run=lambda op: op.bulk(action, flt, cap=report.cap),
+                report=bulk_report,
+            ),
+            after,
+        )
+
+    @work(thread=True, exit_on_error=False, group="action")
+    def perform(self, plan: Plan, after: Callable[[], None] | None = None) -> None:
+        try:
+            result = self.backend.call(plan.run)
+        except Exception as exc:  # refusals and outages are reported, never fatal
+            self.call_from_thread(self._action_failed, plan.verb, exc)
+            return
+        self.call_from_thread(self._action_done, plan, result, after)
+
+    def _action_done(self, plan: Plan, result: Any, after: Callable[[], None] | None) -> None:
+        self.last_command = plan.cli
+        message = plan.report(result) if plan.report else f"{plan.verb}: done"
+        self.notify(message, title=plan.verb)
+        if after is not None:
+            after()
+        self._repaint()
+        screen = self.screen
+        if isinstance(screen, ConsoleScreen):
+            screen.reload()
+
+    def _action_failed(self, verb: str, exc: BaseException) -> None:
+        if not isinstance(exc, ForkliftError):
+            log.warning("%s failed", verb, exc_info=exc)
+        self.notify(describe_error(exc), title=f"{verb} refused", severity="error")
+
+    # -- command palette ----------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        for mode, key, label in TABS:
+            yield SystemCommand(
+                f"Go to {label}", f"Show the {label.lower()} screen (key {key})",
+                partial(self.action_go, mode),
+            )
+        yield SystemCommand("Help", "Keys of this screen and the glyph legend (?)", self.action_help)
+        yield SystemCommand(
+            "Freeze refresh" if not self.status.frozen else "Resume refresh",
+            "Hold the picture still while you read it (f)",
+            self.action_freeze,
+        )
+        yield SystemCommand("Refresh faster", "Shorter refresh interval (+)", self.action_faster)
+        yield SystemCommand("Refresh slower", "Longer refresh interval (-)", self.action_slower)
+        for mode, view in self.views.items():
+            for title, help_text, action in view.palette():
+                yield SystemCommand(
+                    title,
+                    help_text,
+                    partial(self._palette_action, mode, view, action),
+                )
+        yield from super().get_system_commands(screen)
+
+    def _palette_action(self, mode: str, view: ConsoleScreen[Any], action: str) -> None:
+        if self.current_mode != mode:
+            self.switch_mode(mode)
+            self.call_after_refresh(self.run_action, action, view)
+        else:
+            self.call_later(self.run_action, action, view)

@@ -1,0 +1,110 @@
+"""The console's one door to the database: the operator API's :class:`Operator`.
+
+Screens hand :meth:`Backend.call` a function of the operator; refresh workers and actions run
+in threads and the operator serialises them on its one session. After any connection failure
+the session is dropped, so the next call reconnects: that is how the console recovers by
+itself when the database comes back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from typing import TypeVar
+
+import psycopg
+
+from forklift._db import describe_target
+from forklift._errors import DatabaseUnavailable
+from forklift._session import shut_socket
+from forklift.ops import Operator
+
+T = TypeVar("T")
+
+#: Errors after which the session cannot be trusted: reconnect on the next call.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    psycopg.OperationalError,
+    psycopg.InterfaceError,
+    DatabaseUnavailable,
+    OSError,
+)
+
+
+#: A refresh that has not answered after this long is cut off (its session is dropped), so a
+#: database that hangs instead of failing cannot freeze the console's data for good.
+FETCH_DEADLINE = 35.0
+
+
+class Backend:
+    def __init__(
+        self,
+        operator: Operator,
+        dsn: str,
+        *,
+        label: str | None = None,
+        fetch_deadline: float = FETCH_DEADLINE,
+    ) -> None:
+        self.operator = operator
+        self.dsn = dsn
+        self.label = label
+        self.fetch_deadline = fetch_deadline
+
+    @classmethod
+    def open(
+        cls,
+        dsn: str,
+        *,
+        schema: str | None = None,
+        actor: str | None = None,
+        read_only: bool | None = None,
+        label: str | None = None,
+        fetch_deadline: float = FETCH_DEADLINE,
+    ) -> Backend:
+        return cls(
+            Operator(dsn, schema=schema, actor=actor, read_only=read_only),
+            dsn,
+            label=label,
+            fetch_deadline=fetch_deadline,
+        )
+
+    @property
+    def target(self) -> str:
+        """``host:port/db · schema``, never the password."""
+        return f"{self.label or describe_target(self.dsn)} · {self.operator.schema}"
+
+    @property
+    def read_only(self) -> bool:
+        return self.operator.read_only
+
+    @property
+    def actor(self) -> str:
+        return self.operator.actor
+
+    def call(self, fn: Callable[[Operator], T], *, deadline: float | None = None) -> T:
+        """Run ``fn`` on the operator; with a ``deadline`` (seconds), a call still waiting then
+        has its session's socket shut, so it fails like a dropped connection and the next call
+        reconnects. (A statement timeout cannot help when the server stops answering.)"""
+        timer = None
+        if deadline is not None:
+            timer = threading.Timer(deadline, self._cut_off)
+            timer.daemon = True
+            timer.start()
+        try:
+            return fn(self.operator)
+        except CONNECTION_ERRORS:
+            self.close()
+            raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+
+    def _cut_off(self) -> None:
+        # The operator's session, only if it has one open (asking for .conn would open one).
+        conn = getattr(self.operator, "_conn", None)
+        if conn is not None:
+            shut_socket(conn)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.operator.close()

@@ -1,0 +1,245 @@
+"""Backfills (key 9): each backfill's progress bar, pace (items/s, with a sparkline of the last
+minute), rate, ETA and state. ``p`` pauses or resumes, ``+`` and ``-`` double or halve the rate
+(from the next page), ``C`` cancels the run (confirmed); all audited by the operator API."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from forklift._backfill import MAX_RATE
+from forklift.ops import Operator
+from forklift.ops.backfills import BackfillInfo
+from forklift_console.runbook import cli
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.modals import Plan
+from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.text import NONE, one_line, plain, spark, stamp
+
+SPARK_POINTS = 15
+LIVE = ("running", "paused", "failed", "stalled")
+#: glyph and style per state: the glyph and the word carry the meaning, colour decorates.
+STATES: dict[str, tuple[str, str]] = {
+    "running": ("▶", "green"),
+    "paused": ("⏸", "yellow"),
+    "failed": ("✖", "bold red"),
+    "stalled": ("⚠", "yellow"),
+    "completed": ("✔", "green"),
+    "cancelled": ("⊘", "magenta"),
+    "never_run": ("·", "dim"),
+}
+
+
+def state_text(state: str) -> Text:
+    glyph, style = STATES.get(state, ("?", ""))
+    return Text(f"{glyph} {state}", style=style)
+
+
+def progress_bar(b: BackfillInfo, width: int) -> Text:
+    """Items done (█) and left (░) against the estimate, then the counts; without an estimate
+    only the count."""
+    bar = Text()
+    if b.fraction is None:
+        bar.append("░" * width, style="dim")
+        bar.append(f" {b.items_done:,}")
+        return bar
+    done = round(width * b.fraction)
+    bar.append("█" * done, style="green")
+    bar.append("░" * (width - done), style="dim")
+    total = f"/{b.total:,}" if b.total is not None else ""
+    bar.append(f" {b.items_done:,}{total} {b.fraction:.0%}")
+    return bar
+
+
+def pages_rate(rate: float | None) -> str:
+    if rate is None:
+        return NONE
+    return f"{rate:g}/s" if rate >= 1 else f"{rate * 60:.3g}/min"
+
+
+class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
+    MODE = "backfills"
+    HELP = (
+        "One row per backfill: its state, a progress bar of items done against its estimate,"
+        " the rate it is held to (pages per second), its pace (items/s over the last 30 s and a"
+        " sparkline of the last minute) and the ETA at that pace (— when unknown). p pauses it"
+        " after the page in flight or resumes it from its checkpoint; + doubles and - halves"
+        " its rate from the next page; C cancels the run (the page in flight rolls back)."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("p", "toggle_pause", "Pause/resume"),
+        Binding("plus,equals_sign", "rate_up", "Faster", key_display="+"),
+        Binding("minus", "rate_down", "Slower", key_display="-"),
+        Binding("C", "cancel", "Cancel run", key_display="C"),
+    ]
+    DEFAULT_CSS = """
+    BackfillsScreen #backfills {
+        height: 1fr;
+        min-height: 4;
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._by_name: dict[str, BackfillInfo] = {}
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield LiveTable(
+                [
+                    Column("state", "State", 11),
+                    Column("name", "Backfill", None),
+                    Column("progress", "Progress", 30),
+                    Column("rate", "Rate", 9),
+                    Column("pace", "Items/s", 9),
+                    Column("spark", "Pace", SPARK_POINTS),
+                    Column("eta", "ETA", 8),
+                ],
+                id="backfills",
+            )
+            yield Static(id="detail")
+
+    def fetch(self, op: Operator) -> list[BackfillInfo]:
+        return op.backfills()
+
+    def show(self, data: list[BackfillInfo]) -> None:
+        self._by_name = {b.name: b for b in data}
+        rows: list[Row] = [
+            (
+                b.name,
+                [
+                    state_text(b.state),
+                    one_line(b.name, limit=60),
+                    progress_bar(b, 12),
+                    pages_rate(b.rate),
+                    f"{b.items_per_s:,.1f}",
+                    spark(b.pace, SPARK_POINTS),
+                    b.eta,
+                ],
+            )
+            for b in data
+        ]
+        self.query_one("#backfills", LiveTable).sync(rows)
+        self._paint_detail()
+
+    def selected(self) -> BackfillInfo | None:
+        key = self.query_one("#backfills", LiveTable).current_key
+        return self._by_name.get(key) if key is not None else None
+
+    @on(DataTable.RowHighlighted, "#backfills")
+    def _highlighted(self) -> None:
+        self._paint_detail()
+
+    def _paint_detail(self) -> None:
+        box = self.query_one("#detail", Static)
+        b = self.selected()
+        if b is None:
+            box.update(Text("No backfills recorded: declare one with @app.backfill(...) and"
+                            " start it with `forklift backfills start NAME`.", style="dim"))
+            return
+        now = self.console.now()
+        text = state_text(b.state)
+        text.append(" ")
+        text.append_text(one_line(b.name, limit=60))
+        if b.run_id is None:
+            text.append(" · declared, never run")
+            box.update(text)
+            return
+        text.append(f" · run {b.run_id} started {stamp(b.created_at, now)} by ")
+        text.append_text(one_line(b.started_by or NONE, limit=30))
+        if b.changed:
+            text.append(" · its code changed since the last completed run", style="yellow")
+        text.append("\n")
+        text.append_text(progress_bar(b, 40))
+        text.append(f"\n{b.pages_done:,} pages of {b.page_size} · rate {pages_rate(b.rate)}"
+                    f" pages · pace {b.items_per_s:,.1f} items/s ({b.pages_per_s:,.2f} pages/s)"
+                    f" · ETA {b.eta}\n")
+        text.append(spark(b.pace), style="cyan")
+        text.append("  items/s, last minute", style="dim")
+        text.append("\ncursor ")
+        text.append_text(plain(b.cursor, limit=80))
+        if b.job_id is not None:
+            text.append(f" · job {b.job_id} ({b.job_state or NONE})")
+        if b.paused_by:
+            text.append("\npaused by ")
+            text.append_text(one_line(b.paused_by, limit=40))
+            text.append(f" at {stamp(b.paused_at, now)}")
+        if b.last_error:
+            e = b.last_error
+            text.append(f"\nlast error ({b.error_count} in all), attempt {e.get('attempt')}: ",
+                        style="red")
+            text.append_text(one_line(f"{e.get('type') or e.get('code')}: {e.get('message') or ''}",
+                                      limit=100))
+        box.update(text)
+
+    # -- actions ------------------------------------------------------------------------------
+    def can(self, action: str) -> bool | None:
+        b = self.selected()
+        if action in ("toggle_pause", "cancel"):
+            return True if b is not None and b.state in LIVE else None
+        if action in ("rate_up", "rate_down"):
+            return True if b is not None and b.state in LIVE and b.rate is not None else None
+        return True
+
+    def action_toggle_pause(self) -> None:
+        b = self.selected()
+        if b is None or b.state not in LIVE:
+            return
+        name = b.name
+        verb = "pause" if b.state == "running" else "resume"
+        self.console.propose(
+            Plan(
+                verb=verb.capitalize(), noun="backfill", count=1, ids=(name,),
+                cli=cli("backfills", verb, name),
+                run=(lambda op: op.pause_backfill(name)) if verb == "pause"
+                else (lambda op: op.resume_backfill(name)),
+                destructive=False,
+                report=_line,
+            )
+        )
+
+    def _change_rate(self, factor: float) -> None:
+        b = self.selected()
+        if b is None or b.rate is None or b.state not in LIVE:
+            return
+        name = b.name
+        rate = min(MAX_RATE, max(0.01, round(b.rate * factor, 4)))
+        self.console.propose(
+            Plan(
+                verb="Speed up" if factor > 1 else "Slow down", noun="backfill", count=1,
+                ids=(name,), cli=cli("backfills", "rate", name, f"{rate:g}"),
+                run=lambda op: op.set_backfill_rate(name, rate),
+                destructive=False,
+                report=_line,
+            )
+        )
+
+    def action_rate_up(self) -> None:
+        self._change_rate(2.0)
+
+    def action_rate_down(self) -> None:
+        self._change_rate(0.5)
+
+    def action_cancel(self) -> None:
+        b = self.selected()
+        if b is None or b.state not in LIVE:
+            return
+        name = b.name
+        self.console.propose(
+            Plan(
+                verb="Cancel", noun="backfill run", count=1, ids=(name,),
+                cli=cli("backfills", "cancel", name, "--yes"),
+                run=lambda op: op.cancel_backfill(name),
+                report=_line,
+            )
+        )
+
+
+def _line(b: BackfillInfo) -> str:
+    return f"backfill {b.name}: {b.state}, rate {pages_rate(b.rate)} pages, ETA {b.eta}"

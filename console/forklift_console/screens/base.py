@@ -1,0 +1,180 @@
+"""What every console screen shares: the chrome, live refresh, and the read-only policy."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
+
+from textual.actions import parse as parse_action
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer
+from textual.worker import get_current_worker
+
+from forklift.ops import Operator
+from forklift_console.widgets.header import TABS, CommandEcho, StaleBanner, StatusBar, TabBar
+
+if TYPE_CHECKING:
+    from forklift_console.app import ConsoleApp
+
+D = TypeVar("D")
+
+#: Actions that change the database. Read-only mode disables exactly these, here and only here
+#: (the operator API refuses them too, in core, whoever calls it).
+WRITE_ACTIONS: frozenset[str] = frozenset(
+    {"act", "requeue", "cancel", "delete", "toggle_pause", "pause", "resume", "drain",
+     "run_now", "rate_up", "rate_down"}
+)
+
+
+class ConsoleScreen(Screen[None], Generic[D]):
+    """A screen that shows a snapshot fetched in a background thread and refreshed on a tick.
+
+    Subclasses implement :meth:`fetch` (runs in a worker thread, calls the operator API) and
+    :meth:`show` (runs on the UI thread with the result). A failing fetch never reaches the
+    screen: the app shows a stale banner and the old data stays up.
+    """
+
+    MODE: ClassVar[str] = ""
+    #: Ticks never start a fetch sooner than this after the last one started (seconds).
+    MIN_INTERVAL: ClassVar[float] = 0.0
+    #: ...nor before the last fetch's duration times this: a query that takes 0.7 s on a
+    #: million rows runs at most a third of the time, whatever the refresh rate.
+    DUTY: ClassVar[float] = 3.0
+    #: Shown in the help screen above the keys.
+    HELP: ClassVar[str] = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._loading = False
+        self._next_tick = 0.0  # monotonic time before which a tick does not fetch
+        self.loads = 0  # completed loads, for tests waiting on fresh data
+
+    @property
+    def console(self) -> ConsoleApp:
+        return cast("ConsoleApp", self.app)
+
+    # -- layout -------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield StatusBar(id="status")
+        yield TabBar(id="tabs")
+        yield StaleBanner(id="banner")
+        yield from self.compose_body()
+        yield CommandEcho(id="echo")
+        yield Footer()
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    @property
+    def title_text(self) -> str | None:
+        """Extra words after the tabs (the job being shown, the filter)."""
+        return None
+
+    def on_mount(self) -> None:
+        self.paint_chrome()
+
+    def on_screen_resume(self) -> None:
+        self.paint_chrome()
+        self.reload()
+
+    def paint_chrome(self) -> None:
+        app = self.console
+        now = app.now()
+        for bar in self.query(StatusBar):
+            bar.show(app.status, now)
+        for banner in self.query(StaleBanner):
+            banner.show(app.status, now)
+        for tabs in self.query(TabBar):
+            tabs.show(self.MODE, self.title_text)
+        for echo in self.query(CommandEcho):
+            echo.show(app.last_command)
+
+    # -- read-only, in one place --------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in WRITE_ACTIONS and self.console.read_only:
+            return None  # shown, disabled
+        return self.can_with(action, parameters) if parameters else self.can(action)
+
+    def palette(self) -> Iterable[tuple[str, str, str]]:
+        """(title, help, action) for the command palette: this screen's keyed actions."""
+        label = next((lbl for mode, _, lbl in TABS if mode == self.MODE), self.MODE)
+        for b in type(self).BINDINGS:
+            if not isinstance(b, Binding) or not b.description:
+                continue
+            _, name, _ = parse_action(b.action)
+            if name == "back":
+                continue
+            title = f"{label}: {b.description}"
+            if name in WRITE_ACTIONS and self.console.read_only:
+                title += " (disabled: read-only)"
+            yield title, f"key {b.key_display or b.key}", b.action
+
+    def can(self, action: str) -> bool | None:
+        """Whether ``action`` applies right now (True), is shown disabled (None) or hidden."""
+        return True
+
+    def can_with(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """:meth:`can` for an action with parameters (``act('requeue')``)."""
+        return self.can(action)
+
+    def on_data_table_row_highlighted(self) -> None:
+        self.refresh_bindings()  # what the keys act on just changed
+
+    # -- live data ----------------------------------------------------------------------------
+    def fetch(self, op: Operator) -> D:
+        """Runs in a worker thread: read what the screen shows, through the operator API."""
+        raise NotImplementedError
+
+    def show(self, data: D) -> None:
+        raise NotImplementedError
+
+    def reload(self) -> None:
+        """Fetch a fresh snapshot now (the operator asked) unless one is already on its way."""
+        if self._loading or not self.is_attached:
+            return
+        self._loading = True
+        self._load()
+
+    def tick(self) -> None:
+        """The refresh timer's fetch: skipped while the last one says the database is busy."""
+        if time.monotonic() >= self._next_tick:
+            self.reload()
+
+    def _load(self) -> None:
+        self.run_worker(
+            self._load_thread, thread=True, exclusive=True, group="load", exit_on_error=False
+        )
+
+    def _load_thread(self) -> None:
+        app = self.console
+        worker = get_current_worker()
+        began = time.monotonic()
+        try:
+            try:
+                data = app.backend.call(self.fetch, deadline=app.backend.fetch_deadline)
+                took = time.monotonic() - began
+                self._next_tick = began + max(self.MIN_INTERVAL, self.DUTY * took)
+            except Exception as exc:  # the console must outlive any failure
+                if not worker.is_cancelled:
+                    app.call_from_thread(app.fetch_failed, exc)
+                return
+            if not worker.is_cancelled:
+                app.call_from_thread(self._loaded, data)
+        except RuntimeError:
+            pass  # the app is shutting down: nobody is left to show the result
+        finally:
+            self._loading = False
+
+    def _loaded(self, data: D) -> None:
+        try:
+            self.show(data)
+        except Exception as exc:  # a rendering bug shows in the banner, it does not kill the app
+            self.console.fetch_failed(exc)
+        else:
+            self.console.fetch_ok()
+        finally:
+            self.refresh_bindings()  # actions that apply to what is shown now
+            self.loads += 1

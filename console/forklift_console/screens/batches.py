@@ -1,0 +1,231 @@
+"""Batches (key 7): one row per batch with its progress bar (done / failed / total), rate, ETA
+and state; below, the highlighted batch in detail with the targets that need a look (running,
+retrying, failed, next to run). ``C`` cancels the batch, ``r`` retries its failed targets (both
+confirmed), enter lists all its targets on the jobs screen."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from forklift._batches import Batch
+from forklift.ops import Operator
+from forklift.ops.batches import BatchDetail
+from forklift_console.batchview import mode_label, progress_bar, rate_label, state_text
+from forklift_console.runbook import cli
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.modals import Plan
+from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.text import age, duration, job_state, one_line, plural, until
+
+#: Targets shown under the highlighted batch: the ones worth a look, in index order.
+WATCHED = ["running", "retryable", "dead", "available", "waiting"]
+SHOWN_TARGETS = 8
+
+
+@dataclass(frozen=True)
+class BatchesData:
+    batches: list[Batch]
+    #: The highlighted batch with its watched targets (None when there are no batches).
+    detail: BatchDetail | None
+
+
+class BatchesScreen(ConsoleScreen[BatchesData]):
+    MODE = "batches"
+    HELP = (
+        "One row per batch, newest first: its state, kind and caller, a progress bar of"
+        " completed (█), failed or cancelled (▓) and remaining (░) targets, the rate over the last"
+        " minute and the ETA at that rate. Below: the highlighted batch and its targets that are"
+        " running, retrying, failed or next in line. C cancels it (waiting targets at once;"
+        " running ones finish and keep their results), r runs its failed targets again, enter"
+        " lists all its targets on the jobs screen."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Its targets"),
+        Binding("C", "cancel", "Cancel batch", key_display="C"),
+        Binding("r", "requeue", "Retry failed"),
+    ]
+    DEFAULT_CSS = """
+    BatchesScreen #batches {
+        height: 1fr;
+        min-height: 4;
+    }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._data: BatchesData | None = None
+        self._batches: dict[str, Batch] = {}
+        #: The batch whose targets the next fetch reads (set on the UI thread).
+        self._want: int | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield Static(id="info")
+            yield LiveTable(
+                [
+                    Column("state", "State", 11),
+                    Column("id", "Batch", 7),
+                    Column("kind", "Kind", None),
+                    Column("caller", "Caller", 12),
+                    Column("progress", "Progress (done/failed/total)", 34),
+                    Column("rate", "Rate", 9),
+                    Column("eta", "ETA", 7),
+                ],
+                id="batches",
+            )
+            yield Static(id="detail")
+
+    def fetch(self, op: Operator) -> BatchesData:
+        batches = op.batches(limit=200)
+        want = self._want
+        if want is None or not any(b.id == want for b in batches):
+            want = batches[0].id if batches else None
+        detail = None
+        if want is not None:
+            detail = op.batch(want, states=WATCHED, limit=SHOWN_TARGETS)
+        return BatchesData(batches, detail)
+
+    def show(self, data: BatchesData) -> None:
+        self._data = data
+        self._batches = {str(b.id): b for b in data.batches}
+        rows: list[Row] = []
+        for b in data.batches:
+            rows.append(
+                (
+                    str(b.id),
+                    [
+                        state_text(b.state),
+                        str(b.id),
+                        one_line(b.kind, limit=60),
+                        one_line(b.caller, limit=12),
+                        progress_bar(b, 12),
+                        rate_label(b.rate),
+                        "–" if b.is_terminal else duration(b.eta_seconds),
+                    ],
+                )
+            )
+        self.query_one("#batches", LiveTable).sync(rows)
+        live = sum(1 for b in data.batches if not b.is_terminal)
+        self.query_one("#info", Static).update(
+            Text(f"{plural(live, 'live batch', 'live batches')} · {len(data.batches)} shown")
+        )
+        self._paint_detail()
+
+    def selected(self) -> Batch | None:
+        key = self.query_one("#batches", LiveTable).current_key
+        return self._batches.get(key) if key is not None else None
+
+    @on(DataTable.RowHighlighted, "#batches")
+    def _highlighted(self) -> None:
+        b = self.selected()
+        if b is not None and b.id != self._want:
+            self._want = b.id
+            self._paint_detail()
+            self.reload()  # its targets
+
+    def _paint_detail(self) -> None:
+        box = self.query_one("#detail", Static)
+        b = self.selected()
+        if b is None:
+            box.update(Text("No batches: submit one with app.batch(kind, targets, caller=...).",
+                            style="dim"))
+            return
+        now = self.console.now()
+        text = Text()
+        text.append_text(state_text(b.state))
+        text.append(f" batch {b.id} · ")
+        text.append_text(one_line(b.kind, limit=40))
+        text.append(" · caller ")
+        text.append_text(one_line(b.caller, limit=30))
+        text.append(f" · {mode_label(b)} · created {age(b.created_at, now)} ago\n")
+        text.append_text(progress_bar(b, 40))
+        text.append(f"\nrate {rate_label(b.rate)}")
+        if not b.is_terminal:
+            text.append(f" · ETA {duration(b.eta_seconds)} · {b.in_flight} in flight")
+            if b.cancel_requested_at is not None:
+                text.append(" · CANCELLING: in-flight targets finish", style="bold")
+        text.append(f" · expires {until(b.expires_at, now)}")
+        detail = self._data.detail if self._data is not None else None
+        if detail is None or detail.batch.id != b.id:
+            box.update(text)
+            return
+        if detail.targets:
+            text.append("\n")
+        for t in detail.targets:
+            text.append(f"\n  #{t.index:<5} job {t.job_id:<8} ")
+            text.append_text(job_state(t.state) if t.state != "waiting" else Text("… waiting"))
+            text.append(f"  try {t.attempt}/{t.max_attempts}  ")
+            if t.error is not None:
+                text.append_text(one_line(f"{t.error.get('code')}: {t.error.get('message') or ''}",
+                                          limit=70))
+        if detail.more_targets:
+            text.append("\n  … enter lists them all", style="dim")
+        box.update(text)
+
+    # -- actions ------------------------------------------------------------------------------
+    def can(self, action: str) -> bool | None:
+        b = self.selected()
+        if action == "open":
+            return True if b is not None else None
+        if action == "cancel":
+            return True if b is not None and not b.is_terminal else None
+        if action == "requeue":
+            ok = b is not None and b.failed > 0 and b.state != "cancelled"
+            return True if ok and b is not None and b.cancel_requested_at is None else None
+        return True
+
+    def action_open(self) -> None:
+        b = self.selected()
+        if b is not None:
+            self.console.show_jobs(f"batch:{b.id}", came_from="batches")
+
+    @on(DataTable.RowSelected, "#batches")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_cancel(self) -> None:
+        b = self.selected()
+        if b is None or b.is_terminal:
+            return
+        batch_id = b.id
+        self.console.propose(
+            Plan(
+                verb="Cancel",
+                noun="batch",
+                count=1,
+                ids=(batch_id,),
+                cli=cli("batches", "cancel", batch_id),
+                run=lambda op: op.cancel_batch(batch_id),
+                report=lambda done: (
+                    f"batch {batch_id} cancelled: waiting targets will not run; running ones"
+                    " finish and keep their results"
+                    if done else f"batch {batch_id} had already finished: nothing to cancel"
+                ),
+            )
+        )
+
+    def action_requeue(self) -> None:
+        b = self.selected()
+        if b is None or not b.failed:
+            return
+        batch_id = b.id
+        self.console.propose(
+            Plan(
+                verb="Retry failed targets of",
+                noun="batch",
+                count=1,
+                ids=(batch_id,),
+                cli=cli("batches", "retry-failed", batch_id),
+                run=lambda op: op.retry_batch(batch_id),
+                report=lambda n: f"batch {batch_id}: {plural(n, 'failed target')} requeued",
+            )
+        )

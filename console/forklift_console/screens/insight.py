@@ -1,0 +1,117 @@
+"""Reading a stats snapshot the way an on-call person would: what is wrong, where, since when.
+
+Pure functions of operator-API results and the console's clock, so they are tested without a
+terminal and both the overview and the queues screen say the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from rich.text import Text
+
+from forklift.ops.jobs import JobSummary
+from forklift.ops.stats import QueueStats, Stats
+from forklift_console.widgets.filterbar import quote
+from forklift_console.widgets.text import age, duration, one_line, plural, style_of
+
+#: The oldest available job of a queue waiting longer than this raises an alert.
+LAG_ALERT_SECONDS = 60.0
+#: Dead letters in the most recent buckets that count as "growing".
+DEAD_RECENT_BUCKETS = 10
+
+
+def queue_state(q: QueueStats) -> str:
+    """paused, lagging (work waits too long), active (work flows) or idle."""
+    if q.paused:
+        return "paused"
+    if q.pickup_lag_seconds is not None and q.pickup_lag_seconds > LAG_ALERT_SECONDS:
+        return "lagging"
+    live = sum(q.counts.get(s, 0) for s in ("available", "running", "retryable"))
+    return "active" if live or q.completed else "idle"
+
+
+def window_label(stats: Stats) -> str:
+    """``last 30 min, 1 point per minute``: the window a sparkline covers, named."""
+    window, bucket = stats.window_seconds, stats.bucket_seconds
+    span = f"{window / 60:g} min" if window < 7200 else f"{window / 3600:g} h"
+    step = "minute" if bucket == 60 else duration(bucket)
+    return f"last {span}, 1 point per {step}"
+
+
+@dataclass(frozen=True)
+class Alert:
+    glyph: str
+    style: str
+    text: Text
+    #: A filter for the jobs screen that shows what the alert is about (enter follows it).
+    jobs_filter: str | None = None
+
+
+def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert]:
+    """The alerts strip, most urgent first."""
+    out: list[Alert] = []
+    live = {w.id for w in stats.workers if not w.stale}
+    orphans = [j for j in running if j.worker_id not in live]
+    if orphans:
+        queues = sorted({j.queue for j in orphans})
+        text = Text(f"{plural(len(orphans), 'running job')} (queue ")
+        text.append_text(one_line(", ".join(queues), limit=60))
+        text.append(
+            ") held by workers that stopped heartbeating: when the lease expires the leader"
+            " rescues it"
+        )
+        out.append(Alert("⚠", style_of("state-dead"), text, "state:running"))
+    recent = sum(stats.totals.series.dead[-DEAD_RECENT_BUCKETS:])
+    if recent:
+        minutes = DEAD_RECENT_BUCKETS * stats.bucket_seconds / 60
+        total = stats.totals.counts.get("dead", 0)
+        out.append(
+            Alert(
+                "✖",
+                style_of("state-dead"),
+                Text(
+                    f"dead letters growing: {recent:,} in the last {minutes:g} min"
+                    f" ({total:,} dead in all) — press 4"
+                ),
+                "state:dead",
+            )
+        )
+    for w in stats.workers:
+        if w.stale:
+            text = Text("worker ")
+            text.append_text(one_line(f"{w.host}:{w.pid}", limit=40))
+            text.append(
+                f" has not sent a heartbeat for {duration(w.heartbeat_age_seconds)}"
+                f" ({plural(w.in_use, 'job')} in flight)"
+            )
+            out.append(Alert("⚠", style_of("state-warn"), text))
+    for q in stats.queues:
+        if q.paused:
+            text = Text("queue ")
+            text.append_text(one_line(q.name, limit=40))
+            text.append(" paused")
+            if q.paused_by:
+                text.append(" by ")
+                text.append_text(one_line(q.paused_by, limit=30))
+            if q.paused_at is not None:
+                text.append(f" {age(q.paused_at, now)} ago")
+            if q.pause_reason:
+                text.append(": ")
+                text.append_text(one_line(q.pause_reason, limit=80))
+            waiting = q.counts.get("available", 0)
+            text.append(f" — {waiting:,} waiting")
+            out.append(Alert("‖", style_of("state-paused"), text, f"queue:{quote(q.name)}"))
+        elif q.pickup_lag_seconds is not None and q.pickup_lag_seconds > LAG_ALERT_SECONDS:
+            text = Text("queue ")
+            text.append_text(one_line(q.name, limit=40))
+            text.append(
+                f": oldest available job has waited {duration(q.pickup_lag_seconds)}"
+                f" ({q.counts.get('available', 0):,} waiting, {q.workers} workers listening,"
+                f" {q.free_slots} free slots)"
+            )
+            out.append(
+                Alert("⚠", style_of("state-warn"), text, f"queue:{quote(q.name)} state:available")
+            )
+    return out

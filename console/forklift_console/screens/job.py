@@ -1,0 +1,285 @@
+"""One job in full (enter on a job): why it is (not) running, progress, lease, timeline, every
+attempt's error, args and result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import ProgressBar, Static
+
+from forklift._errors import JobNotFound
+from forklift._job import LIVE_STATES, TERMINAL_STATES
+from forklift.ops import ActionResult, Explanation, JobDetail, Operator
+from forklift_console.runbook import cli
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.modals import Plan
+from forklift_console.widgets.text import (
+    job_state,
+    one_line,
+    plain,
+    pretty_json,
+    stamp,
+    until,
+)
+
+#: Innermost traceback frames shown per error.
+FRAMES = 4
+CLI_VERBS = {"requeue": "retry", "cancel": "cancel", "delete": "delete"}
+VERBS = {"requeue": "Requeue", "cancel": "Cancel", "delete": "Delete"}
+#: Which states each action applies to: the others show the action disabled.
+APPLIES: dict[str, tuple[str, ...]] = {
+    "requeue": TERMINAL_STATES,
+    "cancel": LIVE_STATES,
+    "delete": TERMINAL_STATES,
+}
+
+
+def job_plan(action: str, job_id: int, state: str) -> Plan:
+    def run(op: Operator) -> ActionResult:
+        fn = {"requeue": op.requeue, "cancel": op.cancel, "delete": op.delete}[action]
+        return fn(job_id)
+
+    return Plan(
+        verb=VERBS[action],
+        noun="job",
+        count=1,
+        ids=(job_id,),
+        cli=cli("jobs", CLI_VERBS[action], job_id, "--yes"),
+        run=run,
+        report=_result_text,
+    )
+
+
+def _result_text(result: ActionResult) -> str:
+    words = {
+        "requeued": "requeued: it is available again, attempts start over",
+        "cancelled": "cancelled",
+        "cancel_requested": "cancel requested: its worker is told to stop it",
+        "deleted": "deleted",
+    }
+    return f"job {result.job_id} {words.get(result.outcome, result.outcome)}"
+
+
+@dataclass(frozen=True)
+class JobView:
+    detail: JobDetail | None  # None: the job is gone (deleted, or pruned by retention)
+    explanation: Explanation | None
+
+
+class JobScreen(ConsoleScreen[JobView]):
+    MODE = "jobs"
+    HELP = (
+        "One job in full. 'Why' answers why it is (not) running right now. The timeline lists"
+        " enqueue, every attempt and the end; every failed attempt keeps its error (code, type,"
+        " scrubbed message, innermost frames). r requeues a finished job, C cancels a live one,"
+        " D deletes a finished one; esc goes back to the list."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "back", "Back"),
+        Binding("r", "act('requeue')", "Requeue"),
+        Binding("C", "act('cancel')", "Cancel", key_display="C"),
+        Binding("D", "act('delete')", "Delete", key_display="D"),
+    ]
+
+    def __init__(self, job_id: int) -> None:
+        super().__init__()
+        self.job_id = job_id
+        self._view: JobView | None = None
+
+    @property
+    def title_text(self) -> str | None:
+        return f"job {self.job_id}"
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="body"):
+            yield Static(id="head")
+            yield Static(id="why")
+            with Horizontal(id="progress-row"):
+                yield ProgressBar(id="progress", show_eta=False)
+                yield Static(id="progress-note")
+            yield Static(id="lease")
+            yield Static(id="timeline")
+            yield Static(id="errors")
+            yield Static(id="args")
+            yield Static(id="result")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#progress-row").display = False
+        self.query_one("#body").focus()
+
+    def fetch(self, op: Operator) -> JobView:
+        try:
+            detail = op.job(self.job_id)
+        except JobNotFound:
+            return JobView(None, None)
+        return JobView(detail, op.explain(self.job_id))
+
+    def show(self, data: JobView) -> None:
+        self._view = data
+        self.refresh_bindings()
+        now = self.console.now()
+        head = self.query_one("#head", Static)
+        if data.detail is None:
+            head.update(
+                Text(f"job {self.job_id} no longer exists: it was deleted or pruned.", style="bold")
+            )
+            for part in ("#why", "#lease", "#timeline", "#errors", "#args", "#result"):
+                self.query_one(part, Static).update("")
+            self.query_one("#progress-row").display = False
+            return
+        job = data.detail.job
+        text = Text().append(f"job {job.id}  ", style="bold")
+        text.append_text(one_line(job.kind, limit=60))
+        text.append("  ")
+        text.append_text(job_state(job.state))
+        text.append("  queue ")
+        text.append_text(one_line(job.queue, limit=40))
+        text.append(f"  priority {job.priority}  attempt {job.attempt}/{job.max_attempts}")
+        extras = []
+        if job.tags:
+            extras.append("tags " + ", ".join(job.tags))
+        if job.unique_key:
+            extras.append(f"unique key {job.unique_key}")
+        if job.batch_id is not None:
+            extras.append(f"batch {job.batch_id}")
+        if job.meta:
+            extras.append("meta " + ", ".join(f"{k}={v}" for k, v in job.meta.items()))
+        if extras:
+            text.append("\n")
+            text.append_text(one_line(" · ".join(extras), limit=300))
+        head.update(text)
+
+        why = Text().append("Why: ", style="bold")
+        if data.explanation is not None and data.explanation.reasons:
+            for i, reason in enumerate(data.explanation.reasons):
+                if i:
+                    why.append("\n     ")
+                why.append_text(plain(reason.text))
+        self.query_one("#why", Static).update(why)
+
+        self._show_progress(job.progress)
+        lease = Text()
+        if job.worker_id:
+            lease.append("Lease: ", style="bold")
+            lease.append("held by worker ")
+            lease.append_text(one_line(job.worker_id, limit=60))
+            lease.append(f" (fence {job.fence})")
+            if job.lease_expires_at is not None and job.state == "running":
+                lease.append(f", expires {until(job.lease_expires_at, now)}")
+            if job.cancel_requested_at is not None:
+                lease.append(f" · cancel requested {until(job.cancel_requested_at, now)}")
+        self.query_one("#lease", Static).update(lease)
+        self.query_one("#lease").display = bool(lease)
+
+        timeline = Text().append("Timeline (UTC)\n", style="bold")
+        for event in data.detail.timeline:
+            when = stamp(_moment(event.at), now) if event.at else ""
+            timeline.append(f"  {when:>19}  ")
+            timeline.append_text(one_line(event.event, limit=40))
+            if event.detail:
+                timeline.append("  ")
+                timeline.append_text(one_line(event.detail, limit=160))
+            timeline.append("\n")
+        timeline.rstrip()
+        self.query_one("#timeline", Static).update(timeline)
+
+        errors = Text().append(f"Errors ({len(job.errors)})\n", style="bold")
+        if not job.errors:
+            errors.append("  none\n", style="dim")
+        for e in job.errors:
+            errors.append_text(_error_text(e))
+        errors.rstrip()
+        self.query_one("#errors", Static).update(errors)
+
+        args = Text().append("Args\n", style="bold")
+        args.append_text(pretty_json(job.args))
+        self.query_one("#args", Static).update(args)
+        result = Text().append("Result\n", style="bold")
+        if job.result is None and job.partial is None:
+            result.append("none", style="dim")
+        else:
+            result.append_text(pretty_json(job.result if job.result is not None else job.partial))
+            if job.result is None:
+                result.append("\n(partial result published while running)", style="dim")
+        self.query_one("#result", Static).update(result)
+
+    def _show_progress(self, progress: dict[str, Any] | None) -> None:
+        row = self.query_one("#progress-row")
+        if not progress:
+            row.display = False
+            return
+        done = float(progress.get("done") or 0)
+        total = progress.get("total")
+        bar = self.query_one("#progress", ProgressBar)
+        bar.update(total=float(total) if total else None, progress=done)
+        note = Text(f" {done:g}" + (f"/{float(total):g}" if total else "") + " ")
+        if progress.get("note"):
+            note.append_text(one_line(progress["note"], limit=80))
+        self.query_one("#progress-note", Static).update(note)
+        row.display = True
+
+    # -- actions ------------------------------------------------------------------------------
+    def can_with(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "act":
+            view = self._view
+            if view is None or view.detail is None:
+                return None
+            return True if view.detail.job.state in APPLIES[str(parameters[0])] else None
+        return True
+
+    def action_act(self, action: str) -> None:
+        """r, C, D: requeue, cancel or delete this job, after a confirmation."""
+        view = self._view
+        if view is not None and view.detail is not None:
+            self.console.propose(job_plan(action, self.job_id, view.detail.job.state))
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+
+def _moment(at: datetime | str) -> datetime | str:
+    """Error entries carry their time as ISO text; the timeline shows every time alike."""
+    if isinstance(at, datetime):
+        return at
+    try:
+        return datetime.fromisoformat(at)
+    except ValueError:
+        return at
+
+
+def _error_text(e: dict[str, Any]) -> Text:
+    out = Text("  ")
+    out.append(f"attempt {e.get('attempt', '?')} ", style="bold")
+    out.append_text(one_line(e.get("code") or "error", limit=40))
+    if e.get("type"):
+        out.append(" · ")
+        out.append_text(one_line(e["type"], limit=80))
+    if e.get("at"):
+        out.append(" · ")
+        out.append_text(one_line(str(e["at"]).replace("T", " ")[:19], limit=19))
+    if e.get("worker"):
+        out.append(" · worker ")
+        out.append_text(one_line(e["worker"], limit=40))
+    out.append("\n")
+    if e.get("message"):
+        for line in plain(e["message"]).split("\n")[:8]:
+            out.append("    ")
+            out.append_text(line)
+            out.append("\n")
+    frames = e.get("traceback") or []
+    for frame in frames[-FRAMES:]:
+        if isinstance(frame, dict):
+            out.append("      at ", style="dim")
+            out.append_text(
+                one_line(f"{frame.get('file')}:{frame.get('line')} in {frame.get('func')}",
+                         limit=160)
+            )
+            out.append("\n")
+    return out

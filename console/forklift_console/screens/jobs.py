@@ -1,0 +1,329 @@
+"""Jobs (key 3): a filter bar, a keyset-paged list, marks, bulk actions; enter opens a job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, Input, Static
+
+from forklift.ops import BulkReport, JobFilter, JobPage, JobSummary, Operator
+from forklift_console.runbook import cli, filter_flags
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.job import CLI_VERBS, VERBS, JobScreen, job_plan
+from forklift_console.screens.modals import Plan
+from forklift_console.widgets.filterbar import FilterBar, FilterError, parse, to_text
+from forklift_console.widgets.table import Column, LiveTable
+from forklift_console.widgets.text import (
+    MARK,
+    age,
+    job_state,
+    one_line,
+    plural,
+)
+
+PAGE = 100
+#: Recount the matches (capped at 10,000) at most this often; the page itself refreshes
+#: on every tick. A count with a text filter can read many rows.
+RECOUNT_SECONDS = 10.0
+
+
+
+@dataclass(frozen=True)
+class Request:
+    flt: JobFilter
+    cursor: str | None
+    count: bool
+
+
+def bulk_cli(action: str, flt: JobFilter) -> str:
+    return cli("jobs", CLI_VERBS[action], *filter_flags(flt), "--yes")
+
+
+def ids_cli(action: str, ids: list[int]) -> str:
+    return cli("jobs", CLI_VERBS[action], *ids, "--yes")
+
+
+def bulk_report(report: BulkReport) -> str:
+    verb = VERBS[report.action].lower().rstrip("e") + "ed"
+    text = f"{verb} {plural(report.done, 'job')}"
+    if report.skipped:
+        text += f"; {report.skipped:,} skipped (changed meanwhile)"
+    if report.more:
+        text += f"; more than {report.cap:,} matched: run it again for the rest"
+    return text
+
+
+class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
+    MODE = "jobs"
+    HELP = (
+        "Type / then a filter: queue:mail state:dead,retryable kind:send_email tag:vip batch:42"
+        ' id:100..200 and free text (or "a quoted phrase") found in args and errors. The list'
+        " pages by keyset ([ and ] move a page), so it stays quick on millions of rows. space"
+        " marks a job, a marks all jobs matching the filter; r requeues, C cancels, D deletes"
+        " the marked jobs (or the one under the cursor). Every action asks first."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("slash", "focus_filter", "Filter", key_display="/"),
+        Binding("enter", "open", "Detail"),
+        Binding("space", "mark", "Mark"),
+        Binding("a", "mark_all", "Mark all", show=False),
+        Binding("r", "act('requeue')", "Requeue"),
+        Binding("C", "act('cancel')", "Cancel", key_display="C"),
+        Binding("D", "act('delete')", "Delete", key_display="D"),
+        Binding("right_square_bracket", "page(1)", "Next page", key_display="]"),
+        Binding("left_square_bracket", "page(-1)", "Prev page", key_display="[", show=False),
+        Binding("escape", "back", "Back", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.filter = JobFilter()
+        self.filter_text = ""
+        self.marks: set[int] = set()
+        self.all_matching = False
+        self.came_from: str | None = None
+        self._cursors: list[str | None] = [None]  # start cursor of each page seen so far
+        self._page: JobPage | None = None
+        self._rows: dict[int, JobSummary] = {}
+        self._counted_at: datetime | None = None
+        self._count: tuple[int, bool] | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield FilterBar(id="filter")
+            yield Static(id="info")
+            yield LiveTable(
+                [
+                    Column("mark", " ", 1),
+                    Column("id", "Id", 7),
+                    Column("state", "State", 11),
+                    Column("queue", "Queue", 8),
+                    Column("kind", "Kind", 12),
+                    Column("attempt", "Try", 5),
+                    Column("age", "Age", 6),
+                    Column("info", "Error / args", None),
+                ],
+                id="jobs",
+            )
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        bar = self.query_one(FilterBar)
+        bar.value = self.filter_text
+        self.query_one("#jobs", LiveTable).focus()
+
+    @property
+    def title_text(self) -> str | None:
+        return self.filter_text or None
+
+    # -- filter -------------------------------------------------------------------------------
+    def set_filter_text(self, text: str, *, came_from: str | None = None) -> bool:
+        """Apply a filter typed by the operator (or handed over by a drill-down)."""
+        try:
+            flt = parse(text)
+        except FilterError as exc:
+            self.notify(str(exc), title="filter", severity="error")
+            return False
+        self.filter, self.filter_text = flt, to_text(flt)
+        self.came_from = came_from
+        self.marks.clear()
+        self.all_matching = False
+        self._cursors = [None]
+        self._count = None
+        self._counted_at = None
+        if self.is_mounted:
+            self.query_one(FilterBar).value = self.filter_text
+            self.paint_chrome()
+            self.reload()
+        return True
+
+    def action_focus_filter(self) -> None:
+        self.query_one(FilterBar).focus()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self.set_filter_text(event.value, came_from=self.came_from):
+            self.query_one("#jobs", LiveTable).focus()
+
+    # -- data ---------------------------------------------------------------------------------
+    def fetch(self, op: Operator) -> tuple[Request, JobPage]:
+        req = self._request()
+        return req, op.jobs(req.flt, limit=PAGE, cursor=req.cursor, count=req.count)
+
+    def _request(self) -> Request:
+        now = self.console.now()
+        recount = (
+            self._counted_at is None
+            or (now - self._counted_at).total_seconds() >= RECOUNT_SECONDS
+        )
+        return Request(self.filter, self._cursors[-1], recount)
+
+    def show(self, answer: tuple[Request, JobPage]) -> None:
+        req, data = answer
+        if req.flt != self.filter or req.cursor != self._cursors[-1]:
+            return  # an answer to a filter or page the operator has since left
+        self._page = data
+        self._rows = {j.id: j for j in data.jobs}
+        if req.count:
+            self._count = (data.count, data.count_capped)
+            self._counted_at = self.console.now()
+        now = self.console.now()
+        rows = [(j.id, self._cells(j, now)) for j in data.jobs]
+        self.query_one("#jobs", LiveTable).sync(rows)
+        self._paint_info()
+
+    def _cells(self, j: JobSummary, now: datetime) -> list[Text | str]:
+        if j.last_error_code:
+            info = Text().append(f"{j.last_error_code}: ", style="bold")
+            info.append_text(one_line(j.last_error_message or "", limit=120))
+        else:
+            info = one_line(j.args_preview, limit=120)
+        when = j.finished_at or j.attempted_at or j.created_at
+        return [
+            Text(MARK, style="bold") if (j.id in self.marks or self.all_matching) else " ",
+            str(j.id),
+            job_state(j.state),
+            one_line(j.queue, limit=8),
+            one_line(j.kind, limit=12),
+            f"{j.attempt}/{j.max_attempts}",
+            age(when, now),
+            info,
+        ]
+
+    def _paint_info(self) -> None:
+        page = self._page
+        text = Text()
+        if page is None:
+            text.append("loading…", style="dim")
+        else:
+            first = (len(self._cursors) - 1) * PAGE
+            shown = len(page.jobs)
+            total, capped = self._count or (page.count, page.count_capped)
+            count_text = f"{total:,}+" if capped else f"{total:,}"
+            if shown:
+                text.append(f"jobs {first + 1:,}–{first + shown:,} of {count_text}")
+            else:
+                text.append("no jobs match" if not first else "no more jobs")
+            text.append(f" · page {len(self._cursors)}", style="dim")
+            text.append(" · newest first", style="dim")
+        if self.all_matching:
+            text.append("  ")
+            text.append(f" {MARK} ALL MATCHING marked ", style="bold reverse")
+        elif self.marks:
+            text.append("  ")
+            text.append(f" {MARK} {len(self.marks)} marked ", style="bold reverse")
+        self.query_one("#info", Static).update(text)
+
+    def _repaint_rows(self) -> None:
+        now = self.console.now()
+        page = self._page
+        if page is not None:
+            self.query_one("#jobs", LiveTable).sync(
+                [(j.id, self._cells(j, now)) for j in page.jobs]
+            )
+        self._paint_info()
+
+    # -- paging and marks ---------------------------------------------------------------------
+    def action_page(self, step: int) -> None:
+        page = self._page
+        if step > 0:
+            if page is None or page.next_cursor is None:
+                self.notify("this is the last page", severity="information")
+                return
+            self._cursors.append(page.next_cursor)
+        else:
+            if len(self._cursors) == 1:
+                return
+            self._cursors.pop()
+        self.query_one("#jobs", LiveTable).move_cursor(row=0)
+        self.reload()
+
+    def current(self) -> JobSummary | None:
+        key = self.query_one("#jobs", LiveTable).current_key
+        return self._rows.get(int(key)) if key is not None else None
+
+    def action_mark(self) -> None:
+        job = self.current()
+        if job is None:
+            return
+        self.all_matching = False
+        self.marks.symmetric_difference_update({job.id})
+        table = self.query_one("#jobs", LiveTable)
+        self._repaint_rows()
+        table.action_cursor_down()
+
+    def action_mark_all(self) -> None:
+        self.all_matching = not self.all_matching
+        self.marks.clear()
+        self._repaint_rows()
+
+    def action_back(self) -> None:
+        if self.marks or self.all_matching:
+            self.marks.clear()
+            self.all_matching = False
+            self._repaint_rows()
+        elif self.came_from:
+            self.console.action_go(self.came_from)
+
+    def action_open(self) -> None:
+        job = self.current()
+        if job is not None:
+            self.app.push_screen(JobScreen(job.id))
+
+    @on(DataTable.RowSelected, "#jobs")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    # -- actions ------------------------------------------------------------------------------
+    def can(self, action: str) -> bool | None:
+        if action == "act":
+            return True if (self.marks or self.all_matching or self.current()) else None
+        return True
+
+    def action_act(self, action: str) -> None:
+        """r, C, D on all matching jobs, the marked ones, or the one under the cursor."""
+        if self.all_matching:
+            self.console.propose_bulk(action, self.filter, self.filter_text, after=self._acted)
+            return
+        if self.marks:
+            ids = sorted(self.marks)
+            flt = JobFilter(ids=tuple(ids))
+            self.console.propose(
+                Plan(
+                    verb=VERBS[action],
+                    noun="job",
+                    count=len(ids),
+                    ids=tuple(ids),
+                    cli=ids_cli(action, ids),
+                    run=lambda op: op.bulk(action, flt),
+                    report=lambda r: _marked_report(r, len(ids)),
+                ),
+                after=self._acted,
+            )
+            return
+        job = self.current()
+        if job is not None:
+            self.console.propose(job_plan(action, job.id, job.state))
+
+    def _acted(self) -> None:
+        self.marks.clear()
+        self.all_matching = False
+        self._repaint_rows()
+
+
+def _marked_report(report: BulkReport, marked: int) -> str:
+    text = bulk_report(report)
+    left = marked - report.matched
+    if left > 0:
+        text += f"; {plural(left, 'marked job')} not in a state this applies to"
+    return text
+

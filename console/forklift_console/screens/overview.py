@@ -1,0 +1,197 @@
+"""Overview (key 1): totals by state, throughput and failures over a named window, alerts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, OptionList, Static
+
+from forklift.ops import JobFilter, JobSummary, Operator, Stats
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.insight import Alert, alerts, queue_state, window_label
+from forklift_console.widgets.filterbar import quote
+from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.text import (
+    JOB_STATES,
+    count,
+    duration,
+    job_state,
+    one_line,
+    seconds,
+    spark,
+    style_of,
+)
+from forklift_console.widgets.text import (
+    queue_state as queue_badge,
+)
+
+#: Running jobs read for the lease alert; there are never more than the workers' slots.
+RUNNING_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class OverviewData:
+    stats: Stats
+    running: list[JobSummary]
+    live_batches: int = 0
+
+
+def fetch_overview(op: Operator) -> OverviewData:
+    snapshot = op.stats()
+    running = op.jobs(JobFilter(states=("running",)), limit=RUNNING_LIMIT, count=False).jobs
+    return OverviewData(snapshot, running, op.live_batches())
+
+
+class OverviewScreen(ConsoleScreen[OverviewData]):
+    MODE = "overview"
+    HELP = (
+        "Where to start. Totals by state, completed and failed jobs over the last half hour,"
+        " and alerts: paused queues, expired leases, dead letters growing, workers gone quiet,"
+        " queues whose work waits too long. Enter on an alert or a queue shows its jobs."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Show jobs", show=True),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._alerts: list[Alert] = []
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield Static(id="totals")
+            yield Static(id="rates")
+            yield Static(id="alerts-title")
+            yield OptionList(id="alerts")
+            yield LiveTable(
+                [
+                    Column("state", "State", 10),
+                    Column("queue", "Queue", 16),
+                    Column("available", "Avail", 7),
+                    Column("running", "Run", 5),
+                    Column("retryable", "Retry", 5),
+                    Column("dead", "Dead", 6),
+                    Column("lag", "Lag", 7),
+                    Column("done", "Done/30m", 8),
+                ],
+                id="queues",
+            )
+
+    def fetch(self, op: Operator) -> OverviewData:
+        return fetch_overview(op)
+
+    def show(self, data: OverviewData) -> None:
+        s = data.stats
+        now = self.console.now()
+        totals = Text()
+        for state in ("scheduled", "available", "running", "retryable", "dead"):
+            totals.append_text(job_state(state))
+            totals.append(f" {count(s.totals.counts.get(state, 0))}   ")
+        t = s.totals
+        totals.append("\n")
+        totals.append(
+            f"workers {t.live_workers} live"
+            + (f" ({t.draining_workers} draining)" if t.draining_workers else "")
+            + f" · slots {t.in_use}/{t.slots} in use · queues {t.queues}"
+            + (f" ({t.paused_queues} paused)" if t.paused_queues else "")
+            + f" · batches {data.live_batches} running"
+        )
+        self.query_one("#totals", Static).update(totals)
+
+        rates = Text().append(f"Throughput, {window_label(s)}\n", style="bold")
+        width = len(t.series.completed)
+        for label, glyph, series, total, per_min in (
+            ("completed", JOB_STATES["completed"][0], t.series.completed, t.completed,
+             t.completed_per_minute),
+            ("failed", JOB_STATES["retryable"][0], t.series.failed, t.failed,
+             t.failed_per_minute),
+            ("dead", JOB_STATES["dead"][0], t.series.dead, t.dead_in_window, None),
+        ):
+            rates.append(f" {glyph} {label:<10}")
+            rates.append(spark(series, width))
+            rates.append(f" {total:>7,}")
+            if per_min is not None:
+                rates.append(f"  {per_min:,.1f}/min")
+            rates.append("\n")
+        rt = t.run_time
+        rates.append(
+            f" run time: mean {seconds(rt.mean_seconds)}"
+            f", p95 {seconds(rt.p95_seconds)}"
+            f" over {rt.samples:,} completed",
+            style="dim",
+        )
+        self.query_one("#rates", Static).update(rates)
+
+        self._alerts = alerts(s, data.running, now)
+        title = Text().append(f"Alerts ({len(self._alerts)})", style="bold")
+        if not self._alerts:
+            title.append("  ✔ nothing needs attention", style="not bold " + style_of("state-completed"))
+        self.query_one("#alerts-title", Static).update(title)
+        prompts = []
+        box = self.query_one("#alerts", OptionList)
+        width = max(20, self.app.size.width - 3)
+        for alert in self._alerts:
+            line = Text()
+            line.append(f"{alert.glyph} ", style=alert.style)
+            line.append_text(alert.text)
+            line.truncate(width, overflow="ellipsis")
+            prompts.append(line)
+        if [str(p) for p in prompts] != [str(o.prompt) for o in box.options]:
+            highlighted = box.highlighted or 0
+            box.set_options(prompts)
+            if prompts:
+                box.highlighted = min(highlighted, len(prompts) - 1)
+        box.display = bool(prompts)
+
+        def backlog(q: Any) -> tuple[int, str]:
+            return (-(q.counts.get("available", 0) + q.counts.get("dead", 0)), q.name)
+
+        rows: list[Row] = []
+        for q in sorted(s.queues, key=backlog):
+            running = str(q.counts.get("running", 0))
+            rows.append(
+                (
+                    q.name,
+                    [
+                        queue_badge(queue_state(q)),
+                        one_line(q.name, limit=16),
+                        count(q.counts.get("available", 0)),
+                        running,
+                        count(q.counts.get("retryable", 0)),
+                        count(q.counts.get("dead", 0)),
+                        duration(q.pickup_lag_seconds) if q.pickup_lag_seconds is not None else "–",
+                        count(q.completed),
+                    ],
+                )
+            )
+        self.query_one("#queues", LiveTable).sync(rows)
+
+    def action_open(self) -> None:
+        """Enter: the jobs behind the highlighted alert or queue."""
+        box = self.query_one("#alerts", OptionList)
+        if box.has_focus and box.highlighted is not None:
+            self._open_alert(box.highlighted)
+            return
+        table = self.query_one("#queues", LiveTable)
+        if table.current_key is not None:
+            self.console.show_jobs(f"queue:{quote(table.current_key)}")
+
+    def _open_alert(self, index: int) -> None:
+        if 0 <= index < len(self._alerts) and self._alerts[index].jobs_filter:
+            self.console.show_jobs(self._alerts[index].jobs_filter or "")
+
+    @on(OptionList.OptionSelected, "#alerts")
+    def _alert_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self._open_alert(event.option_index)
+
+    @on(DataTable.RowSelected, "#queues")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()

@@ -1,0 +1,247 @@
+"""Queues (key 2): depth by state, pickup lag, throughput; pause and resume; drill down."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from forklift.ops import Explanation, Operator, QueueInfo, QueueNotFound, QueueStats, Stats
+from forklift_console.runbook import cli
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.insight import LAG_ALERT_SECONDS, queue_state, window_label
+from forklift_console.screens.modals import Plan, ReasonScreen
+from forklift_console.widgets.filterbar import quote
+from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.text import (
+    age,
+    count,
+    duration,
+    one_line,
+    seconds,
+    spark,
+    until,
+)
+from forklift_console.widgets.text import queue_state as queue_badge
+
+SPARK_POINTS = 30
+
+
+@dataclass(frozen=True)
+class QueuesData:
+    stats: Stats
+    #: "Why is this queue (not) moving?" for the queue highlighted when the data was read.
+    why: Explanation | None
+    #: The highlighted queue the fetch saw.
+    asked: str | None
+
+
+class QueuesScreen(ConsoleScreen[QueuesData]):
+    MODE = "queues"
+    HELP = (
+        "One row per queue: its state, jobs waiting (available), running against the queue's"
+        " concurrency limit, waiting to retry, dead; the pickup lag (how long the oldest"
+        f" available job has waited; over {LAG_ALERT_SECONDS:g}s the queue shows 'lagging') and"
+        " completed jobs per minute. Below: the highlighted queue's pause, scheduled jobs,"
+        " workers, run times and why it is (not) moving. p pauses (asks why) or resumes it;"
+        " enter shows its jobs."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Jobs"),
+        Binding("p", "toggle_pause", "Pause/resume"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._stats: Stats | None = None
+        self._why: Explanation | None = None
+        self._want: str | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield LiveTable(
+                [
+                    Column("state", "State", 10),
+                    Column("queue", "Queue", 12),
+                    Column("available", "Avail", 6),
+                    Column("running", "Run/lim", 7),
+                    Column("retryable", "Retry", 5),
+                    Column("dead", "Dead", 5),
+                    Column("lag", "Lag", 6),
+                    Column("spark", "Done/min", None),
+                ],
+                id="queues",
+            )
+            yield Static(id="detail")
+
+    def fetch(self, op: Operator) -> QueuesData:
+        stats = op.stats()
+        name = self._want if self._want and stats.queue(self._want) else None
+        if name is None and stats.queues:
+            name = stats.queues[0].name
+        why = None
+        if name is not None:
+            with contextlib.suppress(QueueNotFound):
+                why = op.explain_queue(name)
+        return QueuesData(stats, why, self._want)
+
+    def show(self, answer: QueuesData) -> None:
+        data = answer.stats
+        self._stats, self._why = data, answer.why
+        rows: list[Row] = []
+        table = self.query_one("#queues", LiveTable)
+        points = min(SPARK_POINTS, table.flex_width())  # the newest points, as many as fit
+        for q in data.queues:
+            limit = "∞" if q.concurrency is None else str(q.concurrency)
+            rows.append(
+                (
+                    q.name,
+                    [
+                        queue_badge(queue_state(q)),
+                        one_line(q.name, limit=12),
+                        count(q.counts.get("available", 0)),
+                        f"{q.counts.get('running', 0)}/{limit}",
+                        count(q.counts.get("retryable", 0)),
+                        count(q.counts.get("dead", 0)),
+                        duration(q.pickup_lag_seconds) if q.pickup_lag_seconds is not None else "–",
+                        spark(q.series.completed, points),
+                    ],
+                )
+            )
+        table.sync(rows)
+        self._show_detail()
+        if answer.asked != self._want:
+            self.call_after_refresh(self.reload)  # the highlight moved while this was read
+
+    def selected(self) -> QueueStats | None:
+        key = self.query_one("#queues", LiveTable).current_key
+        if key is None or self._stats is None:
+            return None
+        return self._stats.queue(key)
+
+    @on(DataTable.RowHighlighted, "#queues")
+    def _highlighted(self) -> None:
+        self._want = self.query_one("#queues", LiveTable).current_key
+        self._show_detail()
+        if self._want is not None and (self._why is None or self._why.queue != self._want):
+            self.reload()  # explain the newly highlighted queue now, not at the next tick
+
+    def _show_detail(self) -> None:
+        q = self.selected()
+        box = self.query_one("#detail", Static)
+        if q is None or self._stats is None:
+            box.update(Text("No queues yet: they appear with their first job.", style="dim"))
+            return
+        now = self.console.now()
+        text = Text()
+        text.append_text(queue_badge(queue_state(q)))
+        text.append(" ")
+        text.append_text(one_line(q.name, limit=60))
+        if q.paused:
+            text.append(" — paused")
+            if q.paused_by:
+                text.append(" by ")
+                text.append_text(one_line(q.paused_by, limit=40))
+            if q.paused_at:
+                text.append(f" {age(q.paused_at, now)} ago")
+            if q.pause_reason:
+                text.append(": “")
+                text.append_text(one_line(q.pause_reason, limit=120))
+                text.append("”")
+            if q.pause_expires_at:
+                text.append(f"; resumes by itself {until(q.pause_expires_at, now)}")
+        text.append("\n")
+        text.append(
+            f"{q.counts.get('scheduled', 0):,} scheduled · "
+            f"{q.workers} live workers listen, {q.free_slots} free slots · "
+            f"{window_label(self._stats)}: {q.completed:,} completed, {q.failed:,} failed, "
+            f"{q.dead_in_window:,} dead"
+        )
+        why = self._why
+        if why is not None and why.queue == q.name:
+            text.append("\nWhy: ", style="bold")
+            text.append_text(one_line("; ".join(r.text for r in why.reasons), limit=400))
+        rt = q.run_time
+        if rt.samples:
+            text.append(
+                f" · run time mean {seconds(rt.mean_seconds)}, p95 {seconds(rt.p95_seconds)}"
+            )
+        box.update(text)
+
+    # -- actions ------------------------------------------------------------------------------
+    def can(self, action: str) -> bool | None:
+        if action in ("toggle_pause", "open"):
+            return True if self.selected() is not None else None
+        return True
+
+    def action_open(self) -> None:
+        q = self.selected()
+        if q is not None:
+            self.console.show_jobs(f"queue:{quote(q.name)}")
+
+    @on(DataTable.RowSelected, "#queues")
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_toggle_pause(self) -> None:
+        q = self.selected()
+        if q is None:
+            return
+        name = q.name
+        if q.paused:
+            self.console.propose(
+                Plan(
+                    verb="Resume",
+                    noun="queue",
+                    count=1,
+                    ids=(name,),
+                    cli=cli("queues", "resume", name),
+                    run=lambda op: op.resume(name),
+                    destructive=False,
+                    report=lambda info: _resumed(name),
+                )
+            )
+            return
+
+        def reasoned(answer: tuple[str, str] | None) -> None:
+            if answer is None:
+                return
+            reason, for_ = answer
+            self.console.propose(
+                Plan(
+                    verb="Pause",
+                    noun="queue",
+                    count=1,
+                    ids=(name,),
+                    cli=cli(
+                        "queues", "pause", name,
+                        *(("--reason", reason) if reason else ()),
+                        *(("--for", for_) if for_ else ()),
+                    ),
+                    run=lambda op: op.pause(name, reason=reason or None, for_=for_ or None),
+                    destructive=False,
+                    report=_paused,
+                )
+            )
+
+        self.app.push_screen(
+            ReasonScreen(f"Pause queue {name}?", cli("queues", "pause", name, "--reason", "…")),
+            reasoned,
+        )
+
+
+def _paused(info: QueueInfo) -> str:
+    note = f" until {info.pause_expires_at:%H:%M:%S}" if info.pause_expires_at else ""
+    return f"queue {info.name} paused{note}: workers stop claiming from it at their next claim"
+
+
+def _resumed(name: str) -> str:
+    return f"queue {name} resumed: its workers were woken"

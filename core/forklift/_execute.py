@@ -1,0 +1,222 @@
+"""Running one attempt and classifying what happened into an Outcome.
+
+Nothing a handler does escapes this module: every exception, including BaseException other than
+the worker's own cancellation, becomes an outcome with a failure code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from concurrent.futures import Executor
+from typing import Any
+
+from forklift._app import JobKind
+from forklift._claim import Claimed
+from forklift._context import JobContext
+from forklift._errors import ForkliftError
+from forklift._payload import to_json_text
+from forklift._retry import Backoff, Fail, Retry, Snooze
+from forklift._scrub import error_entry
+from forklift._settle import Outcome
+
+
+def _backoff(job: Claimed, kind: JobKind[Any, Any] | None) -> Backoff:
+    if job.retry:
+        try:
+            return Backoff.from_json(job.retry)
+        except (ValueError, TypeError):
+            pass
+    return kind.retry if kind is not None else Backoff()
+
+
+def _entry(
+    job: Claimed,
+    ctx: JobContext | None,
+    kind: JobKind[Any, Any] | None,
+    exc: BaseException | None,
+    code: str,
+    message: str | None = None,
+) -> dict[str, Any]:
+    return error_entry(
+        exc,
+        code=code,
+        attempt=job.attempt,
+        worker_id=ctx.worker_id if ctx else None,
+        message=message,
+        codes_only=kind is not None and kind.errors == "codes",
+    )
+
+
+def failed(
+    job: Claimed,
+    ctx: JobContext | None,
+    kind: JobKind[Any, Any] | None,
+    exc: BaseException | None,
+    code: str,
+    *,
+    message: str | None = None,
+    terminal: bool = False,
+    delay: float | None = None,
+) -> Outcome:
+    """A failed attempt: dead when terminal or out of attempts, else retryable by backoff."""
+    entry = _entry(job, ctx, kind, exc, code, message)
+    if terminal or job.attempt >= job.max_attempts:
+        return Outcome(job.id, job.fence, "dead", error=entry, code=code)
+    wait = _backoff(job, kind).delay(job.attempt) if delay is None else delay
+    return Outcome(job.id, job.fence, "retryable", delay=wait, error=entry, code=code)
+
+
+def classify(
+    job: Claimed, ctx: JobContext, kind: JobKind[Any, Any], exc: BaseException
+) -> Outcome:
+    if isinstance(exc, Snooze):
+        return Outcome(job.id, job.fence, "scheduled", delay=exc.delay, refund=1, code="snoozed")
+    if isinstance(exc, Retry):
+        after = min(exc.after, _backoff(job, kind).max)
+        return failed(job, ctx, kind, exc, "error", message=exc.reason, delay=after)
+    if isinstance(exc, Fail):
+        if exc.code in kind.failure_codes:
+            return failed(job, ctx, kind, exc, exc.code, message=exc.message, terminal=True)
+        return failed(
+            job, ctx, kind, exc, "internal_error",
+            message=f"undeclared failure code {exc.code!r}", terminal=True,
+        )
+    if isinstance(exc, Exception):
+        return failed(job, ctx, kind, exc, "error")
+    return failed(job, ctx, kind, exc, "handler_exit")
+
+
+async def run_attempt(
+    job: Claimed,
+    kind: JobKind[Any, Any] | None,
+    ctx: JobContext,
+    executor: Executor,
+    result_limit: int,
+) -> Outcome | None:
+    """Run one attempt. Returns None when the lease was lost (nothing may be written).
+
+    Raises ``CancelledError`` only when the worker itself is being torn down.
+    """
+    if kind is None:
+        return failed(
+            job, ctx, None, None, "unknown_kind",
+            message=f"no handler for kind {job.kind!r} in this worker", terminal=True,
+        )
+    try:
+        payload = kind.payload.validate(job.args, kind=kind.name)
+    except ForkliftError as exc:
+        return failed(job, ctx, kind, None, "invalid_payload", message=exc.message, terminal=True)
+
+    completed: Outcome | None = None
+    try:
+        if kind.is_async:
+            value = await kind.fn(ctx, payload)
+        else:
+            loop = asyncio.get_running_loop()
+            value = await loop.run_in_executor(executor, kind.fn, ctx, payload)
+        try:
+            if value is None and kind.result.accepts_none:
+                text = "null"  # what the three steps below make of None, without them
+            else:
+                data = kind.result.dump(kind.result.validate(value, kind=kind.name),
+                                        kind=kind.name, what="result")
+                text = to_json_text(data, what="result", kind=kind.name, limit=result_limit)
+        except ForkliftError as exc:
+            completed = failed(
+                job, ctx, kind, None, "invalid_result", message=exc.message, terminal=True
+            )
+        else:
+            completed = Outcome(job.id, job.fence, "completed", result=text, code="completed")
+    except asyncio.CancelledError as exc:
+        if ctx.cancel_reason is None:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling() > 0:
+                raise  # the worker itself is being torn down
+            # The handler raised CancelledError of its own (an inner task's): a failure.
+            return classify(job, ctx, kind, exc)
+    except BaseException as exc:
+        if ctx.cancel_reason is None:
+            return classify(job, ctx, kind, exc)
+    return stopped(job, ctx, kind, completed)
+
+
+def stopped(
+    job: Claimed,
+    ctx: JobContext,
+    kind: JobKind[Any, Any] | None,
+    completed: Outcome | None = None,
+    *,
+    abandoned: bool = False,
+) -> Outcome | None:
+    """The outcome of an attempt, given why (if at all) its handler was told to stop.
+
+    ``completed`` is what the handler produced when it returned normally; ``abandoned`` says
+    the handler is still running and is being left behind by a draining worker.
+    """
+    reason = ctx.cancel_reason
+    if reason is None:
+        assert completed is not None
+        return completed
+    if reason == "lease_lost":
+        return None
+    if reason in ("cancelled", "interrupted") and completed is not None:
+        return completed  # it finished its work before it could be stopped
+    if reason == "cancelled":
+        return Outcome(
+            job.id, job.fence, "cancelled",
+            error=_entry(job, ctx, kind, None, "cancelled", "cancelled by an operator"),
+            code="cancelled",
+        )
+    if reason == "interrupted":
+        # A drain is not the job's fault: the attempt does not count.
+        message = "the worker shut down before the job finished"
+        if abandoned:
+            message += "; the handler ignored the signal and was abandoned with the process"
+        return Outcome(
+            job.id, job.fence, "retryable", refund=1,
+            error=_entry(job, ctx, kind, None, "interrupted", message),
+            code="interrupted",
+        )
+    timeout = kind.timeout if kind is not None else None
+    return failed(
+        job, ctx, kind, None, "timeout",
+        message=f"the attempt ran longer than its timeout of {timeout}s",
+    )
+
+
+def progress_json(value: Any) -> str | None:
+    """JSON text PostgreSQL's jsonb accepts, or None when the value is not JSON at all.
+
+    NUL characters are dropped and lone surrogates escaped (jsonb refuses both), so a
+    handler's progress note can never make the write that carries it fail.
+    """
+    try:
+        text = json.dumps(value, allow_nan=False, default=str, ensure_ascii=False)
+        if "\\u0000" in text or not _encodable(text):
+            text = json.dumps(_storable(value), allow_nan=False, default=str, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+    return text if _encodable(text) and "\\u0000" not in text else None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _text(s: str) -> str:
+    return s.replace("\x00", "").encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _storable(value: Any) -> Any:
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_text(str(k)): _storable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_storable(v) for v in value]
+    return value

@@ -1,0 +1,64 @@
+"""Lease renewal and fenced interim writes (progress, partial results), one statement a batch."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from forklift._sqltext import render
+
+HEARTBEAT_SQL = """
+UPDATE {s}.jobs AS t SET lease_expires_at = now() + make_interval(secs => %s)
+FROM unnest(%s::bigint[], %s::bigint[]) AS h(id, fence)
+WHERE t.id = h.id AND t.fence = h.fence AND t.state = 'running'
+RETURNING t.fence, t.cancel_requested_at IS NOT NULL
+"""
+
+PROGRESS_SQL = """
+UPDATE {s}.jobs AS t SET progress = coalesce(p.progress, t.progress),
+                         partial = coalesce(p.partial, t.partial)
+FROM unnest(%s::bigint[], %s::bigint[], %s::jsonb[], %s::jsonb[]) AS p(id, fence, progress, partial)
+WHERE t.id = p.id AND t.fence = p.fence AND t.state = 'running'
+RETURNING t.fence
+"""
+
+
+async def renew(
+    conn: psycopg.AsyncConnection[Any], schema: str, held: dict[int, int], lease: float
+) -> dict[int, bool]:
+    """Renew every held lease (fence -> job id). Returns fence -> cancel requested, for the
+    leases still held.
+
+    A fence missing from the answer has lost its lease: rescued, cancelled, requeued, or
+    settled by this worker since the caller looked. Rows are passed in id order, the order
+    every multi-row write of a worker locks them in, so two of its statements cannot deadlock.
+    """
+    if not held:
+        return {}
+    pairs = sorted((job_id, fence) for fence, job_id in held.items())
+    cur = await conn.execute(
+        render(HEARTBEAT_SQL, schema), (lease, [p[0] for p in pairs], [p[1] for p in pairs])
+    )
+    return {row[0]: bool(row[1]) for row in await cur.fetchall()}
+
+
+async def write_progress(
+    conn: psycopg.AsyncConnection[Any],
+    schema: str,
+    updates: list[tuple[int, int, str | None, str | None]],
+) -> set[int]:
+    """Write (id, fence, progress json, partial json) rows; returns the fences still held."""
+    if not updates:
+        return set()
+    rows = sorted(updates, key=lambda u: u[0])
+    cur = await conn.execute(
+        render(PROGRESS_SQL, schema),
+        (
+            [u[0] for u in rows],
+            [u[1] for u in rows],
+            [u[2] for u in rows],
+            [u[3] for u in rows],
+        ),
+    )
+    return {row[0] for row in await cur.fetchall()}

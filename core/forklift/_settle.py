@@ -1,0 +1,104 @@
+"""Writing what became of attempts: one fenced statement for a whole batch of outcomes."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import psycopg
+
+from forklift._sqltext import render
+
+Next = Literal["completed", "retryable", "dead", "scheduled", "cancelled"]
+
+# Parameters go in binary (%b): psycopg quotes text arrays element by element in Python, which
+# cost more per job than everything else in a flush.
+# An operator's cancel beats every outcome but success: a handler that finished its work
+# completes, anything else that was asked to stop ends cancelled.
+SETTLE_SQL = """
+UPDATE {s}.jobs AS t SET
+    state = CASE WHEN o.st <> 'completed' AND t.cancel_requested_at IS NOT NULL
+                 THEN 'cancelled' ELSE o.st END,
+    finished_at = CASE WHEN o.st IN ('completed', 'dead', 'cancelled')
+                         OR (o.st <> 'completed' AND t.cancel_requested_at IS NOT NULL)
+                       THEN now() END,
+    run_at = CASE WHEN o.st IN ('retryable', 'scheduled')
+                  THEN now() + make_interval(secs => o.delay) ELSE t.run_at END,
+    attempt = t.attempt - o.refund,
+    result = coalesce(o.result, t.result),
+    errors = CASE WHEN o.error IS NULL THEN t.errors ELSE t.errors || jsonb_build_array(o.error) END,
+    progress = coalesce(o.progress, t.progress),
+    partial = CASE WHEN o.st = 'completed' THEN NULL ELSE coalesce(o.partial, t.partial) END,
+    lease_expires_at = NULL
+FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::float8[], %b::int4[], %b::jsonb[],
+            %b::jsonb[], %b::jsonb[], %b::jsonb[])
+     AS o(id, fence, st, delay, refund, result, error, progress, partial)
+WHERE t.id = o.id AND t.fence = o.fence AND t.state = 'running'
+RETURNING t.fence, t.state
+"""
+
+# The common flush, nothing but plain completions: what SETTLE_SQL writes for them, with a
+# third of the parameters and none of its per-row CASEs (about 2 us a job less on the server).
+COMPLETE_SQL = """
+UPDATE {s}.jobs AS t SET
+    state = 'completed', finished_at = now(), result = o.result, partial = NULL,
+    lease_expires_at = NULL
+FROM unnest(%b::bigint[], %b::bigint[], %b::jsonb[]) AS o(id, fence, result)
+WHERE t.id = o.id AND t.fence = o.fence AND t.state = 'running'
+RETURNING t.fence, t.state
+"""
+
+
+@dataclass
+class Outcome:
+    job_id: int
+    fence: int
+    next: Next
+    delay: float = 0.0
+    refund: int = 0  # 1 when the attempt does not count (snooze, drain interruption)
+    result: str | None = None  # JSON text
+    error: dict[str, Any] | None = None
+    progress: str | None = None
+    partial: str | None = None
+    code: str | None = field(default=None, compare=False)  # for logs and metrics
+
+    @property
+    def plain_completion(self) -> bool:
+        """Completed with a result and nothing else to write (what COMPLETE_SQL covers)."""
+        return (self.next == "completed" and self.result is not None and not self.refund
+                and self.error is None and self.progress is None)
+
+
+async def write(
+    conn: psycopg.AsyncConnection[Any], schema: str, outcomes: list[Outcome]
+) -> dict[int, str]:
+    """Write outcomes; returns fence -> final state for each write the fence accepted.
+
+    Rows go in id order, like the heartbeat's, so the two statements cannot deadlock.
+    """
+    if not outcomes:
+        return {}
+    outcomes = sorted(outcomes, key=lambda o: o.job_id)
+    if all(o.plain_completion for o in outcomes):
+        cur = await conn.execute(
+            render(COMPLETE_SQL, schema),
+            ([o.job_id for o in outcomes], [o.fence for o in outcomes],
+             [o.result for o in outcomes]),
+        )
+        return {row[0]: row[1] for row in await cur.fetchall()}
+    cur = await conn.execute(
+        render(SETTLE_SQL, schema),
+        (
+            [o.job_id for o in outcomes],
+            [o.fence for o in outcomes],
+            [o.next for o in outcomes],
+            [float(o.delay) for o in outcomes],  # one type per array: 900 and 0.5 mix
+            [int(o.refund) for o in outcomes],
+            [o.result for o in outcomes],
+            [json.dumps(o.error, default=str) if o.error is not None else None for o in outcomes],
+            [o.progress for o in outcomes],
+            [o.partial for o in outcomes],
+        ),
+    )
+    return {row[0]: row[1] for row in await cur.fetchall()}

@@ -1,0 +1,323 @@
+"""The :class:`Operator`: one object with every operator call, for the CLI, the console and
+scripts alike.
+
+    from forklift.ops import Operator, JobFilter
+
+    with Operator(actor="alice") as op:
+        print(op.stats().totals.counts)
+        report = op.requeue_many(JobFilter.build(states="dead", queues="mail"), dry_run=True)
+        print(report.matched, report.sample_ids)
+
+Each call returns a dataclass whose ``to_json()`` gives the documented JSON shape. The module
+functions (``forklift.ops.stats.stats(conn, ctx)`` ...) take a connection and an
+:class:`OpsContext` instead, for callers that bring their own connection.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from forklift import _config as config
+from forklift._batches import Batch
+from forklift._db import connect, connect_kwargs, unavailable
+from forklift.ops import actions as _actions
+from forklift.ops import audit as _audit
+from forklift.ops import backfills as _backfills
+from forklift.ops import batches as _batches
+from forklift.ops import explain as _explain
+from forklift.ops import jobs as _jobs
+from forklift.ops import prune as _prune
+from forklift.ops import queues as _queues
+from forklift.ops import schedules as _schedules
+from forklift.ops import stats as _stats
+from forklift.ops import workers as _workers
+from forklift.ops.context import OpsContext
+from forklift.ops.filters import JobFilter, Sort
+
+
+class Operator:
+    """Operator calls against one database and schema, as ``actor``.
+
+    ``dsn``: ``--dsn`` > FORKLIFT_DSN > DATABASE_URL > the embedded server. ``actor``: else
+    FORKLIFT_ACTOR, else the OS user. ``read_only``: or FORKLIFT_READ_ONLY; every mutating call
+    then raises :class:`forklift._errors.ReadOnly`, and the session itself is opened read-only.
+    ``conn``: use this connection instead of opening one (it is not closed by :meth:`close`).
+
+    One connection serves every call; calls from several threads are serialised.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str | None = None,
+        actor: str | None = None,
+        read_only: bool | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> None:
+        self.ctx = OpsContext.from_env(schema=schema, actor=actor, read_only=read_only)
+        self._dsn = dsn
+        self._conn = conn
+        self._own = conn is None
+        self._lock = threading.RLock()
+        self._window = _stats.WindowCache()
+
+    # -- connection -------------------------------------------------------------------------
+    @property
+    def schema(self) -> str:
+        return self.ctx.schema
+
+    @property
+    def actor(self) -> str:
+        return self.ctx.actor
+
+    @property
+    def read_only(self) -> bool:
+        return self.ctx.read_only
+
+    @property
+    def conn(self) -> psycopg.Connection[Any]:
+        if self._conn is None or self._conn.closed:
+            target = config.resolve(self._dsn, schema=self.ctx.schema).dsn
+            if self.ctx.read_only:
+                # Belt and braces: the session refuses writes even if a code path forgot to ask.
+                kwargs = connect_kwargs(target, "ops")
+                params = conninfo_to_dict(kwargs["conninfo"])
+                params["options"] = f"{params.get('options', '')} -c default_transaction_read_only=on"
+                kwargs["conninfo"] = make_conninfo(**params)  # type: ignore[arg-type]
+                try:
+                    self._conn = psycopg.Connection.connect(**kwargs)
+                except psycopg.OperationalError as exc:
+                    raise unavailable(target, exc) from None
+            else:
+                self._conn = connect(target, "ops")
+            self._own = True
+        return self._conn
+
+    def close(self) -> None:
+        if self._own and self._conn is not None:
+            self._conn.close()
+        self._conn = None if self._own else self._conn
+
+    def __enter__(self) -> Operator:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            conn = self.conn
+            try:
+                return fn(conn, self.ctx, *args, **kwargs)
+            except psycopg.OperationalError:
+                if self._own and conn.closed:
+                    self._conn = None  # reopened on the next call
+                raise
+
+    # -- reading ----------------------------------------------------------------------------
+    def stats(
+        self,
+        *,
+        window: timedelta = _stats.DEFAULT_WINDOW,
+        bucket: timedelta = _stats.DEFAULT_BUCKET,
+    ) -> _stats.Stats:
+        """Successive calls on one Operator read only the window's newest buckets."""
+        return self._run(  # type: ignore[no-any-return]
+            _stats.stats, window=window, bucket=bucket, cache=self._window
+        )
+
+    def jobs(
+        self,
+        flt: JobFilter | None = None,
+        *,
+        sort: Sort | str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        count: bool = True,
+    ) -> _jobs.JobPage:
+        return self._run(  # type: ignore[no-any-return]
+            _jobs.list_jobs, flt, sort=sort, limit=limit, cursor=cursor, count=count
+        )
+
+    def job(self, job_id: int) -> _jobs.JobDetail:
+        return self._run(_jobs.show, job_id)  # type: ignore[no-any-return]
+
+    def explain(self, job_id: int) -> _explain.Explanation:
+        return self._run(_explain.explain_job, job_id)  # type: ignore[no-any-return]
+
+    def explain_queue(self, name: str) -> _explain.Explanation:
+        return self._run(_explain.explain_queue, name)  # type: ignore[no-any-return]
+
+    def queues(self) -> list[_queues.QueueInfo]:
+        return self._run(_queues.list_queues)  # type: ignore[no-any-return]
+
+    def workers(self) -> list[_workers.WorkerInfo]:
+        return self._run(_workers.list_workers)  # type: ignore[no-any-return]
+
+    def audit(
+        self,
+        *,
+        limit: int = 50,
+        actor: str | None = None,
+        action: str | None = None,
+        since: str | datetime | None = None,
+        before_id: int | None = None,
+    ) -> list[_audit.AuditEntry]:
+        return self._run(  # type: ignore[no-any-return]
+            _audit.entries, limit=limit, actor=actor, action=action, since=since,
+            before_id=before_id,
+        )
+
+    # -- acting on jobs ---------------------------------------------------------------------
+    def requeue(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
+        """A finished job runs again: fresh attempts, new fence, error history kept."""
+        return self._run(_actions.act, "requeue", job_id, reason=reason)  # type: ignore[no-any-return]
+
+    def cancel(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
+        """Waiting jobs end cancelled at once; a running job's worker is told to stop it."""
+        return self._run(_actions.act, "cancel", job_id, reason=reason)  # type: ignore[no-any-return]
+
+    def delete(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
+        return self._run(_actions.act, "delete", job_id, reason=reason)  # type: ignore[no-any-return]
+
+    def bulk(
+        self,
+        action: str,
+        flt: JobFilter,
+        *,
+        dry_run: bool = False,
+        cap: int = _actions.DEFAULT_CAP,
+        batch_size: int = _actions.DEFAULT_BATCH,
+        reason: str | None = None,
+    ) -> _actions.BulkReport:
+        """``action`` is requeue, cancel or delete; see :func:`forklift.ops.actions.bulk`."""
+        return self._run(  # type: ignore[no-any-return]
+            _actions.bulk, action, flt, dry_run=dry_run, cap=cap, batch_size=batch_size,
+            reason=reason,
+        )
+
+    def requeue_many(self, flt: JobFilter, **kw: Any) -> _actions.BulkReport:
+        return self.bulk("requeue", flt, **kw)
+
+    def cancel_many(self, flt: JobFilter, **kw: Any) -> _actions.BulkReport:
+        return self.bulk("cancel", flt, **kw)
+
+    def delete_many(self, flt: JobFilter, **kw: Any) -> _actions.BulkReport:
+        return self.bulk("delete", flt, **kw)
+
+    def prune(self, **kw: Any) -> _prune.PruneReport:
+        """See :func:`forklift.ops.prune.prune` for the arguments."""
+        return self._run(_prune.prune, **kw)  # type: ignore[no-any-return]
+
+    # -- queues -----------------------------------------------------------------------------
+    def pause(
+        self,
+        queue: str,
+        *,
+        reason: str | None = None,
+        until: str | datetime | None = None,
+        for_: str | float | timedelta | None = None,
+        create: bool = False,
+    ) -> _queues.QueueInfo:
+        return self._run(  # type: ignore[no-any-return]
+            _queues.pause, queue, reason=reason, until=until, for_=for_, create=create
+        )
+
+    def resume(self, queue: str, *, reason: str | None = None) -> _queues.QueueInfo:
+        return self._run(_queues.resume, queue, reason=reason)  # type: ignore[no-any-return]
+
+    def set_concurrency(
+        self, queue: str, limit: int | None, *, reason: str | None = None, create: bool = False
+    ) -> _queues.QueueInfo:
+        return self._run(  # type: ignore[no-any-return]
+            _queues.set_concurrency, queue, limit, reason=reason, create=create
+        )
+
+    # -- batches (see forklift.ops.batches) ---------------------------------------------------
+    def batches(
+        self,
+        *,
+        state: str | None = None,
+        caller: str | None = None,
+        limit: int = 50,
+        before_id: int | None = None,
+    ) -> list[Batch]:
+        return self._run(  # type: ignore[no-any-return]
+            _batches.list_batches, state=state, caller=caller, limit=limit, before_id=before_id
+        )
+
+    def batch(
+        self,
+        batch_id: int,
+        *,
+        states: list[str] | None = None,
+        after_index: int = -1,
+        limit: int = 100,
+    ) -> _batches.BatchDetail:
+        """Progress, rate, ETA and a page of targets (with result or error)."""
+        return self._run(  # type: ignore[no-any-return]
+            _batches.show, batch_id, states=states, after_index=after_index, limit=limit
+        )
+
+    def live_batches(self) -> int:
+        return self._run(_batches.count_live)  # type: ignore[no-any-return]
+
+    def cancel_batch(self, batch_id: int, *, reason: str | None = None) -> bool:
+        """Waiting targets end at once; in-flight ones finish. False if unknown or finished."""
+        return self._run(_batches.cancel, batch_id, reason=reason)  # type: ignore[no-any-return]
+
+    def retry_batch(self, batch_id: int, *, reason: str | None = None) -> int:
+        """Requeue the batch's failed targets; returns how many."""
+        return self._run(_batches.retry_failed, batch_id, reason=reason)  # type: ignore[no-any-return]
+
+    # -- schedules and backfills (forklift.ops.schedules, forklift.ops.backfills) ---------------
+    def schedules(self) -> list[_schedules.ScheduleInfo]:
+        return self._run(_schedules.list_schedules)  # type: ignore[no-any-return]
+
+    def schedule(self, name: str) -> _schedules.ScheduleInfo:
+        return self._run(_schedules.get_schedule, name)  # type: ignore[no-any-return]
+
+    def pause_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
+        return self._run(_schedules.pause, name, reason=reason)  # type: ignore[no-any-return]
+
+    def resume_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
+        return self._run(_schedules.resume, name, reason=reason)  # type: ignore[no-any-return]
+
+    def run_schedule_now(self, name: str, *, reason: str | None = None) -> _schedules.RunNow:
+        return self._run(_schedules.run_now, name, reason=reason)  # type: ignore[no-any-return]
+
+    def backfills(self) -> list[_backfills.BackfillInfo]:
+        return self._run(_backfills.list_backfills)  # type: ignore[no-any-return]
+
+    def backfill(self, name: str) -> _backfills.BackfillInfo:
+        return self._run(_backfills.get_backfill, name)  # type: ignore[no-any-return]
+
+    def backfill_runs(self, name: str, limit: int = 10) -> list[_backfills.BackfillInfo]:
+        return self._run(_backfills.history, name, limit)  # type: ignore[no-any-return]
+
+    def start_backfill(self, name: str, **kw: Any) -> _backfills.StartResult:
+        """``from_cursor``, ``rate``, ``force``, ``definition``, ``reason``: see ops.backfills.start."""
+        return self._run(_backfills.start, name, **kw)  # type: ignore[no-any-return]
+
+    def pause_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        return self._run(_backfills.pause, name, reason=reason)  # type: ignore[no-any-return]
+
+    def resume_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        return self._run(_backfills.resume, name, reason=reason)  # type: ignore[no-any-return]
+
+    def cancel_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        return self._run(_backfills.cancel, name, reason=reason)  # type: ignore[no-any-return]
+
+    def set_backfill_rate(
+        self, name: str, rate: float, *, reason: str | None = None
+    ) -> _backfills.BackfillInfo:
+        return self._run(_backfills.set_rate, name, rate, reason=reason)  # type: ignore[no-any-return]

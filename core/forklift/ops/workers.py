@@ -1,0 +1,65 @@
+"""Workers as they registered themselves: load, heartbeat, drain, leadership."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from forklift._sqltext import render
+from forklift.ops.context import OpsContext
+from forklift.ops.shape import Shape
+
+#: A worker whose heartbeat is older than this is shown stale and not counted as listening.
+#: Workers beat every lease/3 (10 s by default); the leader prunes rows after 60 s or 3 leases.
+STALE_AFTER = 60.0
+
+LIST_SQL = """
+SELECT w.id, w.host, w.pid, w.state, w.queues, w.slots, w.in_use, w.started_at, w.heartbeat_at,
+       extract(epoch FROM now() - w.heartbeat_at)::float8 AS heartbeat_age,
+       w.drain_deadline,
+       extract(epoch FROM w.drain_deadline - now())::float8 AS drain_remaining,
+       coalesce(l.worker_id = w.id, false) AS leader,
+       w.version
+FROM {s}.workers w
+LEFT JOIN {s}.leader l ON l.name = 'leader' AND l.expires_at > now()
+ORDER BY w.host, w.pid, w.id
+"""
+
+
+@dataclass(frozen=True)
+class WorkerInfo(Shape):
+    id: str
+    host: str
+    pid: int
+    #: running or draining
+    state: str
+    queues: list[str]
+    slots: int
+    in_use: int
+    started_at: datetime
+    heartbeat_at: datetime
+    heartbeat_age_seconds: float
+    drain_deadline: datetime | None
+    #: Seconds until the drain cutoff (negative once past it); None unless draining.
+    drain_remaining_seconds: float | None
+    leader: bool
+    version: str | None
+    #: No heartbeat for STALE_AFTER seconds: probably dead, its row not pruned yet.
+    stale: bool
+
+    @property
+    def live(self) -> bool:
+        return not self.stale
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> WorkerInfo:
+        """A row of LIST_SQL."""
+        return cls(*row, stale=float(row[9]) > STALE_AFTER)  # type: ignore[misc]
+
+
+def list_workers(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[WorkerInfo]:
+    rows = conn.execute(render(LIST_SQL, ctx.schema)).fetchall()
+    return [WorkerInfo.from_row(r) for r in rows]
