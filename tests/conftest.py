@@ -55,7 +55,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import embedded
 from forklift._db import connect, describe_target
-from forklift._migrate import migrate, migrations
+from forklift._migrate import fingerprint, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = "forklift"
@@ -167,10 +167,9 @@ def _pid_alive(pid: int) -> bool:
 
 
 def template_name() -> str:
-    """The template for the current migration files (and schema)."""
+    """The template for the current migration files and schema.sql (and schema name)."""
     digest = hashlib.sha256(SCHEMA.encode())
-    for m in migrations():
-        digest.update(f"\0{m.version}\0{m.name}\0{m.text}".encode())
+    digest.update(fingerprint().encode())
     return TEMPLATE_PREFIX + digest.hexdigest()[:16]
 
 

@@ -1,4 +1,12 @@
-"""Versioned SQL migrations, applied in order under an advisory lock, each in one transaction."""
+"""Versioned SQL migrations, applied in order under an advisory lock, each in one transaction.
+
+``migrations/NNNN_name.sql`` take a schema from one version to the next; ``schema.sql`` is the
+whole current schema in one readable file, and a fresh schema is created from it (one step,
+every version recorded). A test builds a database both ways and compares the catalogs, so the
+two cannot drift. PL/pgSQL that changes over time lives in versioned files under
+``functions/`` (``batches_v1.sql``, then ``batches_v2.sql``...), pulled into a migration or
+into schema.sql by a psql-style ``\\ir path`` line (resolved relative to the including file).
+"""
 
 from __future__ import annotations
 
@@ -14,6 +22,7 @@ from forklift._errors import SchemaOutdated
 from forklift._sqltext import check_schema, render
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+_INCLUDE = re.compile(r"^\\ir\s+(\S+)\s*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -23,13 +32,46 @@ class Migration:
     text: str
 
 
+def _expand(folder: str, text: str) -> str:
+    """Replace each ``\\ir path`` line by that file's text (paths relative to ``folder``)."""
+
+    def include(m: re.Match[str]) -> str:
+        parts = [p for p in f"{folder}/{m.group(1)}".split("/") if p not in ("", ".")]
+        resolved: list[str] = []
+        for part in parts:
+            if part == "..":
+                resolved.pop()
+            else:
+                resolved.append(part)
+        entry = resources.files("forklift").joinpath(*resolved)
+        return _expand("/".join(resolved[:-1]), entry.read_text("utf-8"))
+
+    return _INCLUDE.sub(include, text)
+
+
 def migrations() -> list[Migration]:
     found = []
     for entry in resources.files("forklift").joinpath("migrations").iterdir():
         m = _FILE.match(entry.name)
         if m:
-            found.append(Migration(int(m.group(1)), m.group(2), entry.read_text("utf-8")))
+            text = _expand("migrations", entry.read_text("utf-8"))
+            found.append(Migration(int(m.group(1)), m.group(2), text))
     return sorted(found, key=lambda m: m.version)
+
+
+def schema_text() -> str:
+    """The whole current schema (``schema.sql``, includes resolved)."""
+    return _expand("", resources.files("forklift").joinpath("schema.sql").read_text("utf-8"))
+
+
+def fingerprint() -> str:
+    """A digest of everything that defines the schema (migrations and schema.sql)."""
+    import hashlib
+
+    digest = hashlib.sha256(schema_text().encode())
+    for m in migrations():
+        digest.update(f"\0{m.version}\0{m.name}\0{m.text}".encode())
+    return digest.hexdigest()
 
 
 def required_version() -> int:
@@ -56,8 +98,15 @@ def pending(conn: psycopg.Connection[Any], schema: str) -> list[Migration]:
     return [m for m in migrations() if m.version > have]
 
 
-def apply(conn: psycopg.Connection[Any], schema: str) -> list[Migration]:
-    """Apply pending migrations; safe when several processes call it at once."""
+def apply(
+    conn: psycopg.Connection[Any], schema: str, *, fresh_from_schema_file: bool = True
+) -> list[Migration]:
+    """Apply pending migrations; safe when several processes call it at once.
+
+    A schema with no version yet is created from ``schema.sql`` in one step (every version is
+    recorded as applied); ``fresh_from_schema_file=False`` replays the migrations instead (the
+    test that keeps the two equal uses both).
+    """
     check_schema(schema)
     applied: list[Migration] = []
     with conn.transaction():
@@ -72,7 +121,17 @@ def apply(conn: psycopg.Connection[Any], schema: str) -> list[Migration]:
                 schema,
             )
         )
-        for m in pending(conn, schema):
+        todo = pending(conn, schema)
+        if fresh_from_schema_file and todo and current_version(conn, schema) == 0:
+            conn.execute(render(schema_text(), schema).encode())
+            for m in todo:
+                conn.execute(
+                    render("INSERT INTO {s}.schema_version (version, name) VALUES (%s, %s)",
+                           schema),
+                    (m.version, m.name),
+                )
+            return todo
+        for m in todo:
             conn.execute(render(m.text, schema).encode())
             conn.execute(
                 render("INSERT INTO {s}.schema_version (version, name) VALUES (%s, %s)", schema),

@@ -104,24 +104,7 @@ CREATE TABLE {s}.audit (
 );
 CREATE INDEX audit_at_idx ON {s}.audit (at DESC);
 
--- Wake listeners once per committing transaction and queue: NOTIFY folds identical
--- (channel, payload) pairs inside one transaction, and a statement trigger with a transition
--- table covers single inserts, multi-row inserts and COPY alike. The same statement records
--- the queue names so operators can list queues without scanning jobs.
-CREATE FUNCTION {s}.jobs_after_insert() RETURNS trigger
-LANGUAGE plpgsql AS $$
-DECLARE
-    q text;
-BEGIN
-    FOR q IN SELECT DISTINCT n.queue FROM new_jobs n LOOP
-        INSERT INTO {s}.queues (name) VALUES (q) ON CONFLICT (name) DO NOTHING;
-    END LOOP;
-    FOR q IN SELECT DISTINCT n.queue FROM new_jobs n WHERE n.state = 'available' LOOP
-        PERFORM pg_notify({channel}, q);
-    END LOOP;
-    RETURN NULL;
-END;
-$$;
+\ir ../functions/jobs_wake_v1.sql
 
 CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
     REFERENCING NEW TABLE AS new_jobs
