@@ -41,8 +41,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from typing_extensions import TypedDict
 
-from forklift._app import Forklift
-from forklift._context import JobContext
+from forklift import Forklift, JobContext
 
 log = logging.getLogger("forklift_console.bench")
 
@@ -251,7 +250,7 @@ class _Server:
         return name
 
     def _prepare_template(self) -> None:
-        from forklift._migrate import migrate
+        from forklift import migrate
 
         target = self.dsn_for(self.template)
         migrate(target, SCHEMA)
@@ -289,7 +288,7 @@ class _Server:
 # -- processes: forklift workers and the raw listening loop --------------------------------------
 def worker_main() -> None:
     """Entry point of a bench worker subprocess: the bench app, a Worker with default settings."""
-    from forklift._worker import Worker, run_worker
+    from forklift import Worker, run_worker
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app.use(os.environ["FORKLIFT_DSN"])
@@ -857,7 +856,7 @@ def run_bench(
     Needs the right to create databases on that server: each scenario runs in a fresh one,
     dropped afterwards. Figures are measured, never asserted.
     """
-    from forklift import _config as config
+    from forklift.ops import connect as config
 
     chosen = [s for s in SCENARIOS if s in set(scenarios)]
     unknown = set(scenarios) - set(SCENARIOS)

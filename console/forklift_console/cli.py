@@ -12,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from forklift import _config as config
-from forklift._db import connection
+from forklift.ops import connect as config
+from forklift.ops.connect import connection
 from forklift_console import cli_bench, cli_ops, console_cmd
 from forklift_console.cli_batches import batches_app
 from forklift_console.cli_db import db_app
@@ -60,8 +60,8 @@ def worker(
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
 ) -> None:
     """Run jobs: claim, execute, retry, until SIGTERM (drain) or a second signal (skip the wait)."""
-    from forklift._loader import load_app
-    from forklift._worker import Worker, run_worker
+    from forklift import Worker, run_worker
+    from forklift.ops.apps import load_app
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -90,7 +90,7 @@ def migrate(
     schema: Schema = None,
 ) -> None:
     """Apply pending schema migrations (safe to run twice, or from two hosts at once)."""
-    from forklift import _migrate as m
+    from forklift.ops import migrations as m
 
     with handled():
         schema_name = schema or config.schema_from_env()
@@ -124,7 +124,7 @@ def enqueue(
     as_json: Json = False,
 ) -> None:
     """Enqueue one job, validated against the kind declared in your app."""
-    from forklift._loader import load_app
+    from forklift.ops.apps import load_app
 
     try:
         payload = json.loads(args)

@@ -15,9 +15,9 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from forklift._batches import Batch
-from forklift._scrub import clean_display
+from forklift import Batch
 from forklift.ops.batches import BatchDetail
+from forklift.ops.display import clean_text as clean_display
 from forklift_console.batchview import mode_label, progress_bar, rate_label, state_text
 from forklift_console.opskit import (
     Actor,

@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from forklift import _config as config
 from forklift import embedded
+from forklift.ops import connect as config
 
 db_app = typer.Typer(help="The embedded PostgreSQL server under FORKLIFT_HOME.", no_args_is_help=True)
 out = Console(highlight=False, soft_wrap=True)

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from forklift._errors import ForkliftError
+from forklift import ForkliftError
 from forklift.ops import BulkReport, JobFilter, Operator
 from forklift.ops.actions import DEFAULT_CAP
 from forklift.ops.filters import SORT_KEYS, TIME_FIELDS

@@ -45,12 +45,11 @@ def _record_app(op: Operator, app_spec: str | None) -> Any:
     """Load the app (when one is given) and record its schedules and backfills; the app."""
     if not (app_spec or os.environ.get("FORKLIFT_APP")):
         return None
-    from forklift._cron import sync_definitions_now
-    from forklift._loader import load_app
+    from forklift.ops.apps import load_app, sync_definitions
 
     target = load_app(app_spec)
     if not op.read_only:
-        sync_definitions_now(op.conn, target, op.schema)
+        sync_definitions(op.conn, target, op.schema)
     return target
 
 

@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from forklift import _config as config
-from forklift._errors import ForkliftError
+from forklift import ForkliftError
+from forklift.ops import connect as config
 from forklift.ops.filters import duration
 from forklift_console.opskit import Actor, Dsn, ReadOnlyOpt, Schema, handled, usage
 

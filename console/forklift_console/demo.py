@@ -15,11 +15,8 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from forklift._app import Forklift
-from forklift._context import JobContext
-from forklift._db import connection
-from forklift._job import STATES, TERMINAL_STATES
-from forklift._worker import Worker
+from forklift import STATES, TERMINAL_STATES, Forklift, JobContext, Worker
+from forklift.ops.connect import connection
 from forklift.ops.jobs import count_by_state
 from forklift_console import demo_app
 

@@ -12,9 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from forklift._app import Forklift
-from forklift._context import JobContext
-from forklift._retry import Backoff, Fail
+from forklift import Backoff, Fail, Forklift, JobContext
 
 app = Forklift()
 
@@ -90,8 +88,8 @@ def reindex(accounts: list[int], conn: Any) -> None:
 def tidy(ctx: JobContext, args: dict[str, Any]) -> dict[str, str]:
     """Every 15 seconds: start the reindex backfill when it has never run or has completed
     (one an operator paused or cancelled is left alone)."""
-    from forklift._db import connection
     from forklift.ops import backfills
+    from forklift.ops.connect import connection
     from forklift.ops.context import OpsContext
 
     who = OpsContext(schema=app.schema, actor="demo.tidy")

@@ -24,9 +24,9 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from forklift._errors import ForkliftError
-from forklift._scrub import clean_display
+from forklift import ForkliftError
 from forklift.ops import Operator
+from forklift.ops.display import clean_text as clean_display
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)

@@ -9,6 +9,14 @@ and an :class:`OpsContext` (schema, actor, read-only):
 - ``actions``: requeue, cancel, delete: one job, or in bulk on a filter with dry run and cap
 - ``queues``: list, pause (optionally expiring), resume, concurrency limit
 - ``workers``, ``audit``, ``prune``
+
+For tools built on it (the CLI, the console, your scripts), public helpers in their own modules:
+
+- ``connect``: where the database is (``--dsn`` > FORKLIFT_DSN > DATABASE_URL > embedded) and
+  a purpose-named connection to it
+- ``apps``: load an app from ``module:attr``; record its schedules and backfills
+- ``migrations``: the schema's version, what is pending, applying it
+- ``display``: identifiers shown unambiguously, shell words quoted exactly, free text cleaned
 """
 
 from forklift.ops.actions import ActionResult, BulkReport

@@ -30,6 +30,8 @@ from forklift.ops.errors import InvalidFilter
 from forklift.ops.schedules import audited, required_name
 from forklift.ops.shape import Shape
 
+#: The fastest pace a backfill may be given, in pages per second.
+MAX_RATE = bf.MAX_RATE
 BackfillNotFound = bf.BackfillNotFound
 BackfillNotLive = bf.BackfillNotLive
 InvalidRate = bf.InvalidRate

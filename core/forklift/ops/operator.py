@@ -83,7 +83,7 @@ class Operator:
 
     @property
     def conn(self) -> psycopg.Connection[Any]:
-        if self._conn is None or self._conn.closed:
+        if self._conn is None or self._conn.closed or self._conn.broken:
             target = config.resolve(self._dsn, schema=self.ctx.schema).dsn
             if self.ctx.read_only:
                 # Belt and braces: the session refuses writes even if a code path forgot to ask.
@@ -99,6 +99,16 @@ class Operator:
                 self._conn = connect(target, "ops")
             self._own = True
         return self._conn
+
+    def abort(self) -> None:
+        """Cut off a call that hangs (a server that stopped answering): shut this operator's
+        session's socket, so the waiting call fails like a dropped connection and the next
+        call reconnects. Safe from another thread; opens nothing; never raises."""
+        conn = self._conn
+        if conn is not None:
+            from forklift._session import shut_socket
+
+            shut_socket(conn)
 
     def close(self) -> None:
         if self._own and self._conn is not None:
