@@ -19,6 +19,7 @@ from forklift._migrate import (
     ensure_current,
     migrate,
     migrations,
+    pending,
     required_version,
 )
 
@@ -147,3 +148,15 @@ def test_one_live_job_per_unique_key(conn: psycopg.Connection[Any]) -> None:
         "SELECT count(*) FROM forklift.jobs WHERE kind = 'report' AND unique_key = 'day-1'"
     ).fetchone()
     assert row == (2,)
+
+
+def test_a_migration_missing_below_the_highest_is_still_applied(dsn: str) -> None:
+    # Branches merge in any order: a schema that recorded version N+1 before version N existed
+    # must still get N, and a worker must refuse it until then.
+    last = migrations()[-1]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("DELETE FROM forklift.schema_version WHERE version = 1")
+        with pytest.raises(SchemaOutdated):
+            ensure_current(c, SCHEMA)
+        assert [m.version for m in pending(c, SCHEMA)] == [1]
+        assert current_version(c, SCHEMA) == last.version

@@ -93,9 +93,18 @@ def current_version(conn: psycopg.Connection[Any], schema: str) -> int:
     return int(value[0]) if value else 0
 
 
+def applied_versions(conn: psycopg.Connection[Any], schema: str) -> set[int]:
+    if current_version(conn, schema) == 0:
+        return set()
+    rows = conn.execute(render("SELECT version FROM {s}.schema_version", schema)).fetchall()
+    return {int(r[0]) for r in rows}
+
+
 def pending(conn: psycopg.Connection[Any], schema: str) -> list[Migration]:
-    have = current_version(conn, schema)
-    return [m for m in migrations() if m.version > have]
+    """Every migration not yet recorded, in order -- not only those above the highest applied:
+    a branch that merged a later number first must not make an earlier one skipped."""
+    have = applied_versions(conn, schema)
+    return [m for m in migrations() if m.version not in have]
 
 
 def apply(
@@ -150,7 +159,7 @@ def ensure_current(conn: psycopg.Connection[Any], schema: str) -> None:
     """Refuse to work against an older schema, naming the command that fixes it."""
     have = current_version(conn, schema)
     need = required_version()
-    if have < need:
+    if have < need or pending(conn, schema):
         raise SchemaOutdated(
             f"the database schema {schema!r} is at version {have}, this forklift needs {need}:"
             " run `forklift migrate`",
