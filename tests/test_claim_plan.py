@@ -15,8 +15,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from forklift import _claim as claim
 from forklift._sqltext import render
+from forklift._worker import claim
 
 BATCH = 10
 QUEUES = ["alpha", "beta", "gamma"]

@@ -113,7 +113,7 @@ def test_a_database_that_stops_answering_cannot_hold_shutdown(
     wait_until(lambda: all_in(db, [first], "completed"), timeout=30, message="not completed")
     second = faults.enqueue(db, "faults.hold_sync", {"gate": "late"})
     wait_until(lambda: started(db, [second]), timeout=30, message="job did not start")
-    purposes = ("claim", "complete", "heartbeat", "leader", "listen")
+    purposes = faults.LEADER_PURPOSES
     sessions = wait_until(
         lambda: (s := [faults.backends(db, a_id, p) for p in purposes]) and all(s) and s,
         timeout=30, message="the worker's sessions are not all open")

@@ -13,8 +13,8 @@ from apps.faults import all_in, registered
 from helpers import wait_until
 
 from forklift import Worker
-from forklift import _settle as settle
 from forklift._session import Session
+from forklift._worker import settle
 
 pytestmark = pytest.mark.slow
 db, procs = faults.db, faults.procs  # fixtures
@@ -166,10 +166,10 @@ def test_an_outcome_the_server_refuses_does_not_hold_back_the_others(
     async def flush() -> bool:
         worker = Worker(faults.app, worker_id="w")
         worker._settle_db = Session(dsn, "complete", "w", timeout=10)
-        worker._outcomes = list(batch)
+        worker.completer.outcomes = list(batch)
         worker._held = {o.fence: o.job_id for o in batch}
         try:
-            return await worker._flush_once(deadline=None)
+            return await worker.completer.flush(deadline=None)
         finally:
             await worker._settle_db.close()
 

@@ -13,10 +13,9 @@ from apps import faults
 from apps.faults import all_in, registered
 from helpers import wait_until
 
-from forklift import _leader as leader
-from forklift import _leases as leases
-from forklift import _settle as settle
 from forklift._sqltext import render
+from forklift._worker import leases, settle
+from forklift._worker.maintenance import rescuer as leader
 
 pytestmark = pytest.mark.slow
 db, procs = faults.db, faults.procs  # fixtures

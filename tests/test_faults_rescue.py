@@ -13,8 +13,8 @@ from apps import faults
 from apps.faults import all_in, registered
 from helpers import wait_until
 
-from forklift import _leader as leader
-from forklift import _settle as settle
+from forklift._worker import settle
+from forklift._worker.maintenance import rescuer as leader
 
 pytestmark = pytest.mark.slow
 db, procs = faults.db, faults.procs  # fixtures

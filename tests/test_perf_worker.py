@@ -15,10 +15,10 @@ from apps import basic, perf
 from helpers import wait_until
 
 from forklift import Forklift
-from forklift import _settle as settle
-from forklift._claim import CLAIM_FREE_SQL, CLAIM_SQL, claim_batch, release
 from forklift._db import connect_kwargs
 from forklift._sqltext import render
+from forklift._worker import settle
+from forklift._worker.claim import CLAIM_FREE_SQL, CLAIM_SQL, claim_batch, release
 from forklift.ops import actions
 from forklift.ops.context import OpsContext
 
@@ -281,7 +281,7 @@ def test_a_buffered_job_whose_lease_is_lost_is_not_started(
 def test_a_stalled_flush_holds_the_claims_back(
     app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from forklift._worker import FLUSH_MAX
+    from forklift._worker.producer import FLUSH_MAX
 
     gate = threading.Event()
     real = settle.write
@@ -296,7 +296,7 @@ def test_a_stalled_flush_holds_the_claims_back(
         with basic.running_worker(app, concurrency=2, prefetch_max=50) as worker:
             wait_until(lambda: len(perf.STARTED) >= FLUSH_MAX, timeout=60,
                        message=lambda: f"only {len(perf.STARTED)} started")
-            wait_until(lambda: worker.in_flight == 0 and not worker._waiting, timeout=30,
+            wait_until(lambda: worker.in_flight == 0 and not worker.producer.waiting, timeout=30,
                        message="the worker settled down to wait for its flush")
             # Claims stopped once FLUSH_MAX outcomes were unwritten; the last claim could add
             # at most the slots and the buffer.

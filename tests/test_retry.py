@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from forklift import Backoff, Fail, Forklift, JobContext, Retry, Snooze
-from forklift._claim import Claimed
-from forklift._execute import classify, run_attempt
+from forklift._worker.claim import Claimed
+from forklift._worker.execute import classify, run_attempt
 
 kinds = st.sampled_from(["exponential", "linear", "fixed"])
 jitters = st.sampled_from(["full", "equal", "none"])

@@ -109,7 +109,8 @@ CREATE TABLE {s}.workers (
     started_at      timestamptz NOT NULL DEFAULT now(),
     heartbeat_at    timestamptz NOT NULL DEFAULT now(),
     drain_deadline  timestamptz,
-    version         text
+    version         text,
+    restarts        jsonb       NOT NULL DEFAULT '{}'
 ) WITH (fillfactor = 50);
 
 -- One elected leader per schema: a lease row with an expiry, not a session-scoped lock.

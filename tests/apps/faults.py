@@ -360,8 +360,13 @@ def backends(conn: psycopg.Connection[Any], worker_id: str, purpose: str | None 
     return [int(r[0]) for r in rows]
 
 
+#: The sessions a leading worker uses all the time (an app without schedules opens no cron
+#: session; retention and worker pruning open theirs once a minute).
+LEADER_PURPOSES = ("claim", "complete", "heartbeat", "listen", "leader", "stage", "rescue")
+
+
 def purposes(conn: psycopg.Connection[Any], worker_id: str) -> list[str]:
-    """The purposes (claim, complete, heartbeat, leader, listen) of a worker's open sessions."""
+    """The purposes (LEADER_PURPOSES) of a worker's open sessions."""
     rows = conn.execute(
         "SELECT application_name FROM pg_stat_activity WHERE application_name LIKE %s"
         " AND datname = current_database()", (f"forklift:{worker_id}:%",))

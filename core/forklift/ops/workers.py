@@ -22,7 +22,7 @@ SELECT w.id, w.host, w.pid, w.state, w.queues, w.slots, w.in_use, w.started_at, 
        w.drain_deadline,
        extract(epoch FROM w.drain_deadline - now())::float8 AS drain_remaining,
        coalesce(l.worker_id = w.id, false) AS leader,
-       w.version
+       w.version, w.restarts
 FROM {s}.workers w
 LEFT JOIN {s}.leader l ON l.name = 'leader' AND l.expires_at > now()
 ORDER BY w.host, w.pid, w.id
@@ -47,6 +47,8 @@ class WorkerInfo(Shape):
     drain_remaining_seconds: float | None
     leader: bool
     version: str | None
+    #: Restarts of the worker's services after their loop died (service name -> count).
+    restarts: dict[str, int]
     #: No heartbeat for STALE_AFTER seconds: probably dead, its row not pruned yet.
     stale: bool
 

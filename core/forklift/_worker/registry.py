@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from forklift._sqltext import render
 
@@ -13,7 +14,9 @@ INSERT INTO {s}.workers (id, host, pid, queues, slots, version)
 VALUES (%s, %s, %s, %s, %s, %s)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()
 """
-BEAT_SQL = "UPDATE {s}.workers SET heartbeat_at = now(), in_use = %s WHERE id = %s"
+BEAT_SQL = (
+    "UPDATE {s}.workers SET heartbeat_at = now(), in_use = %s, restarts = %s WHERE id = %s"
+)
 DRAIN_SQL = (
     "UPDATE {s}.workers SET state = 'draining', drain_deadline = now() + make_interval(secs => %s)"
     " WHERE id = %s"
@@ -35,9 +38,13 @@ async def register(
     await conn.execute(render(REGISTER_SQL, schema), (worker_id, host, pid, queues, slots, version))
 
 
-async def beat(conn: psycopg.AsyncConnection[Any], schema: str, worker_id: str, in_use: int) -> bool:
-    """Refresh the worker's heartbeat; False when its row is gone (pruned as stale)."""
-    cur = await conn.execute(render(BEAT_SQL, schema), (in_use, worker_id))
+async def beat(
+    conn: psycopg.AsyncConnection[Any], schema: str, worker_id: str, in_use: int,
+    restarts: dict[str, int],
+) -> bool:
+    """Refresh the worker's heartbeat and its services' restart counts; False when its row is
+    gone (pruned as stale)."""
+    cur = await conn.execute(render(BEAT_SQL, schema), (in_use, Jsonb(restarts), worker_id))
     return cur.rowcount == 1
 
 

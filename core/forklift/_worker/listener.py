@@ -25,6 +25,8 @@ log = logging.getLogger("forklift.listener")
 
 
 class Listener:
+    name = "listener"
+
     def __init__(
         self,
         dsn: str,

@@ -12,13 +12,13 @@ from concurrent.futures import Executor
 from typing import Any
 
 from forklift._app import JobKind
-from forklift._claim import Claimed
 from forklift._context import JobContext
 from forklift._errors import ForkliftError
 from forklift._payload import to_json_text
 from forklift._retry import Backoff, Fail, Retry, Snooze
 from forklift._scrub import error_entry
-from forklift._settle import Outcome
+from forklift._worker.claim import Claimed
+from forklift._worker.settle import Outcome
 
 
 def _backoff(job: Claimed, kind: JobKind[Any, Any] | None) -> Backoff:

@@ -25,6 +25,22 @@ LOCK_LIMITED_SQL = (
     " FROM {s}.queues WHERE name = ANY(%s::text[]) AND concurrency IS NOT NULL ORDER BY name"
 )
 
+
+@dataclass(frozen=True)
+class Clause:
+    """One condition of the claim, composed into the one claim statement.
+
+    ``where`` is a predicate on a candidate row ``jobs`` of the per-queue scan (it must be
+    served by the claim index, or the plan test fails); ``params`` are the named parameters it
+    uses. Later conditions (per-key limits, rate limits, fair share, dependencies) plug in
+    here as clauses; the statement is composed once per worker and planned once per session.
+    """
+
+    name: str
+    where: str = ""
+    params: tuple[tuple[str, Any], ...] = ()
+
+
 # The worker's queues that are not paused (a pause that has expired no longer holds).
 _OPEN_QUEUES = """    FROM unnest(%(queues)s::text[]) AS w(name)
     LEFT JOIN {s}.queues qs ON qs.name = w.name
@@ -32,11 +48,11 @@ _OPEN_QUEUES = """    FROM unnest(%(queues)s::text[]) AS w(name)
        OR (qs.pause_expires_at IS NOT NULL AND qs.pause_expires_at <= now())"""
 
 
-def _pick(room: str) -> str:
+def _pick(room: str, where: str) -> str:
     """Up to ``room`` waiting jobs per queue, row-locked, the batch in claim order."""
     return """    SELECT j.id FROM q CROSS JOIN LATERAL (
         SELECT id, priority, run_at FROM {s}.jobs
-        WHERE state = 'available' AND queue = q.name
+        WHERE state = 'available' AND queue = q.name""" + where + """
         ORDER BY priority, run_at, id
         LIMIT """ + room + """
         FOR UPDATE SKIP LOCKED
@@ -56,7 +72,12 @@ WHERE t.id = ANY (ARRAY(SELECT c.id FROM c))
 RETURNING t.id, t.queue, t.kind, t.args, t.attempt, t.max_attempts, t.fence, t.retry, t.meta,
           t.batch_id, t.priority"""
 
-CLAIM_SQL = """
+
+def compose(clauses: tuple[Clause, ...] = (), *, locked: bool) -> str:
+    """The claim statement with ``clauses``: under the limit locks, or the lock-free one."""
+    where = "".join(f"\n          AND ({c.where})" for c in clauses if c.where)
+    if locked:
+        return """
 WITH q AS (
     SELECT w.name,
            CASE WHEN qs.concurrency IS NULL THEN %(n)s
@@ -65,17 +86,17 @@ WITH q AS (
            END AS room
 """ + _OPEN_QUEUES + """
 ), c AS (
-""" + _pick("q.room") + """
+""" + _pick("q.room", where) + """
 )
 """ + _TAKE + "\n"
-
-# The lock-free claim: unlimited queues only; a marker row (id NULL) says a limited one was seen.
-CLAIM_FREE_SQL = """
+    # The lock-free claim: unlimited queues only; a marker row (id NULL) says a limited one was
+    # seen.
+    return """
 WITH q AS (
     SELECT w.name, qs.concurrency IS NOT NULL AS limited
 """ + _OPEN_QUEUES + """
 ), c AS (
-""" + _pick("CASE WHEN q.limited THEN 0 ELSE %(n)s END") + """
+""" + _pick("CASE WHEN q.limited THEN 0 ELSE %(n)s END", where) + """
 ), u AS (
 """ + _TAKE + """
 )
@@ -83,6 +104,10 @@ SELECT * FROM u
 UNION ALL
 (SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM q WHERE q.limited LIMIT 1)
 """
+
+
+CLAIM_SQL = compose(locked=True)
+CLAIM_FREE_SQL = compose(locked=False)
 
 
 # Jobs claimed into a worker's local buffer but never started go back as they were: available,
@@ -119,6 +144,41 @@ class Claimed:
     priority: int
 
 
+class ClaimStatement:
+    """The worker's claim, composed once from its clauses (both variants), run per batch."""
+
+    def __init__(self, clauses: tuple[Clause, ...], *, worker_id: str, queues: list[str],
+                 lease: float) -> None:
+        self.clauses = clauses
+        self.locked_sql = compose(clauses, locked=True)
+        self.free_sql = compose(clauses, locked=False)
+        self.queues = queues
+        self.params: dict[str, Any] = {"queues": queues, "w": worker_id, "lease": lease}
+        for clause in clauses:
+            self.params.update(clause.params)
+
+    async def run(
+        self, conn: psycopg.AsyncConnection[Any], schema: str, *, n: int, locked: bool
+    ) -> tuple[list[Claimed], bool]:
+        """Claim up to ``n`` jobs; also says whether any of the queues has a concurrency limit.
+
+        ``locked=False`` is the single statement that leaves limited queues alone; when the
+        answer says a limit exists, claim again with ``locked=True``.
+        """
+        params = {**self.params, "n": n}
+        if not locked:
+            cur = await conn.execute(render(self.free_sql, schema), params)
+            rows = await cur.fetchall()
+            jobs = [Claimed(*r) for r in rows if r[0] is not None]
+            return jobs, len(jobs) != len(rows)
+        # One round trip: BEGIN, the limit locks, the claim and COMMIT travel together.
+        async with conn.pipeline(), conn.transaction():
+            locks = await conn.execute(render(LOCK_LIMITED_SQL, schema), (self.queues,))
+            cur = await conn.execute(render(self.locked_sql, schema), params)
+        rows = await cur.fetchall()
+        return [Claimed(*r) for r in rows], locks.rowcount > 0
+
+
 async def claim(
     conn: psycopg.AsyncConnection[Any],
     schema: str,
@@ -144,24 +204,11 @@ async def claim_batch(
     n: int,
     lease: float,
     locked: bool,
+    clauses: tuple[Clause, ...] = (),
 ) -> tuple[list[Claimed], bool]:
-    """Claim up to ``n`` jobs; also says whether any of ``queues`` has a concurrency limit.
-
-    ``locked=False`` is the single statement that leaves limited queues alone; when the answer
-    says a limit exists, claim again with ``locked=True``.
-    """
-    params = {"n": n, "queues": queues, "w": worker_id, "lease": lease}
-    if not locked:
-        cur = await conn.execute(render(CLAIM_FREE_SQL, schema), params)
-        rows = await cur.fetchall()
-        jobs = [Claimed(*r) for r in rows if r[0] is not None]
-        return jobs, len(jobs) != len(rows)
-    # One round trip: BEGIN, the limit locks, the claim and COMMIT travel together.
-    async with conn.pipeline(), conn.transaction():
-        locks = await conn.execute(render(LOCK_LIMITED_SQL, schema), (queues,))
-        cur = await conn.execute(render(CLAIM_SQL, schema), params)
-    rows = await cur.fetchall()
-    return [Claimed(*r) for r in rows], locks.rowcount > 0
+    """One claim with a statement composed for this call (tests, scripts)."""
+    statement = ClaimStatement(clauses, worker_id=worker_id, queues=queues, lease=lease)
+    return await statement.run(conn, schema, n=n, locked=locked)
 
 
 async def release(

@@ -1,0 +1,189 @@
+"""The life of an attempt inside the worker: start, stop signals, lost leases, the outcome.
+
+Attempts are keyed by fence, not job id: a job can be claimed again (after a rescue) while an
+abandoned thread of its earlier attempt still runs here.
+
+Lifecycle points
+    :class:`Hooks` holds callables run when an attempt starts (its handler is about to run) and
+    when it settles (its outcome is queued for the completer). Tracing, metrics and user hooks
+    attach there; with no hook registered the cost is one truthiness test per point.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from forklift._app import JobKind
+from forklift._context import JobContext, Progress
+from forklift._worker import claim as claims
+from forklift._worker import settle
+from forklift._worker.execute import progress_json, run_attempt, stopped
+
+if TYPE_CHECKING:
+    from forklift._worker.worker import Worker
+
+log = logging.getLogger("forklift.worker")
+
+
+@dataclass
+class Running:
+    job: claims.Claimed
+    kind: JobKind[Any, Any] | None
+    ctx: JobContext
+    lease_deadline: float  # monotonic time the lease runs out unless renewed
+    task: asyncio.Task[settle.Outcome | None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    progress: str | None = None
+    partial: str | None = None
+    dirty: bool = False
+    finished: bool = False
+    lost: bool = False  # the lease is gone: nothing more may be written for this attempt
+    released: bool = False  # the drain wrote its outcome; whatever the thread returns is moot
+
+
+@dataclass
+class Hooks:
+    """Callables at an attempt's lifecycle points (none by default, and then free)."""
+
+    on_start: list[Callable[[Running], None]] = field(default_factory=list)
+    on_settle: list[Callable[[Running, settle.Outcome], None]] = field(default_factory=list)
+
+
+class Attempts:
+    """Runs claimed jobs in the worker's slots and turns their ends into outcomes."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+        self.hooks = Hooks()
+        self.running: dict[int, Running] = {}
+
+    def start(self, job: claims.Claimed, lease_deadline: float) -> None:
+        w = self.w
+        assert w._loop is not None
+        w.stats.claimed += 1
+        kind = w.app.kinds.get(job.kind)
+        ctx = JobContext(
+            job_id=job.id, kind=job.kind, queue=job.queue, attempt=job.attempt,
+            max_attempts=job.max_attempts, fence=job.fence, worker_id=w.id, meta=job.meta,
+            on_progress=functools.partial(self._note_progress, job.fence),
+            on_publish=functools.partial(self._note_partial, job.fence),
+        )
+        rec = Running(job, kind, ctx, lease_deadline)
+        self.running[job.fence] = rec
+        w._held[job.fence] = job.id
+        w._idle.clear()
+        if self.hooks.on_start:
+            for hook in self.hooks.on_start:
+                hook(rec)
+        rec.task = asyncio.create_task(
+            run_attempt(job, kind, ctx, w._executor, w.app.payload_limit),
+            name=f"job-{job.id}",
+        )
+        rec.task.add_done_callback(functools.partial(self._finished, rec))
+        if kind is not None and kind.timeout:
+            rec.timer = w._loop.call_later(kind.timeout, self.interrupt, rec, "timeout")
+
+    def interrupt(self, rec: Running, reason: str) -> None:
+        """Tell a handler to stop: its context first, then (async handlers) the task."""
+        if rec.finished or rec.ctx.cancel_reason is not None:
+            return
+        rec.ctx._cancel(reason)
+        if rec.kind is not None and rec.kind.is_async and rec.task is not None:
+            rec.task.cancel()
+
+    def cancel_job(self, job_id: int) -> None:
+        for rec in list(self.running.values()):
+            if rec.job.id == job_id:
+                self.interrupt(rec, "cancelled")
+
+    def lose(self, rec: Running, why: str) -> None:
+        """The lease of a running attempt is gone: stop it, stop renewing, write nothing."""
+        if rec.lost or rec.finished:
+            return
+        rec.lost = True
+        self.w._held.pop(rec.job.fence, None)
+        self.w.stats.lease_lost += 1
+        log.warning(
+            "job %s (fence %s): lease lost, %s; cancelling its handler, nothing will be written",
+            rec.job.id, rec.job.fence, why,
+        )
+        self.interrupt(rec, "lease_lost")  # a no-op when it was already told to stop
+
+    def record(self, rec: Running, outcome: settle.Outcome) -> None:
+        """Queue an attempt's outcome for the completer."""
+        if self.hooks.on_settle:
+            for hook in self.hooks.on_settle:
+                hook(rec, outcome)
+        self.w.completer.add(outcome)
+
+    def _finished(self, rec: Running, task: asyncio.Task[settle.Outcome | None]) -> None:
+        """Bookkeeping when an attempt's task ends, however it ends."""
+        w = self.w
+        rec.finished = True
+        if rec.timer is not None:
+            rec.timer.cancel()
+        if self.running.get(rec.job.fence) is rec:
+            del self.running[rec.job.fence]
+        w._done += 1
+        w.producer.fill()
+        w.producer.nudge()
+        if not self.running:
+            w._idle.set()
+        outcome: settle.Outcome | None = None
+        if task.cancelled():
+            # Cancelled before the handler ran (no chance to classify), or torn down.
+            if rec.ctx.cancel_reason is not None and not w._closing:
+                outcome = stopped(rec.job, rec.ctx, rec.kind)
+        elif (exc := task.exception()) is not None:
+            log.error("internal error running job %s", rec.job.id, exc_info=exc)
+        else:
+            outcome = task.result()
+        if rec.released:
+            return
+        if rec.lost or outcome is None:
+            w._held.pop(rec.job.fence, None)
+            return
+        if rec.dirty:
+            outcome.progress = rec.progress
+            outcome.partial = rec.partial if outcome.next != "completed" else None
+        if outcome.next == "completed":
+            w.stats.completed += 1
+        else:
+            w.stats.failed += 1
+        self.record(rec, outcome)
+
+    # -- progress -----------------------------------------------------------------------------
+    def _note_progress(self, fence: int, p: Progress) -> None:
+        text = progress_json(p.to_json())
+        self._call_in_loop(self._set_interim, fence, text, None)
+
+    def _note_partial(self, fence: int, value: Any) -> None:
+        text = progress_json(value)
+        self._call_in_loop(self._set_interim, fence, None, text)
+
+    def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        loop = self.w._loop
+        assert loop is not None
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            fn(*args)
+        else:
+            loop.call_soon_threadsafe(fn, *args)
+
+    def _set_interim(self, fence: int, progress: str | None, partial: str | None) -> None:
+        rec = self.running.get(fence)
+        if rec is None or rec.lost:
+            return
+        if progress is not None:
+            rec.progress = progress
+        if partial is not None:
+            rec.partial = partial
+        rec.dirty = True

@@ -1,0 +1,152 @@
+"""The completer: writes attempts' outcomes in batches, one fenced statement a flush.
+
+Buffered outcomes are flushed within ``flush_interval`` AND as soon as the worker has nothing
+else in flight, so a concurrency-1 worker is not throttled by its own buffer. A batch the server
+refuses for its content is written outcome by outcome (:meth:`Completer._write`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from forklift._scrub import error_entry
+from forklift._session import TRANSIENT
+from forklift._worker import settle
+from forklift._worker.producer import FLUSH_MAX
+from forklift._worker.util import why
+
+if TYPE_CHECKING:
+    from forklift._worker.worker import Worker
+
+log = logging.getLogger("forklift.worker")
+
+
+class Completer:
+    name = "completer"
+
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+        self.outcomes: list[settle.Outcome] = []
+        self.ready = asyncio.Event()
+        self._closing = False
+
+    def add(self, outcome: settle.Outcome) -> None:
+        self.outcomes.append(outcome)
+        self.ready.set()
+
+    async def run(self) -> None:
+        w = self.w
+        while not self._closing:
+            await self.ready.wait()
+            if w.attempts.running and not self._closing:
+                # Gather more outcomes for a moment, unless nothing else is in flight.
+                await w.wait_any(w._idle, timeout=w.flush_interval)
+            await self.flush(deadline=None)
+
+    async def stop(self, task: asyncio.Task[None], deadline: float) -> None:
+        """Let the loop finish the write in hand (bounded), then stop it; whatever it had not
+        written is back in ``outcomes`` for the final flush."""
+        self._closing = True
+        self.ready.set()
+        done, _ = await asyncio.wait({task}, timeout=deadline - time.monotonic())
+        if not done:
+            self.w._settle_db.abort()
+            done, _ = await asyncio.wait({task}, timeout=1.0)
+        if not done:
+            task.cancel()
+            await asyncio.wait({task}, timeout=1.0)
+
+    async def flush(self, *, deadline: float | None) -> bool:
+        """Write every buffered outcome. Without a deadline, retries until it succeeds or the
+        worker closes; with one, gives up when it passes (the jobs are rescued later)."""
+        w = self.w
+        backoff = 0.05
+        while self.outcomes:
+            batch, self.outcomes = self.outcomes[:FLUSH_MAX], self.outcomes[FLUSH_MAX:]
+            self.ready.clear()
+            limit = None if deadline is None else max(0.5, deadline - time.monotonic())
+            try:
+                accepted = await self._write(batch, limit)
+            except BaseException as exc:
+                self.outcomes = batch + self.outcomes
+                if not isinstance(exc, TRANSIENT):
+                    raise
+                if deadline is not None and time.monotonic() + backoff >= deadline:
+                    log.warning("final outcome writes failed (%s); %d job(s) will be rescued"
+                                " when their leases expire", why(exc), len(self.outcomes))
+                    return False
+                if self._closing and deadline is None:
+                    return False
+                log.warning("writing outcomes failed (%s); retrying in %.2fs", why(exc), backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            for o in batch:
+                w._held.pop(o.fence, None)
+                if o.fence not in accepted:
+                    w.stats.stale_writes += 1
+                    log.warning(
+                        "job %s: outcome %s refused (fence %s is stale: the lease was lost)",
+                        o.job_id, o.next, o.fence,
+                    )
+            w.producer.slot_free.set()  # the claimer may have been waiting for the flush
+        return True
+
+    async def _write(self, batch: list[settle.Outcome], limit: float | None) -> dict[int, str]:
+        """One statement for the batch. A batch the server refuses for its content (not for a
+        lost connection) is written outcome by outcome, so one bad outcome cannot hold back the
+        rest: that one is recorded as an ``internal_error`` failure instead, and failing even
+        that, left to be rescued when its lease expires. Raises only TRANSIENT errors."""
+        def write(outcomes: list[settle.Outcome]) -> Awaitable[dict[int, str]]:
+            return self.w._settle_db.run(
+                functools.partial(settle.write, schema=self.w.schema, outcomes=outcomes),
+                timeout=limit,
+            )
+
+        try:
+            return await write(batch)
+        except TRANSIENT:
+            raise
+        except Exception as exc:
+            if len(batch) == 1:
+                return await self._write_fallback(batch[0], exc, write)
+            log.error("a batch of %d outcomes was refused (%s); writing them one by one",
+                      len(batch), why(exc))
+        accepted: dict[int, str] = {}
+        for i, o in enumerate(batch):
+            try:
+                accepted.update(await write([o]))
+            except TRANSIENT:
+                self.outcomes = batch[i:] + self.outcomes
+                raise
+            except Exception as exc:
+                accepted.update(await self._write_fallback(o, exc, write))
+        return accepted
+
+    async def _write_fallback(
+        self, o: settle.Outcome, exc: BaseException,
+        write: Callable[[list[settle.Outcome]], Awaitable[dict[int, str]]],
+    ) -> dict[int, str]:
+        log.error("job %s: outcome %s could not be stored (%s); recording internal_error",
+                  o.job_id, o.next, why(exc))
+        attempt = o.error.get("attempt", 0) if o.error else 0
+        entry = error_entry(
+            None, code="internal_error", attempt=int(attempt), worker_id=self.w.id,
+            message=f"forklift could not store this attempt's outcome ({o.next}):"
+                    f" {type(exc).__name__}",
+        )
+        plain = settle.Outcome(o.job_id, o.fence, "retryable", delay=1.0, error=entry,
+                               code="internal_error")
+        try:
+            return await write([plain])
+        except TRANSIENT:
+            raise
+        except Exception as again:
+            log.error("job %s: not even that could be stored (%s); it will be rescued when its"
+                      " lease expires", o.job_id, why(again))
+            return {}

@@ -1,0 +1,103 @@
+"""The drain coordinator: what the worker does between "stop claiming" and exit.
+
+Drain (SIGTERM, or :meth:`Worker.drain`)
+    Claiming stops at once (a claim already sent completes and its jobs run like the others)
+    and the worker row turns ``draining`` with its deadline. In-flight jobs get
+    ``drain_timeout`` seconds to finish; a second signal skips that wait. Then the rest are told
+    to stop (reason ``interrupted``; async handlers cancelled) and given ``drain_grace``
+    seconds. Each is released: ``retryable``, run again at once, error entry ``interrupted``,
+    and the attempt refunded (a drain is not the job's fault). A sync handler still running
+    after the grace is abandoned with the process; its job is released the same way but held
+    back for ``release_hold`` seconds, so no other worker starts it while the abandoned thread
+    could still be alive. A handler that returns normally after being told to stop has
+    completed. The final writes (outcomes, deregistering, resigning leadership) share a deadline
+    of ``final_timeout`` seconds: if the database does not answer, the worker exits anyway and
+    the jobs it could not release are rescued when their leases expire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from forklift._session import DB_ERRORS, Session
+from forklift._worker import claim as claims
+from forklift._worker import registry
+from forklift._worker.execute import stopped
+from forklift._worker.util import why
+
+if TYPE_CHECKING:
+    from forklift._worker.worker import Worker
+
+log = logging.getLogger("forklift.worker")
+
+
+async def bounded(what: str, session: Session, op: Callable[[Any], Awaitable[Any]],
+                  timeout: float) -> None:
+    """Run a final write with a deadline; a failure is logged and the shutdown moves on."""
+    try:
+        await session.run(op, timeout=max(0.1, timeout))
+    except DB_ERRORS as exc:
+        log.warning("%s did not finish (%s); moving on", what, why(exc))
+
+
+class DrainCoordinator:
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+
+    async def release_waiting(self) -> None:
+        """Give back every buffered job at once, so other workers can take it."""
+        w = self.w
+        waiting = w.producer.take_waiting()
+        if not waiting:
+            return
+        await bounded(
+            f"releasing {len(waiting)} claimed job(s) that had not started", w._claim_db,
+            lambda c: claims.release(c, w.schema, waiting), min(2.0, w.final_timeout),
+        )
+
+    async def run(self, completer_task: asyncio.Task[None]) -> None:
+        w = self.w
+        running = w.attempts.running
+        await self.release_waiting()
+        log.info("draining: %d job(s) in flight, cutoff in %.1fs", len(running), w.drain_timeout)
+        await bounded(
+            "marking the worker draining", w._beat_db,
+            lambda c: registry.draining(c, w.schema, w.id, w.drain_timeout),
+            min(2.0, w.final_timeout),
+        )
+        if running and not w._skip_wait.is_set():
+            await w.wait_any(w._idle, w._skip_wait, timeout=w.drain_timeout)
+        if running:
+            log.info("drain cutoff: interrupting %d job(s)", len(running))
+            for rec in list(running.values()):
+                w.attempts.interrupt(rec, "interrupted")
+            tasks = [r.task for r in running.values() if r.task is not None]
+            if tasks:
+                await asyncio.wait(tasks, timeout=w.drain_grace)
+        for rec in list(running.values()):
+            # A sync handler that ignored the signal still holds a thread, which dies with the
+            # process: release its job, held back until that thread is surely gone.
+            if rec.lost:
+                continue
+            outcome = stopped(rec.job, rec.ctx, rec.kind, abandoned=True)
+            rec.released = True
+            if outcome is not None:
+                log.warning("job %s: handler ignored the drain; abandoning it", rec.job.id)
+                if outcome.next in ("retryable", "scheduled"):
+                    outcome.delay = max(outcome.delay, w.release_hold)
+                w.completer.outcomes.append(outcome)
+        deadline = time.monotonic() + w.final_timeout
+        await w.completer.stop(completer_task, deadline)
+        await w.completer.flush(deadline=deadline)
+        # Even past the deadline each of these gets a moment: on a healthy server it is plenty.
+        await bounded(
+            "deregistering", w._beat_db,
+            lambda c: registry.deregister(c, w.schema, w.id),
+            max(0.5, deadline - time.monotonic()),
+        )
+        if w.elector is not None:
+            await w.elector.resign(max(0.5, deadline - time.monotonic()))

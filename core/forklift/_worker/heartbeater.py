@@ -1,0 +1,125 @@
+"""The heartbeater: renews every held lease in one statement, writes progress, refreshes the
+worker row; and the lease watchdog, which stops attempts whose lease ran out unrenewed.
+
+Leases and fencing
+    A claim takes a fresh fence; every later write for the attempt matches ``(id, fence,
+    state='running')``. When a heartbeat or a progress write finds the lease gone (rescued,
+    cancelled, requeued), or when no heartbeat has reached the database before the lease runs
+    out, the worker logs it, sets the handler's ``ctx.cancelled`` (``cancel_reason ==
+    'lease_lost'``), cancels an async handler, stops renewing the lease and writes nothing more
+    for that attempt. An outcome written late is refused by the fence and logged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from forklift._session import DB_ERRORS, TRANSIENT
+from forklift._worker import leases, registry
+from forklift._worker.util import why
+
+if TYPE_CHECKING:
+    from forklift._worker.worker import Worker
+
+log = logging.getLogger("forklift.worker")
+
+
+class Heartbeater:
+    name = "heartbeat"
+
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+
+    async def run(self) -> None:
+        w = self.w
+        beat_every = w.lease / 3
+        next_beat = time.monotonic() + beat_every
+        while True:
+            await asyncio.sleep(min(w.progress_interval, max(0.0, next_beat - time.monotonic())))
+            await self.write_progress()
+            if time.monotonic() >= next_beat:
+                next_beat = time.monotonic() + beat_every
+                await self.beat()
+
+    async def write_progress(self) -> None:
+        w = self.w
+        dirty = [r for r in w.attempts.running.values() if r.dirty and not r.lost]
+        if not dirty:
+            return
+        for r in dirty:
+            r.dirty = False
+        rows = [(r.job.id, r.job.fence, r.progress, r.partial) for r in dirty]
+        try:
+            kept = await w._beat_db.run(lambda c: leases.write_progress(c, w.schema, rows))
+        except DB_ERRORS as exc:
+            log.warning("progress write failed (%s)", why(exc))
+            if isinstance(exc, TRANSIENT):
+                for r in dirty:
+                    r.dirty = True
+            return  # refused for its content: that progress is dropped, not retried forever
+        for r in dirty:
+            if r.job.fence not in kept and not r.finished:
+                w.stats.stale_writes += 1
+                w.attempts.lose(r, "its progress write was refused")
+
+    async def beat(self) -> None:
+        w = self.w
+        held = dict(w._held)
+        started = time.monotonic()
+        try:
+            answer = await w._beat_db.run(lambda c: leases.renew(c, w.schema, held, w.lease))
+            present = await w._beat_db.run(
+                lambda c: registry.beat(c, w.schema, w.id, len(w.attempts.running),
+                                        w.supervisor.restarts)
+            )
+            if not present:
+                await w._beat_db.run(w.register)
+        except DB_ERRORS as exc:
+            if not w._closing:
+                log.warning("heartbeat failed (%s)", why(exc))
+            return
+        running, waiting = w.attempts.running, w.producer.waiting
+        for fence in held:
+            # An attempt missing from the running set has an outcome waiting to be written; if
+            # its lease is gone, the fence will refuse that write.
+            rec = running.get(fence)
+            if rec is None:
+                entry = waiting.get(fence)
+                if entry is None:
+                    continue
+                if fence not in answer:
+                    w.producer.drop(entry, "the job was rescued, cancelled or requeued")
+                elif answer[fence]:
+                    w.producer.cancel(entry)
+                else:
+                    entry.lease_deadline = max(entry.lease_deadline, started + w.lease)
+                continue
+            if fence not in answer:
+                w.attempts.lose(rec, "the job was rescued, cancelled or requeued")
+                continue
+            rec.lease_deadline = max(rec.lease_deadline, started + w.lease)
+            if answer[fence]:
+                w.attempts.interrupt(rec, "cancelled")
+
+
+class LeaseWatchdog:
+    """Cancel attempts whose lease ran out unrenewed: a stuck heartbeat must not let a handler
+    run on while another worker may already hold its job."""
+
+    name = "lease-watchdog"
+
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+
+    async def run(self) -> None:
+        w = self.w
+        every = min(0.25, w.lease / 10)
+        while True:
+            await asyncio.sleep(every)
+            now = time.monotonic()
+            for rec in list(w.attempts.running.values()):
+                if now >= rec.lease_deadline:
+                    w.attempts.lose(rec, "no heartbeat reached the database before it expired")

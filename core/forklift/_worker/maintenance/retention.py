@@ -1,0 +1,54 @@
+"""Retention: terminal rows past their window, in short keyset batches (never one huge delete)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from forklift import _batches as batches
+from forklift._sqltext import render
+from forklift._worker.maintenance.chore import Chore
+
+# Targets of a batch whose TTL has not lapsed stay readable (forklift.batches).
+RETENTION_SQL = """
+WITH old AS (
+    SELECT id FROM {s}.jobs j
+    WHERE state = %s AND finished_at < now() - make_interval(secs => %s)
+      AND (batch_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {s}.batches b WHERE b.id = j.batch_id AND b.expires_at > now()))
+    ORDER BY finished_at LIMIT %s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {s}.jobs AS t USING old WHERE t.id = old.id AND t.state = %s
+"""
+
+
+async def retention(
+    conn: psycopg.AsyncConnection[Any],
+    schema: str,
+    windows: dict[str, float],
+    batch: int = 1000,
+    max_batches: int = 10,
+) -> int:
+    """Delete terminal jobs older than their state's window; bounded work per call."""
+    deleted = 0
+    for state, seconds in windows.items():
+        for _ in range(max_batches):
+            cur = await conn.execute(render(RETENTION_SQL, schema), (state, seconds, batch, state))
+            deleted += cur.rowcount
+            if cur.rowcount < batch:
+                break
+    await batches.prune_expired(conn, schema, batch)
+    return deleted
+
+
+class Retention(Chore):
+    name = "retention"
+
+    def every(self) -> float:
+        return 60.0
+
+    async def once(self) -> None:
+        w = self.w
+        await self.db.run(lambda c: retention(c, w.schema, w.retention))

@@ -1,0 +1,243 @@
+"""The producer: claims jobs for free slots in one statement, and keeps a short local buffer.
+
+The local buffer
+    When jobs finish quickly, a claim takes more than the free slots: about ``prefetch_horizon``
+    seconds of work at the recent completion rate, at most ``prefetch_max`` jobs. Buffered jobs
+    are claimed (their leases held and renewed like running ones) and start, most urgent first,
+    the moment a slot frees, with no round trip. Slow jobs get no buffer: at one job a second,
+    50 ms of work is no job at all. A buffered job whose lease is lost is dropped; one whose
+    cancel is requested is settled ``cancelled`` without running; a drain gives every buffered
+    job back at once (``available``, attempt refunded, no error entry) so other workers can take
+    it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import heapq
+import itertools
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from forklift._scrub import error_entry
+from forklift._session import DB_ERRORS
+from forklift._worker import claim as claims
+from forklift._worker import settle
+from forklift._worker.util import why
+
+if TYPE_CHECKING:
+    from forklift._worker.worker import Worker
+
+log = logging.getLogger("forklift.worker")
+
+PREFETCH_MAX = 1000  # most claimed-but-not-started jobs a worker keeps
+PREFETCH_HORIZON = 0.05  # seconds of work (at the recent completion rate) to keep buffered
+CLAIM_GRACE = 2.0  # how long a drain waits for a claim already sent
+# Most finished jobs whose outcome is not yet written before the worker stops claiming: a flush
+# that falls behind (a slow or stalled server) holds the claims back instead of piling up work,
+# leases and memory. Also the most outcomes in one settle statement.
+FLUSH_MAX = 1000
+
+
+@dataclass
+class Waiting:
+    """A claimed job in the local buffer: its lease is held, its handler not yet started."""
+
+    job: claims.Claimed
+    lease_deadline: float
+
+
+class Producer:
+    name = "producer"
+
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+        # The local buffer: fence -> entry, and a heap in claim order (priority first). An
+        # entry dropped from the dict stays in the heap and is skipped when it surfaces.
+        self.waiting: dict[int, Waiting] = {}
+        self._heap: list[tuple[int, int, Waiting]] = []
+        self._seq = itertools.count()
+        self.wake = asyncio.Event()
+        self.slot_free = asyncio.Event()
+        self._limited = False  # whether one of our queues has a concurrency limit (claim path)
+        self._claiming = False  # a claim is in flight
+        self._claims_sent = 0
+        self._extra = 0  # buffer target of the last claim decision
+        self._rate = 0.0
+        self._rate_at = 0.0
+        self._rate_done = 0
+        # Clauses a later feature adds (per-key limits, rate limits...) go in this tuple.
+        self.statement = claims.ClaimStatement(
+            (), worker_id=worker.id, queues=worker.queues, lease=worker.lease,
+        )
+
+    # -- signals ------------------------------------------------------------------------------
+    def on_wake(self, queue: str) -> None:
+        if queue in self.w.queues:
+            self.wake.set()
+
+    def stop(self) -> None:
+        """Claiming stops (drain): wake the loop whichever event it waits on."""
+        self.wake.set()
+        self.slot_free.set()
+        loop = self.w._loop
+        if self._claiming and loop is not None:
+            loop.call_later(CLAIM_GRACE, self._abort_stuck_claim, self._claims_sent)
+
+    # -- the loop -----------------------------------------------------------------------------
+    async def run(self) -> None:
+        w = self.w
+        backoff = 0.05
+        while not w._stop_claiming.is_set():
+            self.fill()
+            n = self._claim_size()
+            if n <= 0:
+                self.slot_free.clear()
+                await self.slot_free.wait()
+                continue
+            self.wake.clear()
+            sent = time.monotonic()  # the lease runs from the claim's transaction, not its reply
+            try:
+                got = await self._claim_once(n)
+            except DB_ERRORS as exc:
+                log.warning("claim failed (%s); retrying in %.2fs", why(exc), backoff)
+                await until(self.wake, backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.05
+            for job in got:
+                self._hold(job, sent + w.lease)
+            self.fill()
+            if got and len(got) == n:
+                continue  # there may be more: claim again when the buffer runs low
+            await until(self.wake, w.poll_interval)
+
+    def _claim_size(self) -> int:
+        """How many jobs to claim now (0: wait for a slot or for the buffer to run low)."""
+        w = self.w
+        now = time.monotonic()
+        if now - self._rate_at >= 0.05:
+            rate = (w._done - self._rate_done) / (now - self._rate_at)
+            self._rate = rate if rate > self._rate else 0.5 * (self._rate + rate)
+            self._rate_at, self._rate_done = now, w._done
+        self._extra = min(w.prefetch_max, int(self._rate * w.prefetch_horizon))
+        waiting = len(self.waiting)
+        running = len(w.attempts.running)
+        if len(w._held) - running - waiting >= FLUSH_MAX:
+            return 0  # a flush wakes the claimer when it has caught up
+        free = w.concurrency - running
+        if (free > 0 and not waiting) or (self._extra and waiting <= self._extra // 2):
+            return w.concurrency + self._extra - running - waiting
+        return 0
+
+    def _hold(self, job: claims.Claimed, lease_deadline: float) -> None:
+        entry = Waiting(job, lease_deadline)
+        self.waiting[job.fence] = entry
+        self.w._held[job.fence] = job.id
+        heapq.heappush(self._heap, (job.priority, next(self._seq), entry))
+
+    def fill(self) -> None:
+        """Start buffered jobs in free slots, most urgent first; never while draining."""
+        w = self.w
+        if w._stop_claiming.is_set():
+            return
+        heap = self._heap
+        running = w.attempts.running
+        while heap and len(running) < w.concurrency:
+            entry = heapq.heappop(heap)[2]
+            if self.waiting.pop(entry.job.fence, None) is None:
+                continue  # dropped while it waited
+            if time.monotonic() >= entry.lease_deadline:
+                # No heartbeat has renewed it in time: another worker may hold it by now.
+                w._held.pop(entry.job.fence, None)
+                w.stats.lease_lost += 1
+                log.warning("job %s (fence %s): its lease ran out while it waited to start;"
+                            " not starting it", entry.job.id, entry.job.fence)
+                continue
+            w.attempts.start(entry.job, entry.lease_deadline)
+
+    def nudge(self) -> None:
+        """Wake the claimer when a slot freed or the buffer ran low."""
+        w = self.w
+        if (not self.waiting and len(w.attempts.running) < w.concurrency) or (
+            self._extra and len(self.waiting) <= self._extra // 2
+        ):
+            self.slot_free.set()
+
+    # -- buffered jobs the heartbeat or an operator changed ------------------------------------
+    def drop(self, entry: Waiting, reason: str) -> None:
+        """A buffered job's lease is gone: forget it without writing anything."""
+        if self.waiting.pop(entry.job.fence, None) is None:
+            return
+        self.w._held.pop(entry.job.fence, None)
+        self.w.stats.lease_lost += 1
+        log.warning("job %s (fence %s): lease lost before it started, %s; not starting it",
+                    entry.job.id, entry.job.fence, reason)
+
+    def cancel(self, entry: Waiting) -> None:
+        """An operator cancelled a buffered job: settle it cancelled, without running it."""
+        if self.waiting.pop(entry.job.fence, None) is None:
+            return
+        err = error_entry(
+            None, code="cancelled", attempt=entry.job.attempt, worker_id=self.w.id,
+            message="cancelled by an operator before it started",
+        )
+        self.w.completer.add(settle.Outcome(
+            entry.job.id, entry.job.fence, "cancelled", refund=1, error=err, code="cancelled",
+        ))
+
+    def cancel_job(self, job_id: int) -> None:
+        for entry in list(self.waiting.values()):
+            if entry.job.id == job_id:
+                self.cancel(entry)
+
+    def take_waiting(self) -> list[tuple[int, int]]:
+        """Empty the buffer (drain): the (id, fence) of every buffered job, leases let go."""
+        waiting = [(e.job.id, e.job.fence) for e in self.waiting.values()]
+        self.waiting.clear()
+        self._heap.clear()
+        for _, fence in waiting:
+            # Released or not, these leases are no longer renewed: if the release fails they
+            # expire and the jobs are rescued.
+            self.w._held.pop(fence, None)
+        return waiting
+
+    # -- one claim ----------------------------------------------------------------------------
+    async def _claim_once(self, n: int) -> list[claims.Claimed]:
+        """One claim. A drain does not wait long for a claim the server is not answering:
+        it arms :meth:`_abort_stuck_claim` (no task or waiter per claim: pickup latency)."""
+        self._claims_sent += 1
+        self._claiming = True
+        try:
+            return await self.w._claim_db.run(functools.partial(self._claim, n=n))
+        finally:
+            self._claiming = False
+
+    def _abort_stuck_claim(self, sent: int) -> None:
+        if self._claiming and self._claims_sent == sent:
+            # Jobs this claim may have taken are rescued when their leases expire.
+            self.w._claim_db.abort()
+
+    async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
+        # One statement while no queue of ours has a limit; the locked claim once one has.
+        w = self.w
+        got, limited = await self.statement.run(conn, w.schema, n=n, locked=self._limited)
+        if limited and not self._limited and len(got) < n:
+            # The lock-free claim skipped a limited queue: take its share now, under the locks.
+            more, limited = await self.statement.run(
+                conn, w.schema, n=n - len(got), locked=True,
+            )
+            got += more
+        self._limited = limited
+        return got
+
+
+async def until(event: asyncio.Event, timeout: float) -> None:
+    """Wait for ``event`` or ``timeout`` seconds, whichever comes first (no waiter task)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout):
+            await event.wait()
