@@ -24,7 +24,6 @@ from typer.testing import CliRunner
 
 from forklift import Forklift, InvalidPayload
 from forklift._batches import Batch, BatchLimits, Callback
-from forklift._claim import CLAIM_SQL
 from forklift._errors import (
     BatchKeyConflict,
     BatchNotFound,
@@ -35,6 +34,7 @@ from forklift._errors import (
     TooManyTargets,
 )
 from forklift._sqltext import render
+from forklift._worker.claim import CLAIM_SQL
 from forklift.ops import actions
 from forklift.ops import batches as ops
 from forklift.ops.context import OpsContext
@@ -582,7 +582,7 @@ def test_batch_limits_are_checked(app: Forklift) -> None:
 def test_retention_keeps_targets_until_the_batch_ttl_lapses(
     app: Forklift, dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
-    from forklift import _leader as leader
+    from forklift._worker.maintenance import retention as leader
 
     batch, _ = app.batch("batch.step", [{"n": 0}, {"n": 1}], caller="zed")
     plain = app.kind("batch.step").enqueue({"n": 9}).id

@@ -86,8 +86,8 @@ def test_rates_and_run_times_over_the_window(dsn: str, conn: psycopg.Connection[
 def test_an_expired_pause_is_no_pause_for_stats_explain_and_claim(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
-    from forklift import _claim as claim
     from forklift._db import aconnect
+    from forklift._worker import claim
 
     job = insert_job(conn, queue="mail")
     with Operator(dsn) as op:

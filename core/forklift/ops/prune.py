@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
-from forklift._leader import RETENTION_SQL
 from forklift._sqltext import render
+from forklift._worker.maintenance.retention import RETENTION_SQL
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
