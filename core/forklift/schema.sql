@@ -282,6 +282,33 @@ CREATE UNIQUE INDEX backfill_runs_live_idx ON {s}.backfill_runs (name)
     WHERE state IN ('running', 'paused', 'failed');
 CREATE INDEX backfill_runs_name_idx ON {s}.backfill_runs (name, id DESC);
 
+-- Settings and retention windows (what operators set in production) --------------------------
+
+-- Named numeric settings (health thresholds: `health.<name>`), changed by `forklift health set`
+-- and audited; a name without a row has its documented default.
+CREATE TABLE {s}.settings (
+    name        text PRIMARY KEY,
+    value       double precision NOT NULL,
+    updated_by  text,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Retention windows: how long a finished job is kept, per terminal state, for every queue
+-- (queue '') or one queue; seconds NULL keeps those jobs forever. The leader prunes by these,
+-- `forklift retention set|show` changes and shows them (audited).
+CREATE TABLE {s}.retention (
+    state       text NOT NULL CHECK (state IN ('completed', 'cancelled', 'dead')),
+    queue       text NOT NULL DEFAULT '',
+    seconds     double precision CHECK (seconds IS NULL OR seconds >= 0),
+    updated_by  text,
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (state, queue)
+);
+INSERT INTO {s}.retention (state, queue, seconds, updated_by) VALUES
+    ('completed', '', 86400, 'forklift'),
+    ('cancelled', '', 604800, 'forklift'),
+    ('dead', '', 2592000, 'forklift');
+
 -- Functions and triggers ----------------------------------------------------------------------
 
 \ir functions/jobs_wake_v1.sql

@@ -1,0 +1,317 @@
+"""The database's health as forklift depends on it, with alerts that say what to do.
+
+One call (:func:`health`) reads, all from PostgreSQL's statistics views and never from the job
+rows themselves (so its cost does not grow with retained history): per forklift table the dead
+row ratio and the last (auto)vacuum and analyze; the jobs table's HOT update ratio; index sizes;
+the NOTIFY queue's fill; connections by forklift purpose against ``max_connections``; sessions
+waiting on locks of forklift tables; and the holders of the xmin horizon
+(:mod:`forklift.ops.horizon`). Thresholds have documented defaults and are changed with
+:func:`set_threshold` (``forklift health set NAME VALUE``), stored in ``{schema}.settings``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+from forklift.ops import horizon as _horizon
+from forklift.ops import settings as _settings
+from forklift.ops.context import OpsContext
+from forklift.ops.horizon import HorizonHolder
+from forklift.ops.settings import InvalidSetting, Setting
+from forklift.ops.shape import Shape
+
+PREFIX = "health."
+
+#: Every threshold: name, default, bounds, meaning. README "Running in production" lists them.
+THRESHOLDS: dict[str, Setting] = {s.name: s for s in (
+    Setting("dead_tuple_ratio", 0.2, 0.0, 1.0,
+            "alert when dead rows are more than this fraction of a table's rows"),
+    Setting("dead_tuple_min", 10_000, 0, 1e12,
+            "...and there are at least this many dead rows"),
+    Setting("hot_ratio_min", 0.5, 0.0, 1.0,
+            "alert when fewer of the jobs table's updates than this fraction are HOT"),
+    Setting("hot_min_updates", 10_000, 0, 1e12,
+            "...counted once the table has had this many updates"),
+    Setting("notify_queue_usage", 0.5, 0.0, 1.0,
+            "alert when the NOTIFY queue is fuller than this fraction"),
+    Setting("connections_ratio", 0.8, 0.0, 1.0,
+            "alert when client connections exceed this fraction of max_connections"),
+    Setting("lock_wait_seconds", 5.0, 0.0, 86_400.0,
+            "alert on a session waiting longer than this for a lock on a forklift table"),
+    Setting("horizon_seconds", 300.0, 0.0, 30 * 86_400.0,
+            "alert when the xmin horizon is held by a transaction older than this"),
+    Setting("horizon_xids", 1_000_000, 0, 2e9,
+            "...or held back by more than this many transactions (slots included)"),
+)}
+
+TABLES_SQL = """
+SELECT relname::text, n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, n_mod_since_analyze,
+       last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
+       vacuum_count + autovacuum_count, pg_relation_size(relid), pg_total_relation_size(relid)
+FROM pg_stat_user_tables WHERE schemaname = %s ORDER BY relname
+"""
+
+INDEXES_SQL = """
+SELECT t.relname::text, i.relname::text, pg_relation_size(i.oid), coalesce(s.idx_scan, 0)
+FROM pg_index x
+JOIN pg_class i ON i.oid = x.indexrelid
+JOIN pg_class t ON t.oid = x.indrelid
+JOIN pg_namespace n ON n.oid = t.relnamespace
+LEFT JOIN pg_stat_user_indexes s ON s.indexrelid = x.indexrelid
+WHERE n.nspname = %s
+ORDER BY 1, 2
+"""
+
+# Server-wide client connections against the limit, and this database's forklift sessions by
+# purpose: the last `:word` of an application_name holding `forklift:` anywhere (forklift
+# appends its tag to an application_name the user set).
+CONNECTIONS_SQL = """
+SELECT current_setting('max_connections')::int,
+       current_setting('superuser_reserved_connections')::int,
+       (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')::int,
+       coalesce((
+           SELECT jsonb_object_agg(purpose, n) FROM (
+               SELECT regexp_replace(application_name, '^.*forklift:(.*:)?([a-z_]+).*$', '\\2')
+                          AS purpose, count(*) AS n
+               FROM pg_stat_activity
+               WHERE datname = current_database() AND application_name LIKE '%%forklift:%%'
+                 AND pid <> pg_backend_pid()
+               GROUP BY 1) p), '{}'::jsonb),
+       pg_notification_queue_usage()
+"""
+
+# Sessions waiting on a lock while they touch a forklift table (a waiter on a row holds its
+# table's lock and waits on the holder's transaction, so both kinds are caught).
+LOCK_WAITS_SQL = """
+SELECT a.pid, a.application_name, a.wait_event,
+       extract(epoch FROM now() - coalesce(
+           (SELECT min(w.waitstart) FROM pg_locks w WHERE w.pid = a.pid AND NOT w.granted),
+           a.state_change))::float8,
+       pg_blocking_pids(a.pid),
+       (SELECT array_agg(DISTINCT c.relname::text ORDER BY c.relname::text)
+        FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+        WHERE l.pid = a.pid AND c.relnamespace = n.oid),
+       left(a.query, 300)
+FROM pg_stat_activity a, pg_namespace n
+WHERE n.nspname = %s AND a.datname = current_database() AND a.wait_event_type = 'Lock'
+  AND EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
+              WHERE l.pid = a.pid AND c.relnamespace = n.oid)
+ORDER BY 4 DESC
+"""
+
+
+@dataclass(frozen=True)
+class TableHealth(Shape):
+    table: str
+    live_rows: int
+    dead_rows: int
+    #: dead / (live + dead); 0 for an empty table.
+    dead_ratio: float
+    updates: int
+    hot_updates: int
+    #: hot / updates; None before the first update.
+    hot_ratio: float | None
+    modified_since_analyze: int
+    last_vacuum: datetime | None
+    last_autovacuum: datetime | None
+    last_analyze: datetime | None
+    last_autoanalyze: datetime | None
+    vacuums: int
+    size_bytes: int
+    total_bytes: int
+
+    @classmethod
+    def from_row(cls, r: tuple[Any, ...]) -> TableHealth:
+        live, dead, upd, hot = int(r[1]), int(r[2]), int(r[3]), int(r[4])
+        return cls(r[0], live, dead, dead / (live + dead) if live + dead else 0.0, upd, hot,
+                   hot / upd if upd else None, *r[5:])
+
+
+@dataclass(frozen=True)
+class IndexHealth(Shape):
+    table: str
+    index: str
+    size_bytes: int
+    scans: int
+
+
+@dataclass(frozen=True)
+class Connections(Shape):
+    max_connections: int
+    superuser_reserved: int
+    #: Client sessions on the whole server.
+    in_use: int
+    #: This database's forklift sessions by purpose (claim, complete, listen, ops...).
+    forklift: dict[str, int]
+
+    @property
+    def ratio(self) -> float:
+        usable = max(1, self.max_connections - self.superuser_reserved)
+        return self.in_use / usable
+
+
+@dataclass(frozen=True)
+class LockWait(Shape):
+    pid: int
+    application: str | None
+    wait_event: str | None
+    waiting_seconds: float
+    blocked_by: list[int]
+    tables: list[str]
+    query: str | None
+
+
+@dataclass(frozen=True)
+class Alert(Shape):
+    #: Stable: dead_tuples, hot_updates, notify_queue, connections, lock_wait, horizon_held
+    code: str
+    #: The table, pid, slot or setting it is about.
+    subject: str
+    message: str
+    #: What to do about it.
+    action: str
+
+
+@dataclass(frozen=True)
+class Health(Shape):
+    tables: list[TableHealth]
+    indexes: list[IndexHealth]
+    connections: Connections
+    #: pg_notification_queue_usage(): 0..1
+    notify_queue_usage: float
+    lock_waits: list[LockWait]
+    #: The oldest holders of the xmin horizon, the oldest first.
+    horizon: list[HorizonHolder]
+    thresholds: dict[str, float]
+    alerts: list[Alert] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.alerts
+
+    def table(self, name: str) -> TableHealth | None:
+        return next((t for t in self.tables if t.table == name), None)
+
+
+def thresholds(
+    conn: psycopg.Connection[Any], ctx: OpsContext, overrides: dict[str, float] | None = None
+) -> dict[str, float]:
+    """Every threshold in force: defaults, then stored settings, then ``overrides``."""
+    values = {name: s.default for name, s in THRESHOLDS.items()}
+    for name, value in _settings.read(conn, ctx, PREFIX).items():
+        short = name[len(PREFIX):]
+        if short in values:
+            values[short] = value
+    for name, value in (overrides or {}).items():
+        values[name] = threshold(name).check(float(value))
+    return values
+
+
+def threshold(name: str) -> Setting:
+    found = THRESHOLDS.get(name)
+    if found is None:
+        raise InvalidSetting(
+            f"{name!r} is not a health threshold; they are: {', '.join(THRESHOLDS)}",
+            setting=name,
+        )
+    return found
+
+
+def set_threshold(
+    conn: psycopg.Connection[Any], ctx: OpsContext, name: str, value: float | None,
+    *, reason: str | None = None,
+) -> dict[str, float]:
+    """Store a threshold (None: back to its default); audited. Returns the thresholds."""
+    s = threshold(name)
+    _settings.store(conn, ctx, replace(s, name=PREFIX + s.name), value, reason=reason)
+    return thresholds(conn, ctx)
+
+
+def health(
+    conn: psycopg.Connection[Any], ctx: OpsContext, *, overrides: dict[str, float] | None = None
+) -> Health:
+    limits = thresholds(conn, ctx, overrides)
+    tables = [TableHealth.from_row(r) for r in conn.execute(TABLES_SQL, (ctx.schema,))]
+    indexes = [IndexHealth(*r) for r in conn.execute(INDEXES_SQL, (ctx.schema,))]
+    row = conn.execute(CONNECTIONS_SQL).fetchone()
+    assert row is not None
+    connections = Connections(int(row[0]), int(row[1]), int(row[2]),
+                              {str(k): int(v) for k, v in sorted(dict(row[3]).items())})
+    waits = [LockWait(r[0], r[1], r[2], float(r[3]), list(r[4] or []), list(r[5] or []), r[6])
+             for r in conn.execute(LOCK_WAITS_SQL, (ctx.schema,))]
+    holders = _horizon.holders(conn, ctx)
+    h = Health(tables, indexes, connections, float(row[4]), waits, holders, limits)
+    return replace(h, alerts=alerts(h))
+
+
+def alerts(h: Health) -> list[Alert]:
+    """Each threshold crossed, as an alert naming the subject and what to do."""
+    t = h.thresholds
+    found: list[Alert] = []
+    for holder in h.horizon:
+        old = holder.age_seconds is not None and holder.age_seconds > t["horizon_seconds"]
+        far = holder.xid_age is not None and holder.xid_age > t["horizon_xids"]
+        if not (old or far):
+            continue
+        who = holder.name if holder.pid is None else f"pid {holder.pid}"
+        age = f"{holder.age_seconds:,.0f}s, " if holder.age_seconds is not None else ""
+        found.append(Alert(
+            "horizon_held", f"{holder.kind} {who}",
+            f"a {holder.kind.replace('_', ' ')} ({who}, {holder.application or holder.role or '?'},"
+            f" {holder.state or '?'}) holds the xmin horizon: {age}{holder.xid_age or 0:,}"
+            " transactions back; vacuum cannot remove dead jobs meanwhile",
+            holder.action + " (details: forklift health horizon)",
+        ))
+    for tab in h.tables:
+        if tab.dead_rows >= t["dead_tuple_min"] and tab.dead_ratio > t["dead_tuple_ratio"]:
+            last = max((d for d in (tab.last_vacuum, tab.last_autovacuum) if d), default=None)
+            found.append(Alert(
+                "dead_tuples", tab.table,
+                f"{tab.table}: {tab.dead_rows:,} dead rows ({tab.dead_ratio:.0%}), last vacuum"
+                f" {last.isoformat(timespec='seconds') if last else 'never'}",
+                "look for a horizon holder first (forklift health horizon); if there is none,"
+                f" autovacuum is behind: VACUUM (VERBOSE) {tab.table}; and check"
+                " autovacuum_max_workers and autovacuum_vacuum_cost_limit",
+            ))
+    jobs = h.table("jobs")
+    if (jobs is not None and jobs.hot_ratio is not None and jobs.updates >= t["hot_min_updates"]
+            and jobs.hot_ratio < t["hot_ratio_min"]):
+        found.append(Alert(
+            "hot_updates", "jobs",
+            f"only {jobs.hot_ratio:.0%} of the jobs table's updates are HOT: heartbeats and"
+            " claims are writing index entries",
+            "pages are full: check the table's fillfactor (forklift sets 70) and that nothing"
+            " added an index on a column heartbeats write (lease_expires_at, progress)",
+        ))
+    if h.notify_queue_usage > t["notify_queue_usage"]:
+        found.append(Alert(
+            "notify_queue", "pg_notify",
+            f"the NOTIFY queue is {h.notify_queue_usage:.0%} full; at 100% every enqueue fails",
+            "a session that LISTENs is not reading its notifications (often one stuck in a long"
+            " transaction): find it in pg_stat_activity and end it",
+        ))
+    c = h.connections
+    if c.ratio > t["connections_ratio"]:
+        mine = ", ".join(f"{k} {v}" for k, v in c.forklift.items()) or "none"
+        found.append(Alert(
+            "connections", "max_connections",
+            f"{c.in_use} of {c.max_connections - c.superuser_reserved} usable connections in use"
+            f" (forklift here: {mine})",
+            "fewer worker processes (raise --concurrency instead), a pooler in front of the"
+            " clients, or raise max_connections",
+        ))
+    for w in h.lock_waits:
+        if w.waiting_seconds > t["lock_wait_seconds"]:
+            found.append(Alert(
+                "lock_wait", f"pid {w.pid}",
+                f"pid {w.pid} ({w.application or '?'}) has waited {w.waiting_seconds:,.0f}s for"
+                f" a lock on {', '.join(w.tables)}, blocked by {w.blocked_by or 'unknown'}",
+                "find what the blocker does: SELECT pid, state, query FROM pg_stat_activity"
+                f" WHERE pid = ANY(ARRAY{w.blocked_by or [0]}); end it with"
+                " pg_terminate_backend(pid) if it must not hold the lock",
+            ))
+    return found
