@@ -31,6 +31,8 @@ from forklift.ops import audit as _audit
 from forklift.ops import backfills as _backfills
 from forklift.ops import batches as _batches
 from forklift.ops import explain as _explain
+from forklift.ops import health as _health
+from forklift.ops import horizon as _horizon
 from forklift.ops import jobs as _jobs
 from forklift.ops import prune as _prune
 from forklift.ops import queues as _queues
@@ -185,6 +187,20 @@ class Operator:
         return self._run(  # type: ignore[no-any-return]
             _audit.entries, limit=limit, actor=actor, action=action, since=since,
             before_id=before_id,
+        )
+
+    def health(self, *, overrides: dict[str, float] | None = None) -> _health.Health:
+        """Table, index, connection, lock and xmin-horizon health with alerts (ops.health)."""
+        return self._run(_health.health, overrides=overrides)  # type: ignore[no-any-return]
+
+    def horizon(self, *, limit: int = 5) -> list[_horizon.HorizonHolder]:
+        return self._run(_horizon.holders, limit)  # type: ignore[no-any-return]
+
+    def set_health_threshold(
+        self, name: str, value: float | None, *, reason: str | None = None
+    ) -> dict[str, float]:
+        return self._run(  # type: ignore[no-any-return]
+            _health.set_threshold, name, value, reason=reason
         )
 
     # -- acting on jobs ---------------------------------------------------------------------
