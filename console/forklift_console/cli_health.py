@@ -15,6 +15,7 @@ from rich.table import Table
 
 from forklift.ops.health import THRESHOLDS, Health
 from forklift.ops.horizon import HorizonHolder
+from forklift_console.cli_retention import window
 from forklift_console.opskit import (
     Actor,
     Dsn,
@@ -119,6 +120,11 @@ def print_health(r: Health) -> None:
         out.print(f"[bold]xmin horizon[/] held by {_holder(r.horizon[0])}")
     else:
         out.print("[bold]xmin horizon[/]: nothing holds it back")
+    d = r.retention.defaults
+    out.print("[bold]retention[/] (forklift retention show): "
+              + ", ".join(f"{k} {window(v)}" for k, v in d.items())
+              + (f"; {len({w.queue for w in r.retention.queues})} queue(s) with their own"
+                 if r.retention.queues else ""))
     out.print("")
     if not r.alerts:
         out.print("[green]no alerts[/]")

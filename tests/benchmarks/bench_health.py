@@ -22,9 +22,8 @@ from bench_stats import LOAD_FINISHED, LOAD_LIVE, admin_dsn, report, timed, with
 from psycopg import sql
 
 from forklift._migrate import migrate
-from forklift.ops import OpsContext
+from forklift.ops import OpsContext, horizon
 from forklift.ops import health as h
-from forklift.ops import horizon
 from forklift.ops import settings as _settings
 
 CTX = OpsContext(actor="bench")

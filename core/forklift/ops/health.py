@@ -18,6 +18,7 @@ from typing import Any
 import psycopg
 
 from forklift.ops import horizon as _horizon
+from forklift.ops import retention as _retention
 from forklift.ops import settings as _settings
 from forklift.ops.context import OpsContext
 from forklift.ops.horizon import HorizonHolder
@@ -187,6 +188,8 @@ class Health(Shape):
     #: The oldest holders of the xmin horizon, the oldest first.
     horizon: list[HorizonHolder]
     thresholds: dict[str, float]
+    #: The retention windows the leader prunes by (forklift retention show).
+    retention: _retention.Retention
     alerts: list[Alert] = field(default_factory=list)
 
     @property
@@ -244,7 +247,8 @@ def health(
     waits = [LockWait(r[0], r[1], r[2], float(r[3]), list(r[4] or []), list(r[5] or []), r[6])
              for r in conn.execute(LOCK_WAITS_SQL, (ctx.schema,))]
     holders = _horizon.holders(conn, ctx)
-    h = Health(tables, indexes, connections, float(row[4]), waits, holders, limits)
+    h = Health(tables, indexes, connections, float(row[4]), waits, holders, limits,
+               _retention.show(conn, ctx))
     return replace(h, alerts=alerts(h))
 
 
