@@ -36,6 +36,7 @@ from forklift.ops import horizon as _horizon
 from forklift.ops import jobs as _jobs
 from forklift.ops import prune as _prune
 from forklift.ops import queues as _queues
+from forklift.ops import retention as _retention
 from forklift.ops import schedules as _schedules
 from forklift.ops import stats as _stats
 from forklift.ops import workers as _workers
@@ -202,6 +203,17 @@ class Operator:
         return self._run(  # type: ignore[no-any-return]
             _health.set_threshold, name, value, reason=reason
         )
+
+    def retention(self) -> _retention.Retention:
+        """Retention windows per state, for every queue and per queue (ops.retention)."""
+        return self._run(_retention.show)  # type: ignore[no-any-return]
+
+    def set_retention(self, state: str, window: str | float | None, **kw: Any) -> _retention.Retention:
+        """``queue``, ``create``, ``reason``: see :func:`forklift.ops.retention.set_window`."""
+        return self._run(_retention.set_window, state, window, **kw)  # type: ignore[no-any-return]
+
+    def reset_retention(self, state: str, **kw: Any) -> _retention.Retention:
+        return self._run(_retention.reset_window, state, **kw)  # type: ignore[no-any-return]
 
     # -- acting on jobs ---------------------------------------------------------------------
     def requeue(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
