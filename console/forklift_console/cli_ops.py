@@ -20,6 +20,7 @@ from rich.table import Table
 from forklift.ops import Explanation, PruneReport, QueueInfo, Stats, WorkerInfo
 from forklift.ops.filters import duration
 from forklift_console import cli_jobs
+from forklift_console.cli_retention import window
 from forklift_console.opskit import (
     Actor,
     DryRun,
@@ -190,14 +191,16 @@ def _emit_queue(q: QueueInfo, as_json: bool) -> None:
 def queues_list(
     read_only: ReadOnlyOpt = False, dsn: Dsn = None, schema: Schema = None, as_json: Json = False
 ) -> None:
-    """Every queue with its pause and concurrency limit (depths: `forklift stats`)."""
+    """Every queue with its pause, concurrency limit and retention (completed/cancelled/dead;
+    depths: `forklift stats`)."""
     with handled(as_json), operator(dsn, schema, None, read_only) as op:
         queues = op.queues()
+        kept = op.retention()
     if as_json:
-        emit_json([q.to_json() for q in queues])
+        emit_json([{**q.to_json(), "retention": kept.for_queue(q.name)} for q in queues])
         return
     t = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("queue", "paused", "by", "since", "until", "reason", "concurrency"):
+    for col in ("queue", "paused", "by", "since", "until", "reason", "concurrency", "retention"):
         t.add_column(col)
     for q in queues:
         expired = (not q.paused) and q.paused_flag
@@ -209,6 +212,7 @@ def queues_list(
             stamp(q.pause_expires_at) if q.paused and q.pause_expires_at else "",
             safe(q.pause_reason or "") if q.paused else "",
             str(q.concurrency) if q.concurrency is not None else "–",
+            "/".join(window(v) for v in kept.for_queue(q.name).values()),
         )
     out.print(t)
 
