@@ -1,0 +1,54 @@
+"""`forklift roles create [--prefix app] [--print]`: least-privilege roles for forklift.
+
+Three login roles: ``<prefix>_worker`` (runs jobs), ``<prefix>_operator`` (the CLI's and the
+console's actions) and ``<prefix>_console`` (reads only: the console and CLI then disable every
+action and say so). Safe to run again; run it after each `forklift migrate`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from forklift._db import connection
+from forklift.ops import OpsContext
+from forklift.ops import roles as _roles
+from forklift_console.opskit import Dsn, Json, Schema, emit_json, handled, out, safe
+
+roles_app = typer.Typer(help="Least-privilege database roles: worker, operator, read-only console.",
+                        no_args_is_help=True)
+
+
+@roles_app.command("create")
+def create_cmd(
+    prefix: Annotated[str, typer.Option("--prefix", help="Role names: PREFIX_worker, ...")] = (
+        "forklift"),
+    print_only: Annotated[
+        bool, typer.Option("--print", help="Print the SQL instead of running it.")
+    ] = False,
+    dsn: Dsn = None,
+    schema: Schema = None,
+    as_json: Json = False,
+) -> None:
+    """Create the worker, operator and read-only console roles with the grants each needs."""
+    from forklift import _config as config
+
+    with handled(as_json):
+        ctx = OpsContext.from_env(schema=schema)
+        target = config.resolve(dsn, schema=ctx.schema).dsn
+        with connection(target, "migrate") as conn:
+            report = _roles.create(conn, ctx, prefix, print_only=print_only)
+    if as_json:
+        emit_json(report.to_json())
+        return
+    if print_only:
+        for text in report.statements:
+            print(text + ";")
+        return
+    for kind, name in report.roles.items():
+        out.print(f"{kind}: role [bold]{safe(name)}[/]")
+    for note in report.notes:
+        out.print(f"[yellow]note:[/] {safe(note)}")
+    out.print("set their passwords: ALTER ROLE <name> PASSWORD '...';"
+              " run this again after each forklift migrate")
