@@ -19,6 +19,8 @@ class OpsContext:
     schema: str = config.DEFAULT_SCHEMA
     actor: str = "unknown"
     read_only: bool = False
+    #: Why, when it was not asked for (the database role may not write).
+    read_only_reason: str | None = None
 
     def __post_init__(self) -> None:
         check_schema(self.schema)
@@ -37,6 +39,8 @@ class OpsContext:
         )
 
     def require_write(self, action: str) -> None:
+        if self.read_only and self.read_only_reason:
+            raise ReadOnly(f"{action} refused: {self.read_only_reason}", action=action)
         if self.read_only:
             raise ReadOnly(
                 f"{action} refused: forklift is in read-only mode (FORKLIFT_READ_ONLY or"
