@@ -15,6 +15,7 @@ functions (``forklift.ops.stats.stats(conn, ctx)`` ...) take a connection and an
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -37,6 +38,7 @@ from forklift.ops import jobs as _jobs
 from forklift.ops import prune as _prune
 from forklift.ops import queues as _queues
 from forklift.ops import retention as _retention
+from forklift.ops import roles as _roles
 from forklift.ops import schedules as _schedules
 from forklift.ops import stats as _stats
 from forklift.ops import workers as _workers
@@ -100,6 +102,7 @@ class Operator:
                     raise unavailable(target, exc) from None
             else:
                 self._conn = connect(target, "ops")
+                self._check_role(self._conn)
             self._own = True
         return self._conn
 
@@ -112,6 +115,22 @@ class Operator:
             from forklift._session import shut_socket
 
             shut_socket(conn)
+
+    def _check_role(self, conn: psycopg.Connection[Any]) -> None:
+        # A role that may not write (forklift roles: the console's) makes this Operator
+        # read-only, so the console disables its actions and says why.
+        if not _roles.can_write(conn, self.ctx.schema):
+            role = conn.info.parameter_status("session_authorization") or "this role"
+            self.ctx = dataclasses.replace(
+                self.ctx, read_only=True,
+                read_only_reason=f"the database role {role} may not write forklift's tables",
+            )
+
+    def check_role(self) -> bool:
+        """Connect now and say whether this Operator is read-only (asked for, or because its
+        database role may not write)."""
+        self.conn  # noqa: B018 - connecting is the check
+        return self.ctx.read_only
 
     def close(self) -> None:
         if self._own and self._conn is not None:
@@ -131,6 +150,8 @@ class Operator:
             conn = self.conn
             try:
                 return fn(conn, self.ctx, *args, **kwargs)
+            except _roles.REFUSED as exc:
+                raise _roles.refusal(exc, getattr(fn, "__name__", "write")) or exc from None
             except psycopg.OperationalError:
                 if self._own and conn.closed:
                     self._conn = None  # reopened on the next call
