@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from forklift import ForkliftError
-from forklift.ops import Operator
+from forklift.ops import Operator, roles
 from forklift.ops.display import clean_text as clean_display
 
 out = Console(highlight=False, soft_wrap=True)
@@ -82,6 +82,12 @@ def handled(as_json: bool = False) -> Iterator[None]:
         err.print(f"[bold red]error:[/] {safe(exc.message)} [dim]({exc.code})[/]")
         raise typer.Exit(code) from None
     except psycopg.Error as exc:
+        refused = roles.refusal(exc)
+        if refused is not None:  # a write this database role may not make (forklift roles)
+            if as_json:
+                emit_json({"error": refused.to_dict()})
+            err.print(f"[bold red]error:[/] {safe(refused.message)} [dim]({refused.code})[/]")
+            raise typer.Exit(1) from None
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if as_json:
             emit_json({"error": {"code": "database_error", "message": text}})
