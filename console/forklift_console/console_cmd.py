@@ -58,4 +58,5 @@ def console(
         backend = Backend.open(
             target, schema=schema_name, actor=actor, read_only=read_only or None
         )
+        backend.operator.check_role()  # a role that may not write opens the console read-only
     ConsoleApp(backend, interval=interval).run()
