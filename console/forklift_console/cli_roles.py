@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from forklift._db import connection
 from forklift.ops import OpsContext
 from forklift.ops import roles as _roles
+from forklift.ops.connect import connection, resolve
 from forklift_console.opskit import Dsn, Json, Schema, emit_json, handled, out, safe
 
 roles_app = typer.Typer(help="Least-privilege database roles: worker, operator, read-only console.",
@@ -32,11 +32,9 @@ def create_cmd(
     as_json: Json = False,
 ) -> None:
     """Create the worker, operator and read-only console roles with the grants each needs."""
-    from forklift import _config as config
-
     with handled(as_json):
         ctx = OpsContext.from_env(schema=schema)
-        target = config.resolve(dsn, schema=ctx.schema).dsn
+        target = resolve(dsn, schema=ctx.schema).dsn
         with connection(target, "migrate") as conn:
             report = _roles.create(conn, ctx, prefix, print_only=print_only)
     if as_json:
