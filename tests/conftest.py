@@ -50,6 +50,7 @@ from typing import Any
 import psutil
 import psycopg
 import pytest
+from pgbouncer import mark_pooled, pgbouncer, routed  # noqa: F401 (fixture; tests/pgbouncer.py)
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -418,11 +419,12 @@ def _databases(admin_dsn: str) -> Iterator[_Databases]:
 
 
 @pytest.fixture
-def dsn(_databases: _Databases) -> Iterator[str]:
-    """Conninfo of a fresh database at the current schema version, dropped after the test."""
+def dsn(_databases: _Databases, request: pytest.FixtureRequest) -> Iterator[str]:
+    """Conninfo of a fresh database at the current schema version, dropped after the test
+    (through PgBouncer for the tests marked pgbouncer under ``-m pgbouncer``)."""
     conninfo = _databases.create()
     try:
-        yield conninfo
+        yield routed(request, conninfo)
     finally:
         _databases.drop(conninfo)
 
@@ -454,3 +456,12 @@ def scratch_home(test_home: Path) -> Iterator[Path]:
         yield path
     finally:
         _remove_scratch(path)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "pgbouncer: core worker tests; -m pgbouncer runs them"
+                            " through a PgBouncer in transaction mode (tests/pgbouncer.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_pooled(items)
