@@ -118,9 +118,8 @@ class Worker:
         self.listen_health = listen_health
         self.prefetch_max = max(0, prefetch_max)
         self.prefetch_horizon = prefetch_horizon
-        self.retention = retention if retention is not None else {
-            "completed": 86400.0, "cancelled": 7 * 86400.0, "dead": 30 * 86400.0,
-        }
+        # None: the database's windows (forklift retention); a dict overrides them per state.
+        self.retention = retention
         self.lead = lead
         self.host = socket.gethostname()
         self.pid = os.getpid()

@@ -7,9 +7,10 @@ from typing import Any
 import psycopg
 
 from forklift import _batches as batches
-from forklift._sqltext import render
+from forklift import _retention
 from forklift._worker.maintenance.chore import Chore
 
+# `forklift prune`'s one-off cut (ops.prune); the leader's passes are forklift._retention's.
 # Targets of a batch whose TTL has not lapsed stay readable (forklift.batches).
 RETENTION_SQL = """
 WITH old AS (
@@ -27,18 +28,17 @@ DELETE FROM {s}.jobs AS t USING old WHERE t.id = old.id AND t.state = %s
 async def retention(
     conn: psycopg.AsyncConnection[Any],
     schema: str,
-    windows: dict[str, float],
+    windows: dict[str, float] | None = None,
     batch: int = 1000,
     max_batches: int = 10,
 ) -> int:
-    """Delete terminal jobs older than their state's window; bounded work per call."""
-    deleted = 0
-    for state, seconds in windows.items():
-        for _ in range(max_batches):
-            cur = await conn.execute(render(RETENTION_SQL, schema), (state, seconds, batch, state))
-            deleted += cur.rowcount
-            if cur.rowcount < batch:
-                break
+    """Delete terminal jobs older than their window, in keyset batches; bounded work per call.
+
+    The windows are the database's (``forklift retention``: per state, per queue);
+    ``windows`` (``Worker(retention=...)``) overrides the every-queue window of the states it
+    names."""
+    deleted = await _retention.prune_async(conn, schema, defaults=windows, batch=batch,
+                                           max_batches=max_batches)
     await batches.prune_expired(conn, schema, batch)
     return deleted
 
