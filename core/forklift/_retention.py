@@ -91,17 +91,20 @@ def passes(windows: Windows, defaults: Mapping[str, float] | None = None) -> lis
 
 
 def steps(
-    schema: str, plan: list[Pass], batch: int = 1000, max_batches: int = 10
+    schema: str, plan: list[Pass], batch: int = 1000, max_batches: int = 10,
+    table: str = "jobs",
 ) -> Generator[Step, list[tuple[Any, ...]], int]:
     """Yield DELETE statements; send back the rows each returned. Returns the rows deleted.
 
-    At most ``max_batches`` statements per pass, so one call's work is bounded."""
+    At most ``max_batches`` statements per pass, so one call's work is bounded. ``table``:
+    ``jobs_history`` prunes partitioned history (forklift._history)."""
     deleted = 0
     for p in plan:
         after_at: datetime | str = "-infinity"
         after_id = 0
         text = render(DELETE_SQL.replace("{queue}", _QUEUE if p.queue else "")
-                      .replace("{skip}", _SKIP if p.skip else ""), schema)
+                      .replace("{skip}", _SKIP if p.skip else "")
+                      .replace("{s}.jobs ", "{s}." + table + " "), schema)
         for _ in range(max_batches):
             params: dict[str, Any] = {"state": p.state, "secs": p.seconds, "after_at": after_at,
                                       "after_id": after_id, "n": batch, "queue": p.queue,
@@ -114,7 +117,7 @@ def steps(
     return deleted
 
 
-def _drive_sync(conn: psycopg.Connection[Any], gen: Generator[Step, list[tuple[Any, ...]], int]
+def drive_sync(conn: psycopg.Connection[Any], gen: Generator[Step, list[tuple[Any, ...]], int]
                 ) -> int:
     try:
         text, params = next(gen)
@@ -124,7 +127,7 @@ def _drive_sync(conn: psycopg.Connection[Any], gen: Generator[Step, list[tuple[A
         return int(done.value)
 
 
-async def _drive_async(
+async def drive_async(
     conn: psycopg.AsyncConnection[Any], gen: Generator[Step, list[tuple[Any, ...]], int]
 ) -> int:
     try:
@@ -150,7 +153,7 @@ def prune_sync(conn: psycopg.Connection[Any], schema: str, *,
                max_batches: int = 10) -> int:
     """One bounded retention pass by the stored windows (autocommit connection)."""
     plan = passes(load_sync(conn, schema), defaults)
-    return _drive_sync(conn, steps(schema, plan, batch, max_batches))
+    return drive_sync(conn, steps(schema, plan, batch, max_batches))
 
 
 async def prune_async(conn: psycopg.AsyncConnection[Any], schema: str, *,
@@ -158,4 +161,4 @@ async def prune_async(conn: psycopg.AsyncConnection[Any], schema: str, *,
                       max_batches: int = 10) -> int:
     """:func:`prune_sync` for the leader's async session."""
     plan = passes(await load_async(conn, schema), defaults)
-    return await _drive_async(conn, steps(schema, plan, batch, max_batches))
+    return await drive_async(conn, steps(schema, plan, batch, max_batches))
