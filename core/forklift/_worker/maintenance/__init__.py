@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.cron import CronChore
 from forklift._worker.maintenance.elector import Elector
+from forklift._worker.maintenance.history import HistoryUpkeep
 from forklift._worker.maintenance.rescuer import Rescuer
 from forklift._worker.maintenance.retention import Retention
 from forklift._worker.maintenance.stager import Stager
@@ -27,4 +28,4 @@ __all__ = ["Chore", "Elector", "chores"]
 def chores(worker: Worker) -> list[Chore]:
     """Every chore the leader runs (a new chore is a new entry here)."""
     return [Stager(worker), Rescuer(worker), CronChore(worker), Retention(worker),
-            WorkerPruner(worker)]
+            WorkerPruner(worker), HistoryUpkeep(worker)]
