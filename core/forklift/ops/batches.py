@@ -32,7 +32,7 @@ from forklift._errors import BatchNotFound, ForkliftError, NotRequeueable
 from forklift._job import STATES
 from forklift._scrub import scrub
 from forklift._sqltext import render
-from forklift.ops import audit
+from forklift.ops import audit, history
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import check_text
@@ -207,7 +207,7 @@ def targets(
         "held": HELD_AT,
         "limit": max(1, min(int(limit), MAX_PAGE)),
     }
-    rows = conn.execute(render(TARGETS_SQL, ctx.schema), params).fetchall()
+    rows = conn.execute(history.render_read(TARGETS_SQL, conn, ctx.schema), params).fetchall()
     return [TargetStatus(*r) for r in rows]
 
 

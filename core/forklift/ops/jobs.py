@@ -11,7 +11,7 @@ from psycopg.rows import dict_row
 
 from forklift._errors import JobNotFound
 from forklift._job import JOB_COLUMNS, Job
-from forklift._sqltext import render
+from forklift.ops import history
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import Cursor, JobFilter, Sort
@@ -34,7 +34,7 @@ LIST_COLUMNS = (
 
 
 def get_job(conn: psycopg.Connection[Any], schema: str, job_id: int) -> Job:
-    row = conn.execute(render(GET_SQL, schema), (job_id,)).fetchone()
+    row = conn.execute(history.render_read(GET_SQL, conn, schema), (job_id,)).fetchone()
     if row is None:
         raise JobNotFound(f"no job with id {job_id}: check the id with `forklift jobs list`", job_id=job_id)
     return Job.from_row(row)
@@ -45,10 +45,13 @@ def count_by_state(
 ) -> dict[str, int]:
     """Jobs per state, over the whole table or the given ids (small tables and demos only)."""
     if ids is None:
-        rows = conn.execute(render("SELECT state, count(*) FROM {s}.jobs GROUP BY state", schema))
+        rows = conn.execute(history.render_read(
+            "SELECT state, count(*) FROM {s}.jobs GROUP BY state", conn, schema))
     else:
         rows = conn.execute(
-            render("SELECT state, count(*) FROM {s}.jobs WHERE id = ANY(%s) GROUP BY state", schema),
+            history.render_read(
+                "SELECT state, count(*) FROM {s}.jobs WHERE id = ANY(%s) GROUP BY state", conn,
+                schema),
             (ids,),
         )
     return {str(s): int(n) for s, n in rows}
@@ -98,7 +101,9 @@ def capped_count(
 ) -> tuple[int, bool]:
     where, params = flt.where()
     row = conn.execute(
-        render(f"SELECT count(*) FROM (SELECT 1 FROM {{s}}.jobs t WHERE {where} LIMIT %s) x", schema),
+        history.render_read(
+            f"SELECT count(*) FROM (SELECT 1 FROM {{s}}.jobs t WHERE {where} LIMIT %s) x", conn,
+            schema),
         [*params, cap + 1],
     ).fetchone()
     n = int(row[0]) if row else 0
@@ -129,7 +134,8 @@ def list_jobs(
         f" ORDER BY {order.order_by()} LIMIT %s"
     )
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(render(sql, ctx.schema), [*params, limit + 1]).fetchall()
+        rows = cur.execute(history.render_read(sql, conn, ctx.schema),
+                           [*params, limit + 1]).fetchall()
     more = len(rows) > limit
     rows = rows[:limit]
     next_cursor = None

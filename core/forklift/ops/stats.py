@@ -18,6 +18,7 @@ import psycopg
 
 from forklift._job import LIVE_STATES
 from forklift._sqltext import render
+from forklift.ops import history
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.queues import LIST_SQL as QUEUES_SQL
@@ -260,13 +261,14 @@ def stats(
     s = ctx.schema
     cursors = [conn.cursor() for _ in range(6)]
     own = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    read = [history.render_read(q, conn, s) for q in (COUNTS_SQL, WINDOW_SQL, FAILED_SQL)]
     with conn.pipeline(), conn.transaction():
         if own:  # small index scans: starting parallel workers costs more than it saves
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         cursors[0].execute(render(TIME_SQL, s), p)
-        cursors[1].execute(render(COUNTS_SQL, s))
-        cursors[2].execute(render(WINDOW_SQL, s), p)
-        cursors[3].execute(render(FAILED_SQL, s), p)
+        cursors[1].execute(read[0])
+        cursors[2].execute(read[1], p)
+        cursors[3].execute(read[2], p)
         cursors[4].execute(render(QUEUES_SQL, s))
         cursors[5].execute(render(WORKERS_SQL, s))
     t, counts, window_rows, failed_rows, queue_rows, worker_rows = (c.fetchall() for c in cursors)
