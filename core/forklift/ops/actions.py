@@ -24,7 +24,7 @@ from forklift._errors import ForkliftError, JobNotFound, NotRequeueable
 from forklift._job import LIVE_STATES, TERMINAL_STATES
 from forklift._scrub import scrub
 from forklift._sqltext import channel, control_channel, render
-from forklift.ops import audit
+from forklift.ops import audit, history
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable
 from forklift.ops.filters import JobFilter
@@ -242,6 +242,7 @@ def act(
     target = {"job": job_id}
     try:
         with conn.transaction():
+            history.restore(conn, ctx.schema, [job_id])  # a job in partitioned history
             row = conn.execute(render(LOCK_SQL, ctx.schema), (job_id,)).fetchone()
             if row is None:
                 raise JobNotFound(
@@ -301,7 +302,7 @@ def select_ids(
     else:
         sql = f"SELECT t.id, t.state FROM {{s}}.jobs t WHERE {where} ORDER BY t.id LIMIT %s"
         args = [*params, limit]
-    rows = conn.execute(render(sql, ctx.schema), args).fetchall()
+    rows = conn.execute(history.render_read(sql, conn, ctx.schema), args).fetchall()
     return [(int(i), str(s)) for i, s in rows]
 
 
@@ -380,6 +381,7 @@ def _run_batch(
     target: dict[str, Any],
 ) -> list[tuple[int, str, str]]:
     with conn.transaction():
+        history.restore(conn, ctx.schema, ids)  # those in partitioned history
         done = spec.apply(conn, ctx, flt, ids, reason, ctx.actor)
         counts = Counter(o for _, _, o in done)
         audit.record(
