@@ -92,10 +92,14 @@ def worker(
 @app.command()
 def migrate(
     check: Annotated[bool, typer.Option("--check", help="Exit 1 if migrations are pending.")] = False,
+    partitioned_history: Annotated[bool, typer.Option(
+        "--partitioned-history", help="Also keep finished jobs in a table partitioned by day"
+        " (retention drops partitions); safe to repeat.")] = False,
     dsn: Dsn = None,
     schema: Schema = None,
 ) -> None:
     """Apply pending schema migrations (safe to run twice, or from two hosts at once)."""
+    from forklift.ops import history
     from forklift.ops import migrations as m
 
     with handled():
@@ -110,6 +114,9 @@ def migrate(
                 out.print(f"schema {schema_name} is up to date (version {m.required_version()})")
                 return
             done = m.apply(conn, schema_name)
+            if partitioned_history:
+                fresh = history.enable(conn, schema_name)
+                out.print("partitioned history " + ("enabled" if fresh else "already enabled"))
         if done:
             out.print("applied: " + ", ".join(f"{x.version:04d}_{x.name}" for x in done))
         else:
