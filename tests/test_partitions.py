@@ -169,3 +169,28 @@ def test_history_survives_a_worker_killed_mid_maintenance(
                message=lambda: f"moved so far: {sorted(set(where(db, ids).values()))}")
     assert len(where(db, ids)) == len(ids)  # nothing lost, nothing twice
     assert b.stop() == 0
+
+
+def test_the_worker_role_keeps_partitioned_history(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    import secrets
+
+    from psycopg.conninfo import make_conninfo
+
+    from forklift.ops import roles
+
+    enable(conn)
+    report = roles.create(conn, CTX, f"t{secrets.token_hex(4)}")
+    names = ", ".join(report.roles.values())
+    try:
+        job = insert_job(conn, state="completed")
+        as_worker = make_conninfo(dsn, user=report.roles["worker"])
+        conn.execute(history.render(history.DROP_SQL.format(
+            s="{s}", name=history.partition_name("dead", datetime.now(UTC).date()
+                                                 + timedelta(days=history.AHEAD_DAYS))),
+            "forklift"))
+        assert run_upkeep(as_worker) == 1  # creates the missing partition, moves the job
+        assert where(conn, [job]) == {job: "history"}
+    finally:
+        conn.execute(f"REASSIGN OWNED BY {names} TO CURRENT_USER")
+        conn.execute(f"DROP OWNED BY {names}")
+        conn.execute(f"DROP ROLE {names}")

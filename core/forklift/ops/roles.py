@@ -98,6 +98,15 @@ def statements(schema: str, prefix: str, tables: list[str] | None = None) -> lis
                 sql.SQL(", ").join(sql.Identifier(schema, t) for t in writes), role))
         for t in APPEND[kind]:
             out.append(sql.SQL("GRANT INSERT ON {} TO {}").format(sql.Identifier(schema, t), role))
+        if kind == "worker" and have is not None:
+            # Partitioned history: the leader creates and drops day partitions, which takes
+            # owning the partitioned tables and creating tables in the schema.
+            parts = sorted(x for x in have if x.startswith("jobs_history"))
+            if parts:
+                out.append(sql.SQL("GRANT CREATE ON SCHEMA {} TO {}").format(s, role))
+            for t in parts:
+                out.append(sql.SQL("ALTER TABLE {} OWNER TO {}").format(
+                    sql.Identifier(schema, t), role))
         if kind == "console":
             out.append(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(role))
         else:

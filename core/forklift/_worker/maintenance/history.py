@@ -46,14 +46,18 @@ async def _drive(conn: psycopg.AsyncConnection[Any], gen: Any) -> int:
         return int(done.value)
 
 
+async def enabled(conn: psycopg.AsyncConnection[Any], schema: str) -> bool:
+    cur = await conn.execute(history.EXISTS_SQL, (f"{schema}.jobs_history",))
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
 async def upkeep(
     conn: psycopg.AsyncConnection[Any], schema: str,
     overrides: dict[str, float] | None = None,
 ) -> int:
     """One pass where history is partitioned (else nothing); the jobs moved."""
-    cur = await conn.execute(history.EXISTS_SQL, (f"{schema}.jobs_history",))
-    row = await cur.fetchone()
-    if not (row and row[0]):
+    if not await enabled(conn, schema):
         return 0
     windows = await retention.load_async(conn, schema)
     for state, secs in (overrides or {}).items():
@@ -72,10 +76,16 @@ async def upkeep(
 
 class HistoryUpkeep(Chore):
     name = "history"
+    partitioned = False
 
     def every(self) -> float:
-        return 10.0
+        # Without partitioned history: a look once a minute, and no session kept open.
+        return 10.0 if self.partitioned else 60.0
 
     async def once(self) -> None:
         w = self.w
+        self.partitioned = await self.db.run(lambda c: enabled(c, w.schema))
+        if not self.partitioned:
+            await self.db.reset()
+            return
         await self.db.run(lambda c: upkeep(c, w.schema, w.retention))
