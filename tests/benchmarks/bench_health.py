@@ -12,10 +12,12 @@ and analysed. Then, after a warm-up: the server's execution time of each stateme
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
 import time
+from collections.abc import Iterator
 
 import psycopg
 from bench_stats import LOAD_FINISHED, LOAD_LIVE, admin_dsn, report, timed, with_db
@@ -47,6 +49,23 @@ def server_ms(conn: psycopg.Connection[object], text: str, params: object) -> fl
     return found
 
 
+@contextlib.contextmanager
+def scratch_db(label: str) -> Iterator[str]:
+    """A fresh, migrated database on the bench server, dropped afterwards; its conninfo."""
+    admin = admin_dsn()
+    name = f"forklift_bench_{label}_{os.getpid()}"
+    with psycopg.connect(admin, autocommit=True) as a:
+        a.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        dsn = with_db(admin, name)
+        migrate(dsn, "forklift")
+        yield dsn
+    finally:
+        with psycopg.connect(admin, autocommit=True) as a:
+            a.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--finished", type=int, default=1_000_000)
@@ -54,39 +73,28 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20)
     args = ap.parse_args()
 
-    admin = admin_dsn()
-    name = f"forklift_bench_health_{os.getpid()}"
-    with psycopg.connect(admin, autocommit=True) as a:
-        a.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = with_db(admin, name)
-    try:
-        migrate(dsn, "forklift")
-        with psycopg.connect(dsn, autocommit=True) as c:
-            t0 = time.perf_counter()
-            c.execute(LOAD_FINISHED, {"n": args.finished})
-            c.execute(LOAD_LIVE, {"n": args.live})
-            c.execute("VACUUM (ANALYZE) forklift.jobs")
-            print(f"loaded {args.finished:,} finished + {args.live:,} live jobs, vacuumed:"
-                  f" {time.perf_counter() - t0:.1f}s")
-            for _ in range(3):
-                h.health(c, CTX)
-            total = 0.0
-            for label, (text, params) in STATEMENTS.items():
-                runs = sorted(server_ms(c, text, params) for _ in range(args.calls))
-                median = runs[len(runs) // 2]
-                total += median
-                print(f"  {label:12s} server median {median:6.2f} ms (max {runs[-1]:.2f})")
-            print(f"server time of one health read (sum of medians): {total:.1f} ms"
-                  " (target: at most 50 ms)")
-            pid = c.info.backend_pid
-            report("health(conn, ctx)", timed(lambda: h.health(c, CTX), args.calls, pid))
-            report("health(...).to_json() serialised (forklift health --json)",
-                   timed(lambda: json.dumps(h.health(c, CTX).to_json(), default=str),
-                         args.calls, pid))
-    finally:
-        with psycopg.connect(admin, autocommit=True) as a:
-            a.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+    with scratch_db("health") as dsn, psycopg.connect(dsn, autocommit=True) as c:
+        t0 = time.perf_counter()
+        c.execute(LOAD_FINISHED, {"n": args.finished})
+        c.execute(LOAD_LIVE, {"n": args.live})
+        c.execute("VACUUM (ANALYZE) forklift.jobs")
+        print(f"loaded {args.finished:,} finished + {args.live:,} live jobs, vacuumed:"
+              f" {time.perf_counter() - t0:.1f}s")
+        for _ in range(3):
+            h.health(c, CTX)
+        total = 0.0
+        for label, (text, params) in STATEMENTS.items():
+            runs = sorted(server_ms(c, text, params) for _ in range(args.calls))
+            median = runs[len(runs) // 2]
+            total += median
+            print(f"  {label:12s} server median {median:6.2f} ms (max {runs[-1]:.2f})")
+        print(f"server time of one health read (sum of medians): {total:.1f} ms"
+              " (target: at most 50 ms)")
+        pid = c.info.backend_pid
+        report("health(conn, ctx)", timed(lambda: h.health(c, CTX), args.calls, pid))
+        report("health(...).to_json() serialised (forklift health --json)",
+               timed(lambda: json.dumps(h.health(c, CTX).to_json(), default=str),
+                     args.calls, pid))
 
 
 if __name__ == "__main__":

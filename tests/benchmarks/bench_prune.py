@@ -20,11 +20,9 @@ import time
 from typing import Any
 
 import psycopg
-from bench_stats import admin_dsn, with_db
-from psycopg import sql
+from bench_health import scratch_db
 
 from forklift import _retention as r
-from forklift._migrate import migrate
 
 LOAD = """
 INSERT INTO forklift.jobs (queue, kind, args, state, attempt, run_at, created_at, attempted_at,
@@ -43,53 +41,42 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1000)
     args = ap.parse_args()
 
-    admin = admin_dsn()
-    name = f"forklift_bench_prune_{os.getpid()}"
-    with psycopg.connect(admin, autocommit=True) as a:
-        a.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    dsn = with_db(admin, name)
-    try:
-        migrate(dsn, "forklift")
-        with psycopg.connect(dsn, autocommit=True) as c:
-            t0 = time.perf_counter()
-            c.execute(LOAD, {"n": args.rows, "age": "2 days"})
-            c.execute(LOAD, {"n": args.recent, "age": "1 minute"})
-            c.execute("VACUUM (ANALYZE) forklift.jobs")
-            print(f"loaded {args.rows:,} expired + {args.recent:,} recent completed jobs,"
-                  f" vacuumed: {time.perf_counter() - t0:.1f}s")
-            plan = r.passes(r.load_sync(c, "forklift"))
-            times: list[float] = []
-            deleted = 0
-            started = time.perf_counter()
-            while True:
-                gen = r.steps("forklift", plan, batch=args.batch, max_batches=10)
-                before = deleted
-                try:
-                    text, params = next(gen)
-                    while True:
-                        t = time.perf_counter()
-                        rows: list[Any] = c.execute(text, params).fetchall()
-                        times.append((time.perf_counter() - t) * 1000)
-                        deleted += len(rows)
-                        text, params = gen.send(rows)
-                except StopIteration:
-                    pass
-                if deleted == before:
-                    break
-            wall = time.perf_counter() - started
-            left = c.execute("SELECT count(*) FROM forklift.jobs").fetchone()
-            times.sort()
-            p99 = times[min(len(times) - 1, round(0.99 * len(times)) - 1)]
-            print(f"pruned {deleted:,} jobs in {len(times):,} statements over {wall:.1f}s"
-                  f" ({deleted / wall:,.0f} rows/s); {left[0] if left else '?':,} left")
-            print(f"transaction time per batch of {args.batch:,}: median"
-                  f" {statistics.median(times):.1f} ms, p99 {p99:.1f} ms,"
-                  f" longest {times[-1]:.1f} ms (target: at most 200 ms)")
-            print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    finally:
-        with psycopg.connect(admin, autocommit=True) as a:
-            a.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+    with scratch_db("prune") as dsn, psycopg.connect(dsn, autocommit=True) as c:
+        t0 = time.perf_counter()
+        c.execute(LOAD, {"n": args.rows, "age": "2 days"})
+        c.execute(LOAD, {"n": args.recent, "age": "1 minute"})
+        c.execute("VACUUM (ANALYZE) forklift.jobs")
+        print(f"loaded {args.rows:,} expired + {args.recent:,} recent completed jobs,"
+              f" vacuumed: {time.perf_counter() - t0:.1f}s")
+        plan = r.passes(r.load_sync(c, "forklift"))
+        times: list[float] = []
+        deleted = 0
+        started = time.perf_counter()
+        while True:
+            gen = r.steps("forklift", plan, batch=args.batch, max_batches=10)
+            before = deleted
+            try:
+                text, params = next(gen)
+                while True:
+                    t = time.perf_counter()
+                    rows: list[Any] = c.execute(text, params).fetchall()
+                    times.append((time.perf_counter() - t) * 1000)
+                    deleted += len(rows)
+                    text, params = gen.send(rows)
+            except StopIteration:
+                pass
+            if deleted == before:
+                break
+        wall = time.perf_counter() - started
+        left = c.execute("SELECT count(*) FROM forklift.jobs").fetchone()
+        times.sort()
+        p99 = times[min(len(times) - 1, round(0.99 * len(times)) - 1)]
+        print(f"pruned {deleted:,} jobs in {len(times):,} statements over {wall:.1f}s"
+              f" ({deleted / wall:,.0f} rows/s); {left[0] if left else '?':,} left")
+        print(f"transaction time per batch of {args.batch:,}: median"
+              f" {statistics.median(times):.1f} ms, p99 {p99:.1f} ms,"
+              f" longest {times[-1]:.1f} ms (target: at most 200 ms)")
+        print(f"load average: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
 
 
 if __name__ == "__main__":
