@@ -171,7 +171,8 @@ def seed(conn: psycopg.Connection[Any], dsn: str) -> dict[str, str]:
 def mutating(t: dict[str, str]) -> dict[str, list[str]]:
     cmds = [
         ["prune", "--completed-older-than", "0s", "--yes"],
-        ["enqueue", "ops.noop", "--app", "apps.ops:app"],
+        # --dsn: the app object is shared by the tests of this process, bound to another db
+        ["enqueue", "ops.noop", "--app", "apps.ops:app", "--dsn", t["dsn"]],
         ["migrate"],
         ["jobs", "retry", t["dead"], "--yes"],
         ["jobs", "cancel", t["live"], "--yes"],
@@ -216,7 +217,7 @@ def snapshot(conn: psycopg.Connection[Any]) -> list[Any]:
 def test_the_read_only_role_cannot_write_through_any_cli_command(
     dsn: str, conn: psycopg.Connection[Any], roles: dict[str, str]
 ) -> None:
-    targets = seed(conn, dsn)
+    targets = {**seed(conn, dsn), "dsn": roles["console"]}
     cmds = mutating(targets)
     assert set(cmds) == WRITES and set(reading(targets)) == READS
     before = snapshot(conn)
