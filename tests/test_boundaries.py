@@ -80,3 +80,39 @@ print(json.dumps(sorted(sys.modules)))
     loaded = json.loads(done.stdout)
     assert "forklift._worker" in loaded and "forklift.ops" in loaded
     assert [m for m in loaded if _forbidden(m)] == []
+
+
+FEATURES = ("_batches", "_cron", "_backfill")
+
+
+def _imports_of(name: str, *, top_level_only: bool = False) -> list[str]:
+    source = (CORE / f"{name}.py").read_text("utf-8")
+    if not top_level_only:
+        return imported_modules(source, ["forklift"])
+    tree = ast.parse(source)
+    top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    return imported_modules("\n".join(ast.unparse(n) for n in top), ["forklift"])
+
+
+def test_feature_modules_depend_on_a_protocol_not_on_the_app() -> None:
+    # Batches, cron and backfills see a Host (forklift._host), never Forklift or JobKind, so
+    # neither side imports the other (not even for type checking).
+    for feature in FEATURES:
+        bad = [m for m in _imports_of(feature)
+               if m.startswith(("forklift._app", "forklift._kind"))]
+        assert bad == [], feature
+
+
+def test_the_app_loads_features_only_when_they_are_used() -> None:
+    top = _imports_of("_app", top_level_only=True)
+    assert [m for m in top if m.startswith(tuple(f"forklift.{f}" for f in FEATURES))] == []
+
+
+def test_shared_sql_facts_are_defined_once() -> None:
+    # The live states and the held-batch sentinel are spelt out only in forklift._job.
+    for path in sorted(CORE.glob("_*.py")):
+        if path.name == "_job.py":
+            continue
+        text = path.read_text("utf-8")
+        assert "'scheduled', 'available', 'running', 'retryable'" not in text, path.name
+        assert "datetime(9999" not in text, path.name

@@ -403,3 +403,36 @@ def test_a_job_enqueued_in_a_committed_transaction_is_run(
         wait_until(lambda: state_of(conn, job.id) == "completed", timeout=30,
                    message="the committed job ran")
     assert basic.job_row(conn, job.id)["result"] == {"text": "hello committed"}
+
+
+# -- whose clock ------------------------------------------------------------------------------
+class _SkewedClock(datetime):
+    """A client clock an hour fast: nothing forklift stores may depend on it."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> Any:
+        return datetime.now(tz) + timedelta(hours=1)
+
+
+@pytest.mark.parametrize("bulk", ["copy", "unique"])
+def test_enqueue_many_decides_state_and_run_at_by_the_servers_clock(
+    app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch, bulk: str
+) -> None:
+    import forklift._enqueue
+
+    monkeypatch.setattr(forklift._enqueue, "datetime", _SkewedClock, raising=False)
+    server_now = one(conn, "SELECT now()")
+    soon = server_now + timedelta(minutes=30)  # in the future for the server, past for the skew
+    key = {"unique_key": "k"} if bulk == "unique" else {}
+    ids = app.enqueue_many([
+        ("basic.noop", {"n": 1}, {"at": soon, **key}),
+        ("basic.noop", {"n": 2}, {"delay": 60}),
+    ])
+    rows = conn.execute(
+        "SELECT state, run_at - now() FROM forklift.jobs WHERE id = ANY(%s) ORDER BY id", (ids,)
+    ).fetchall()
+    assert [r[0] for r in rows] == ["scheduled", "scheduled"]
+    assert rows[1][1] < timedelta(minutes=5)  # now + 60 s by the server, not an hour later
+    # The same as one at a time.
+    single = basic.noop.enqueue({}, delay=60)
+    assert single.run_at - server_now < timedelta(minutes=5)

@@ -15,12 +15,14 @@ from typing import Any
 import psycopg
 import pytest
 from apps import basic
+from bound import count_jobs
 
 from forklift import (
     ConfigError,
     EnqueueRefused,
     Forklift,
     ForkliftError,
+    InvalidName,
     InvalidOption,
     InvalidPayload,
     JobContext,
@@ -40,12 +42,6 @@ NOWHERE = "postgresql://nobody@127.0.0.1:1/never"
 def app(dsn: str) -> Iterator[Forklift]:
     with basic.bound(dsn) as bound_app:
         yield bound_app
-
-
-def count_jobs(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT count(*) FROM forklift.jobs").fetchone()
-    assert row is not None
-    return int(row[0])
 
 
 # -- declaring -------------------------------------------------------------------------------
@@ -245,14 +241,14 @@ REFUSALS: list[Refusal] = [
      "invalid_option", "priority"),
     ("max-attempts", lambda a: a.enqueue("basic.noop", {}, max_attempts=0), InvalidOption,
      "invalid_option", "max_attempts"),
-    ("empty-queue", lambda a: a.enqueue("basic.noop", {}, queue=""), InvalidOption,
-     "invalid_option", "queue"),
+    ("empty-queue", lambda a: a.enqueue("basic.noop", {}, queue=""), InvalidName,
+     "invalid_name", "queue"),
     ("tags-string", lambda a: a.enqueue("basic.noop", {}, tags="urgent"), InvalidOption,
      "invalid_option", "tags"),
     ("meta-list", lambda a: a.enqueue("basic.noop", {}, meta=["x"]), InvalidOption,
      "invalid_option", "meta"),
-    ("empty-unique-key", lambda a: a.enqueue("basic.noop", {}, unique_key=""), InvalidOption,
-     "invalid_option", "unique_key"),
+    ("empty-unique-key", lambda a: a.enqueue("basic.noop", {}, unique_key=""), InvalidName,
+     "invalid_name", "unique_key"),
     ("unknown-option", lambda a: a.enqueue("basic.noop", {}, priorty=1), None, "", None),  # type: ignore[list-item]
 ]
 

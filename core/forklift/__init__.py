@@ -2,41 +2,87 @@
 
 Declare kinds on a :class:`Forklift` app, enqueue them, and run them with a :class:`Worker`
 (or ``forklift worker --app module:app``).
+
+Importing ``forklift`` loads nothing else: each name below is imported on first use (PEP 562),
+so an application that only enqueues never loads the worker, and one that only imports the
+package pays for neither pydantic nor psycopg. The public API is ``__all__``, the operator
+API ``forklift.ops``, and the embedded server ``forklift.embedded``; modules whose names
+start with an underscore are internal.
 """
 
-from forklift._app import Forklift, JobKind
-from forklift._batches import Batch, BatchLimits, BatchSummary, Callback
-from forklift._context import JobContext, Progress
-from forklift._errors import (
-    BatchKeyConflict,
-    BatchNotFound,
-    BatchRefused,
-    Busy,
-    CallerBusy,
-    ConfigError,
-    DatabaseUnavailable,
-    EnqueueRefused,
-    ForkliftError,
-    InvalidOption,
-    InvalidPayload,
-    JobNotFound,
-    KindAlreadyDeclared,
-    NotJSON,
-    NotRequeueable,
-    NulCharacter,
-    PayloadTooLarge,
-    ReadOnly,
-    SchemaOutdated,
-    TooManyTargets,
-    UniqueConflict,
-    UnknownKind,
-)
-from forklift._job import LIVE_STATES, STATES, TERMINAL_STATES, Job, State
-from forklift._migrate import migrate
-from forklift._retry import Backoff, Fail, Retry, Snooze
-from forklift._worker import Worker, run_worker
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forklift._app import Forklift as Forklift
+    from forklift._batches import Batch as Batch
+    from forklift._batches import BatchLimits as BatchLimits
+    from forklift._batches import BatchSummary as BatchSummary
+    from forklift._batches import Callback as Callback
+    from forklift._context import JobContext as JobContext
+    from forklift._context import Progress as Progress
+    from forklift._errors import BatchKeyConflict as BatchKeyConflict
+    from forklift._errors import BatchNotFound as BatchNotFound
+    from forklift._errors import BatchRefused as BatchRefused
+    from forklift._errors import Busy as Busy
+    from forklift._errors import CallerBusy as CallerBusy
+    from forklift._errors import ConfigError as ConfigError
+    from forklift._errors import DatabaseUnavailable as DatabaseUnavailable
+    from forklift._errors import EnqueueRefused as EnqueueRefused
+    from forklift._errors import ForkliftError as ForkliftError
+    from forklift._errors import InvalidName as InvalidName
+    from forklift._errors import InvalidOption as InvalidOption
+    from forklift._errors import InvalidPayload as InvalidPayload
+    from forklift._errors import JobNotFound as JobNotFound
+    from forklift._errors import KindAlreadyDeclared as KindAlreadyDeclared
+    from forklift._errors import NotJSON as NotJSON
+    from forklift._errors import NotRequeueable as NotRequeueable
+    from forklift._errors import NulCharacter as NulCharacter
+    from forklift._errors import PayloadTooLarge as PayloadTooLarge
+    from forklift._errors import ReadOnly as ReadOnly
+    from forklift._errors import SchemaOutdated as SchemaOutdated
+    from forklift._errors import TooManyTargets as TooManyTargets
+    from forklift._errors import UniqueConflict as UniqueConflict
+    from forklift._errors import UnknownKind as UnknownKind
+    from forklift._job import LIVE_STATES as LIVE_STATES
+    from forklift._job import STATES as STATES
+    from forklift._job import TERMINAL_STATES as TERMINAL_STATES
+    from forklift._job import Job as Job
+    from forklift._job import State as State
+    from forklift._kind import JobKind as JobKind
+    from forklift._migrate import migrate as migrate
+    from forklift._retry import Backoff as Backoff
+    from forklift._retry import Fail as Fail
+    from forklift._retry import Retry as Retry
+    from forklift._retry import Snooze as Snooze
+    from forklift._worker import Worker as Worker
+    from forklift._worker import run_worker as run_worker
 
 __version__ = "0.1.0"
+
+_ERRORS = (
+    "BatchKeyConflict", "BatchNotFound", "BatchRefused", "Busy", "CallerBusy", "ConfigError",
+    "DatabaseUnavailable", "EnqueueRefused", "ForkliftError", "InvalidName", "InvalidOption",
+    "InvalidPayload", "JobNotFound", "KindAlreadyDeclared", "NotJSON", "NotRequeueable",
+    "NulCharacter", "PayloadTooLarge", "ReadOnly", "SchemaOutdated", "TooManyTargets",
+    "UniqueConflict", "UnknownKind",
+)
+#: Where each public name lives (its module is imported when the name is first used).
+_WHERE: dict[str, str] = {
+    "Forklift": "_app",
+    "JobKind": "_kind",
+    "Batch": "_batches", "BatchLimits": "_batches", "BatchSummary": "_batches",
+    "Callback": "_batches",
+    "JobContext": "_context", "Progress": "_context",
+    **dict.fromkeys(_ERRORS, "_errors"),
+    "LIVE_STATES": "_job", "STATES": "_job", "TERMINAL_STATES": "_job", "Job": "_job",
+    "State": "_job",
+    "migrate": "_migrate",
+    "Backoff": "_retry", "Fail": "_retry", "Retry": "_retry", "Snooze": "_retry",
+    "Worker": "_worker", "run_worker": "_worker",
+}
 
 __all__ = [
     "LIVE_STATES",
@@ -58,6 +104,7 @@ __all__ = [
     "Fail",
     "Forklift",
     "ForkliftError",
+    "InvalidName",
     "InvalidOption",
     "InvalidPayload",
     "Job",
@@ -83,3 +130,16 @@ __all__ = [
     "migrate",
     "run_worker",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'forklift' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"forklift.{module}"), name)
+    globals()[name] = value  # the next lookup is an ordinary attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_WHERE})

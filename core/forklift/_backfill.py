@@ -37,9 +37,9 @@ import logging
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -48,12 +48,17 @@ from forklift import _enqueue as _enq
 from forklift._context import JobContext
 from forklift._db import connect
 from forklift._errors import ConfigError, ForkliftError
+from forklift._host import Host
+from forklift._names import check_name
 from forklift._retry import Backoff, Fail, Snooze
 from forklift._scrub import error_entry
 from forklift._sqltext import render
+from forklift._steps import Query, Steps, drive, drive_async
 
-if TYPE_CHECKING:
-    from forklift._app import Forklift
+__all__ = ["MAX_RATE", "RUNNER_KIND", "Backfill", "BackfillError", "BackfillHost",
+           "BackfillNotFound", "BackfillNotLive", "Clock", "FrozenClock", "InvalidRate",
+           "SystemClock", "check_rate", "declare", "definition_steps", "runner_row",
+           "sync_definitions", "sync_definitions_now"]
 
 log = logging.getLogger("forklift.backfill")
 
@@ -219,6 +224,20 @@ def pace_series(
 
 
 # -- declarations -----------------------------------------------------------------------------------
+class BackfillHost(Host, Protocol):
+    """What backfills need from an app: where the database is, its backfills, and a way to
+    declare the internal kind that carries a run."""
+
+    @property
+    def dsn(self) -> str: ...
+
+    @property
+    def backfills(self) -> dict[str, Backfill]: ...
+
+    @property
+    def job(self) -> Callable[..., Callable[[Callable[..., Any]], object]]: ...
+
+
 Reader = Callable[..., tuple[Sequence[Any], Any]]
 Processor = Callable[[list[Any], psycopg.Connection[Any]], Any]
 
@@ -262,7 +281,7 @@ class Backfill:
     retry: Backoff
     clock: Clock
     code_hash: str
-    app: Forklift = field(repr=False)
+    app: BackfillHost = field(repr=False)
 
     def runner_row(self, run_id: int) -> _enq.Row:
         return runner_row(run_id, self.name, RUNNER_QUEUE, self.max_attempts,
@@ -279,7 +298,7 @@ def runner_row(run_id: int, name: str, queue: str, max_attempts: int, retry: str
 
 
 def declare(
-    app: Forklift,
+    app: BackfillHost,
     name: str,
     target: Any,
     *,
@@ -294,8 +313,7 @@ def declare(
     """Register a backfill (``app.backfill``): ``target`` is the process function, or a class
     (instantiated without arguments) or object with ``read`` and ``process`` (and optionally
     ``total``) methods."""
-    if not name or len(name) > 200:
-        raise ConfigError(f"backfill name {name!r} is not valid")
+    check_name(name, "backfill", field="name")
     if name in app.backfills:
         raise ConfigError(f"backfill {name!r} is already declared")
     if page_size < 1:
@@ -341,7 +359,7 @@ class RunRef:
     run: int
 
 
-def _ensure_runner(app: Forklift) -> None:
+def _ensure_runner(app: BackfillHost) -> None:
     if RUNNER_KIND in app.kinds:
         return
 
@@ -371,17 +389,23 @@ def _sync_params(b: Backfill) -> tuple[Any, ...]:
             json.dumps(b.retry.to_json()))
 
 
-async def sync_definitions(conn: psycopg.AsyncConnection[Any], app: Forklift, schema: str) -> None:
-    for b in app.backfills.values():
-        await conn.execute(render(SYNC_SQL, schema), _sync_params(b))
+def definition_steps(backfills: Iterable[Backfill], schema: str) -> Steps[None]:
+    """Record backfill definitions (the leader, and ``--app`` on the CLI)."""
+    for b in backfills:
+        yield Query(render(SYNC_SQL, schema), _sync_params(b))
+
+
+async def sync_definitions(
+    conn: psycopg.AsyncConnection[Any], app: BackfillHost, schema: str
+) -> None:
+    await drive_async(conn, definition_steps(app.backfills.values(), schema))
 
 
 def sync_definitions_now(
-    conn: psycopg.Connection[Any], app: Forklift, schema: str, only: str | None = None
+    conn: psycopg.Connection[Any], app: BackfillHost, schema: str, only: str | None = None
 ) -> None:
-    for b in app.backfills.values():
-        if only is None or b.name == only:
-            conn.execute(render(SYNC_SQL, schema), _sync_params(b))
+    chosen = [b for b in app.backfills.values() if only is None or b.name == only]
+    drive(conn, definition_steps(chosen, schema))
 
 
 # -- the runner -------------------------------------------------------------------------------------
@@ -437,7 +461,7 @@ class _Status:
 
 
 class _Runner:
-    def __init__(self, app: Forklift, ctx: JobContext, run_id: int) -> None:
+    def __init__(self, app: BackfillHost, ctx: JobContext, run_id: int) -> None:
         self.app, self.ctx, self.run_id = app, ctx, run_id
         self.schema = app.schema
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Generator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
 
 import psycopg
 from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
@@ -46,23 +46,25 @@ from forklift._errors import (
     InvalidOption,
     TooManyTargets,
 )
+from forklift._host import Host, kind_of
+from forklift._job import HELD_AT
+from forklift._names import check_name
 from forklift._payload import to_json_text
 from forklift._sqltext import render
+from forklift._steps import Copy, Query, Steps
 
-if TYPE_CHECKING:
-    from forklift._app import Forklift, JobKind
+__all__ = ["BATCH_STATES", "HELD_AT", "TERMINAL_BATCH_STATES", "Batch", "BatchHost",
+           "BatchLimits", "BatchSummary", "Callback", "get_steps", "prepare", "prune_expired",
+           "submit_steps"]
 
 Mode = Literal["serial", "parallel"]
 BatchState = Literal["running", "done", "failed", "partial", "cancelled"]
 BATCH_STATES: tuple[BatchState, ...] = ("running", "done", "failed", "partial", "cancelled")
 TERMINAL_BATCH_STATES: tuple[BatchState, ...] = ("done", "failed", "partial", "cancelled")
 
-#: run_at of a held target (waiting for its turn): never due, so never staged or claimed.
-HELD_AT = datetime(9999, 1, 1, tzinfo=UTC)
 #: Width of the rate window's buckets (seconds); must match the trigger's.
 RATE_WINDOW = 60.0
 
-_MAX_NAME = 500
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,13 @@ class BatchLimits:
                 raise InvalidOption(f"BatchLimits.{name} must be at least 1", field=name)
         if self.ttl.total_seconds() <= 0:
             raise InvalidOption("BatchLimits.ttl must be positive", field="ttl")
+
+
+class BatchHost(Host, Protocol):
+    """What a batch submit needs from an app."""
+
+    @property
+    def batch_limits(self) -> BatchLimits: ...
 
 
 @dataclass(frozen=True)
@@ -281,30 +290,11 @@ class _Plan:
         return self.max_parallel or len(self.targets)
 
 
-def _text_option(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidOption(f"{what} must be a non-empty string", field=what)
-    if "\x00" in value or len(value) > _MAX_NAME:
-        raise InvalidOption(
-            f"{what} must be at most {_MAX_NAME} characters, without NUL", field=what
-        )
-    return value
-
-
-def _kind_of(app: Forklift, kind: Any) -> JobKind[Any, Any]:
-    if isinstance(kind, str):
-        return app.kind(kind)
-    name = getattr(kind, "name", None)
-    if not isinstance(name, str) or app.kinds.get(name) is not kind:
-        raise InvalidOption(f"{kind!r} is not a kind declared on this app", field="kind")
-    return app.kinds[name]
-
-
-def _callback_spec(app: Forklift, cb: Any, what: str) -> str | None:
+def _callback_spec(app: BatchHost, cb: Any, what: str) -> str | None:
     if cb is None:
         return None
     spec = cb if isinstance(cb, Callback) else Callback(cb)
-    kind = _kind_of(app, spec.kind)
+    kind = kind_of(app, spec.kind)
     # Without args the summary is the payload: a kind that could never take it is refused now.
     payload = dict(_SAMPLE_SUMMARY) if spec.args is None else spec.args
     try:
@@ -337,7 +327,7 @@ def canonical_json(value: Any) -> str:
 
 
 def prepare(
-    app: Forklift,
+    app: BatchHost,
     kind: Any,
     targets: Iterable[Any],
     *,
@@ -350,8 +340,8 @@ def prepare(
     meta: dict[str, Any] | None,
 ) -> _Plan:
     """Validate everything a submit needs; raises an EnqueueRefused subclass, stores nothing."""
-    k = _kind_of(app, kind)
-    caller = _text_option(caller, "caller")
+    k = kind_of(app, kind)
+    caller = check_name(caller, "caller")
     if mode not in ("serial", "parallel"):
         raise InvalidOption(f"mode must be 'serial' or 'parallel', not {mode!r}", field="mode")
     if max_parallel is not None:
@@ -360,7 +350,7 @@ def prepare(
         if mode == "serial" and max_parallel != 1:
             raise InvalidOption("a serial batch runs one target at a time", field="max_parallel")
     if key is not None:
-        key = _text_option(key, "key")
+        key = check_name(key, "batch_key", field="key")
     if isinstance(targets, (str, bytes, dict)):
         raise InvalidOption("targets must be a list of payloads", field="targets")
     items = list(targets)
@@ -393,29 +383,15 @@ def prepare(
     )
 
 
-# -- running a submit: a sequence of steps, driven by a sync or an async connection -------------
-@dataclass(frozen=True)
-class _Query:
-    sql: str
-    params: tuple[Any, ...]
-    fetch: bool = False
-
-
-@dataclass(frozen=True)
-class _Copy:
-    sql: str
-    records: list[tuple[Any, ...]]
-
-
-_Step = _Query | _Copy
-_Steps = Generator[_Step, Any, tuple[Batch, bool]]
-
-
-def _steps(plan: _Plan) -> _Steps:
+# -- running a submit: steps for the sync and async drivers (forklift._steps) ------------------
+def submit_steps(plan: _Plan) -> Steps[tuple[Batch, bool]]:
+    """Submit a prepared batch; run with ``tx="savepoint"``: its own transaction on an
+    autocommit connection, else a savepoint inside the caller's transaction (which commits or
+    rolls back with it)."""
     s = plan.schema
     # Two submits of the same (caller, key) queue here; the second then finds the first's row.
-    yield _Query(LOCK_SQL, (f"forklift.batch:{s}:{len(plan.caller)}:{plan.caller}:{plan.key}",))
-    row = yield _Query(render(FIND_SQL, s), (plan.caller, plan.key), fetch=True)
+    yield Query(LOCK_SQL, (f"forklift.batch:{s}:{len(plan.caller)}:{plan.caller}:{plan.key}",))
+    row = yield Query(render(FIND_SQL, s), (plan.caller, plan.key), fetch="one")
     if row is not None:
         found = Batch.from_row(row, reused=True)
         if found.kind != plan.kind:
@@ -435,8 +411,8 @@ def _steps(plan: _Plan) -> _Steps:
         )
     # Every submit that passed the key lock counts live batches under this one lock, so two
     # submits cannot both take the last place.
-    yield _Query(LOCK_SQL, (f"forklift.batches:{s}",))
-    counts = yield _Query(render(LIVE_SQL, s), (plan.caller,), fetch=True)
+    yield Query(LOCK_SQL, (f"forklift.batches:{s}",))
+    counts = yield Query(render(LIVE_SQL, s), (plan.caller,), fetch="one")
     mine, live = int(counts[0]), int(counts[1])
     if mine >= limits.per_caller:
         raise CallerBusy(
@@ -454,11 +430,11 @@ def _steps(plan: _Plan) -> _Steps:
 
     window = min(plan.window, len(plan.targets))
     ttl = limits.ttl.total_seconds()
-    row = yield _Query(
+    row = yield Query(
         render(INSERT_SQL, s),
         (plan.caller, plan.key, plan.kind, plan.mode, plan.max_parallel, len(plan.targets),
          window, ttl, ttl, plan.on_complete, plan.on_success, plan.meta),
-        fetch=True,
+        fetch="one",
     )
     batch = Batch.from_row(row)
     now = batch.created_at
@@ -473,73 +449,12 @@ def _steps(plan: _Plan) -> _Steps:
         )
         for i, t in enumerate(plan.targets)
     ]
-    yield _Copy(render(COPY_SQL, s), records)
+    yield Copy(render(COPY_SQL, s), records)
     return batch, False
 
 
-def _drive(conn: psycopg.Connection[Any], steps: _Steps) -> tuple[Batch, bool]:
-    reply: Any = None
-    while True:
-        try:
-            step = steps.send(reply)
-        except StopIteration as stop:
-            result: tuple[Batch, bool] = stop.value
-            return result
-        reply = None
-        if isinstance(step, _Copy):
-            with conn.cursor().copy(step.sql) as copy:
-                for record in step.records:
-                    copy.write_row(record)
-        else:
-            cur = conn.execute(step.sql, step.params)
-            if step.fetch:
-                reply = cur.fetchone()
-
-
-async def _drive_async(conn: psycopg.AsyncConnection[Any], steps: _Steps) -> tuple[Batch, bool]:
-    reply: Any = None
-    while True:
-        try:
-            step = steps.send(reply)
-        except StopIteration as stop:
-            result: tuple[Batch, bool] = stop.value
-            return result
-        reply = None
-        if isinstance(step, _Copy):
-            async with conn.cursor().copy(step.sql) as copy:
-                for record in step.records:
-                    await copy.write_row(record)
-        else:
-            cur = await conn.execute(step.sql, step.params)
-            if step.fetch:
-                reply = await cur.fetchone()
-
-
-def _joins_callers_transaction(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
-    # psycopg's transaction() on an idle non-autocommit connection would begin AND commit the
-    # caller's transaction; the submit must instead commit when the caller commits.
-    idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    return not conn.autocommit and idle
-
-
-def run(conn: psycopg.Connection[Any], plan: _Plan) -> tuple[Batch, bool]:
-    """Submit a prepared batch on ``conn``: its own transaction on an autocommit connection,
-    else a savepoint inside the caller's transaction (which commits or rolls back with it)."""
-    if _joins_callers_transaction(conn):
-        conn.execute("SELECT 1")  # begins the caller's transaction, as any statement would
-    with conn.transaction():
-        return _drive(conn, _steps(plan))
-
-
-async def run_async(conn: psycopg.AsyncConnection[Any], plan: _Plan) -> tuple[Batch, bool]:
-    if _joins_callers_transaction(conn):
-        await conn.execute("SELECT 1")
-    async with conn.transaction():
-        return await _drive_async(conn, _steps(plan))
-
-
-def get(conn: psycopg.Connection[Any], schema: str, batch_id: int) -> Batch | None:
-    row = conn.execute(render(GET_SQL, schema), (batch_id,)).fetchone()
+def get_steps(schema: str, batch_id: int) -> Steps[Batch | None]:
+    row = yield Query(render(GET_SQL, schema), (batch_id,), "one")
     return Batch.from_row(row) if row else None
 
 

@@ -11,9 +11,10 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import platformdirs
-
 from forklift._sqltext import check_schema
+
+__all__ = ["DEFAULT_SCHEMA", "Source", "actor_from_env", "env_flag", "home", "resolve",
+           "schema_from_env"]
 
 DEFAULT_SCHEMA = "forklift"
 
@@ -22,6 +23,8 @@ def home() -> Path:
     explicit = os.environ.get("FORKLIFT_HOME")
     if explicit:
         return Path(explicit).expanduser().resolve()
+    import platformdirs  # only the embedded server needs it
+
     return Path(platformdirs.user_data_dir("forklift", appauthor=False))
 
 

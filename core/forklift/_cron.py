@@ -24,21 +24,29 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import psycopg
-from croniter import croniter
 
 from forklift import _enqueue as _enq
 from forklift._errors import ConfigError, ForkliftError
+from forklift._host import Host, Kind
+from forklift._names import check_name
 from forklift._sqltext import render
+from forklift._steps import Query, Steps, drive, drive_async
 
 if TYPE_CHECKING:
-    from forklift._app import Forklift, JobKind
+    from croniter import croniter
+
+    from forklift._backfill import Backfill
+
+__all__ = ["POLICIES", "CronHost", "Policy", "Schedule", "ScheduleNotFound", "declare",
+           "definition_steps", "next_tick", "sync_definitions", "sync_definitions_now", "tick",
+           "ticks_between"]
 
 log = logging.getLogger("forklift.cron")
 
@@ -68,6 +76,13 @@ class ScheduleNotFound(ForkliftError):
     code = "schedule_not_found"
 
 
+def _croniter() -> type[croniter]:
+    from croniter import croniter as cls  # loads only where schedules are declared or fired
+
+    found: type[croniter] = cls
+    return found
+
+
 # -- the calendar -------------------------------------------------------------------------------
 def zone_of(tz: str) -> ZoneInfo:
     try:
@@ -81,7 +96,7 @@ def normalise(expr: str) -> str:
     text = " ".join(expr.split())
     text = _ALIASES.get(text.lower(), text)
     fields = text.split(" ")
-    if len(fields) not in (5, 6) or not croniter.is_valid(text):
+    if len(fields) not in (5, 6) or not _croniter().is_valid(text):
         raise ConfigError(
             f"cron expression {expr!r} is not valid: five fields (minute hour day month weekday),"
             " an optional sixth for seconds, or an alias like @daily"
@@ -136,7 +151,7 @@ def _stable(zone: ZoneInfo, around: datetime) -> bool:
 
 
 def _walk(expr: str, start: datetime, backwards: bool) -> Iterator[datetime]:
-    it = croniter(expr, start)
+    it = _croniter()(expr, start)
     step = it.get_prev if backwards else it.get_next
     while True:
         yield step(datetime)
@@ -188,7 +203,7 @@ class Schedule:
     """A declared schedule: which kind to enqueue, with which args, when."""
 
     name: str
-    kind: JobKind[Any, Any]
+    kind: Kind
     cron: str
     tz: str
     args: Any
@@ -206,9 +221,19 @@ class Schedule:
         return next_tick(self.cron, self.tz, at)
 
 
+class CronHost(Host, Protocol):
+    """What schedules need from an app: its schedules, and its backfills to record with them."""
+
+    @property
+    def schedules(self) -> dict[str, Schedule]: ...
+
+    @property
+    def backfills(self) -> Mapping[str, Backfill]: ...
+
+
 def declare(
-    app: Forklift,
-    kind: JobKind[Any, Any],
+    app: CronHost,
+    kind: Kind,
     *,
     cron: str,
     tz: str = "UTC",
@@ -218,9 +243,9 @@ def declare(
     max_catch_up: int | None = None,
 ) -> Schedule:
     """Validate and register a schedule on an app (``app.periodic`` and ``app.schedule``)."""
-    if kind.app is not app:
+    if app.kinds.get(kind.name) is not kind:
         raise ConfigError(f"job kind {kind.name} belongs to another app")
-    schedule_name = name or kind.name
+    schedule_name = check_name(name or kind.name, "schedule", field="name")
     if schedule_name in app.schedules:
         raise ConfigError(
             f"schedule {schedule_name!r} is already declared: give each schedule of a kind a name="
@@ -293,13 +318,13 @@ FaultHook = Callable[[str, str, datetime], Awaitable[None]]
 fault_hook: FaultHook | None = None
 
 # When each app last recorded its definitions, per (schema, database).
-_synced: weakref.WeakKeyDictionary[Forklift, dict[tuple[str, str], float]] = (
+_synced: weakref.WeakKeyDictionary[CronHost, dict[tuple[str, str], float]] = (
     weakref.WeakKeyDictionary()
 )
 # Per app, (schema, database, schedule) -> (anchor, first tick after it): an idle tick of the
 # leader then costs no calendar arithmetic, which croniter makes slow (about a millisecond).
 _next_due: weakref.WeakKeyDictionary[
-    Forklift, dict[tuple[str, str, str], tuple[datetime, str, datetime]]
+    CronHost, dict[tuple[str, str, str], tuple[datetime, str, datetime]]
 ] = weakref.WeakKeyDictionary()
 
 
@@ -309,7 +334,7 @@ def _where(conn: psycopg.AsyncConnection[Any]) -> str:
     return f"{pg.host!r}:{pg.port!r}/{pg.db!r}"
 
 
-def _not_yet(app: Forklift, key: tuple[str, str, str], s: Schedule, anchor: datetime,
+def _not_yet(app: CronHost, key: tuple[str, str, str], s: Schedule, anchor: datetime,
              now: datetime) -> bool:
     """Whether the schedule's next tick after ``anchor`` is still in the future."""
     cache = _next_due.setdefault(app, {})
@@ -327,27 +352,27 @@ def _definition_params(s: Schedule) -> tuple[Any, ...]:
             row.priority, row.max_attempts)
 
 
-async def sync_definitions(
-    conn: psycopg.AsyncConnection[Any], app: Forklift, schema: str
-) -> None:
-    """Record the app's schedules and backfills so operators can list them without the app."""
-    from forklift import _backfill as backfill
+def definition_steps(app: CronHost, schema: str) -> Steps[None]:
+    """Record the app's schedules and backfills so operators can list them without the app;
+    run with ``tx="savepoint"`` (one transaction)."""
+    from forklift import _backfill
 
-    async with conn.transaction():
-        for s in app.schedules.values():
-            await conn.execute(render(SYNC_SCHEDULE_SQL, schema), _definition_params(s))
-        await backfill.sync_definitions(conn, app, schema)
+    for s in app.schedules.values():
+        yield Query(render(SYNC_SCHEDULE_SQL, schema), _definition_params(s))
+    yield from _backfill.definition_steps(app.backfills.values(), schema)
+
+
+async def sync_definitions(
+    conn: psycopg.AsyncConnection[Any], app: CronHost, schema: str
+) -> None:
+    """Record the definitions (the leader, on its own connection)."""
+    await drive_async(conn, definition_steps(app, schema), "savepoint")
     _synced.setdefault(app, {})[(schema, _where(conn))] = time.monotonic()
 
 
-def sync_definitions_now(conn: psycopg.Connection[Any], app: Forklift, schema: str) -> None:
+def sync_definitions_now(conn: psycopg.Connection[Any], app: CronHost, schema: str) -> None:
     """The same, on a plain connection (the CLI with --app)."""
-    from forklift import _backfill as backfill
-
-    with conn.transaction():
-        for s in app.schedules.values():
-            conn.execute(render(SYNC_SCHEDULE_SQL, schema), _definition_params(s))
-        backfill.sync_definitions_now(conn, app, schema)
+    drive(conn, definition_steps(app, schema), "savepoint")
 
 
 async def _fire(
@@ -375,7 +400,7 @@ async def _fire(
 async def tick(
     conn: psycopg.AsyncConnection[Any],
     *,
-    app: Forklift,
+    app: CronHost,
     schema: str,
     now: datetime | None = None,
 ) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,8 +31,8 @@ _TIMEOUTS: dict[str, tuple[int, int]] = {
 # time on the server). Its generic plan reads only indexes (the claim index, the primary key,
 # the queues' key), and with sequential scans off it cannot turn to one when the table is
 # small at first and large later.
-_SETTINGS: dict[str, str] = {
-    "claim": " -c plan_cache_mode=force_generic_plan -c enable_seqscan=off",
+_SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "claim": (("plan_cache_mode", "force_generic_plan"), ("enable_seqscan", "off")),
 }
 
 
@@ -58,16 +60,72 @@ def _reason(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+#: PostgreSQL keeps at most this many bytes of an application_name (NAMEDATALEN - 1).
+APPNAME_MAX = 63
+_GUC = re.compile(r"(?:^|\s)(?:-c\s*|--)([A-Za-z_][A-Za-z0-9_.]*)\s*=")
+# libpq reads these from the environment only when the conninfo does not name them, so a
+# conninfo that names them (as forklift's did) silently drops the user's environment.
+_ENV = {"options": "PGOPTIONS", "application_name": "PGAPPNAME",
+        "connect_timeout": "PGCONNECT_TIMEOUT"}
+
+
+def _users(parts: dict[str, Any], key: str) -> str:
+    value = parts.get(key)
+    if value in (None, ""):
+        value = os.environ.get(_ENV[key], "")
+    return str(value)
+
+
+def app_name(user: str, tag: str) -> str:
+    """``user:tag`` (just ``tag`` without a user name) within PostgreSQL's 63 bytes.
+
+    The user's part is shortened first, so forklift's purpose tag stays readable in
+    ``pg_stat_activity``; a tag that alone is too long loses its end.
+    """
+    if not user:
+        return _clip(tag, APPNAME_MAX)
+    room = APPNAME_MAX - len(tag.encode("utf-8")) - 1
+    if room < 1:
+        return _clip(tag, APPNAME_MAX)
+    return f"{_clip(user, room)}:{tag}"
+
+
+def _clip(text: str, limit: int) -> str:
+    raw = text.encode("utf-8")
+    return text if len(raw) <= limit else raw[:limit].decode("utf-8", "ignore")
+
+
 def connect_kwargs(conninfo: str, purpose: str, worker: str | None = None) -> dict[str, Any]:
+    """How to open a forklift session: the user's conninfo with forklift's settings added.
+
+    Everything the user set is kept: the DSN's ``options`` (search_path, role settings...) and
+    any server setting named there wins over forklift's per-purpose one, its
+    ``application_name`` gets forklift's purpose tag appended (``myapp:forklift:w1:claim``),
+    and its ``connect_timeout`` stands (forklift's 10 s is only the default). The same goes
+    for ``PGOPTIONS``, ``PGAPPNAME`` and ``PGCONNECT_TIMEOUT`` when the DSN does not set them.
+    """
     statement_ms, lock_ms = _TIMEOUTS.get(purpose, (30_000, 5_000))
-    name = f"forklift:{worker}:{purpose}" if worker else f"forklift:{purpose}"
-    options = (
-        f"-c statement_timeout={statement_ms} -c lock_timeout={lock_ms}"
-        " -c idle_in_transaction_session_timeout=60000" + _SETTINGS.get(purpose, "")
-    )
+    try:
+        parts = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError:
+        parts = {}  # psycopg reports the malformed DSN when it connects
+    user_options = _users(parts, "options").strip()
+    named = set(_GUC.findall(" " + user_options))
+    ours = [
+        ("statement_timeout", str(statement_ms)),
+        ("lock_timeout", str(lock_ms)),
+        ("idle_in_transaction_session_timeout", "60000"),
+        *_SETTINGS.get(purpose, ()),
+    ]
+    added = " ".join(f"-c {name}={value}" for name, value in ours if name not in named)
+    options = f"{user_options} {added}".strip()
+    tag = f"forklift:{worker}:{purpose}" if worker else f"forklift:{purpose}"
     return {
         "conninfo": make_conninfo(
-            conninfo, application_name=name[:63], options=options, connect_timeout=10
+            conninfo,
+            application_name=app_name(_users(parts, "application_name"), tag),
+            options=options,
+            connect_timeout=_users(parts, "connect_timeout") or 10,
         ),
         "autocommit": True,
     }

@@ -8,23 +8,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Any, Final, Literal
 
 import psycopg
 
 from forklift._errors import InvalidOption, UniqueConflict
-from forklift._job import JOB_COLUMNS, Job
+from forklift._job import JOB_COLUMNS, LIVE_STATES_SQL, Job
+from forklift._names import check_name
 from forklift._sqltext import render
+from forklift._steps import Copy, Query, Steps, drive, drive_async
 
-OnConflict = Literal["return_existing", "raise"]
+__all__ = ["ON_CONFLICT", "OnConflict", "Row", "insert_many", "insert_many_async", "insert_one",
+           "insert_one_async", "many_steps", "one_steps"]
 
-_LIVE = "('scheduled', 'available', 'running', 'retryable')"
+OnConflict = Literal["return_existing", "replace", "raise"]
+ON_CONFLICT: Final[tuple[OnConflict, ...]] = ("return_existing", "replace", "raise")
 
 _INSERT = (
-    "INSERT INTO {s}.jobs (queue, kind, args, state, priority, max_attempts, run_at,"
+    "INSERT INTO {s}.jobs AS j (queue, kind, args, state, priority, max_attempts, run_at,"
     " unique_key, tags, meta, retry)"
     " SELECT %s, %s, %s::jsonb, CASE WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
     " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb"
@@ -40,25 +43,37 @@ INSERT_NOW_SQL = (
     " VALUES (%s, %s, %s::jsonb, %s, %s, %s::text[], %s::jsonb, %s::jsonb)" + _FRESH
 )
 INSERT_TIMED_SQL = _INSERT + _FRESH
-INSERT_UNIQUE_SQL = (
-    _INSERT
-    + " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL AND state IN "
-    + _LIVE
-    + " DO NOTHING RETURNING "
-    + JOB_COLUMNS
+_ON_KEY = (
+    " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL AND state IN " + LIVE_STATES_SQL
+)
+# Each returns the job's columns and whether the row was inserted (xmax is 0 only for a row
+# this statement created), or nothing when a live job holds the key and is left alone.
+INSERT_UNIQUE_SQL = _INSERT + _ON_KEY + " DO NOTHING RETURNING " + JOB_COLUMNS + ", true"
+# replace: a live holder that is not running takes the new args, priority and run_at (and the
+# state they imply) in this one statement; a running holder is left alone (the WHERE), and the
+# caller is told so. The insert trigger wakes workers for inserted rows only, so a replaced job
+# that becomes available is announced here.
+REPLACE_UNIQUE_SQL = (
+    "WITH r AS (" + _INSERT + _ON_KEY + " DO UPDATE SET args = excluded.args,"
+    " priority = excluded.priority, run_at = excluded.run_at, state = excluded.state"
+    " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh)"
+    " SELECT r.* FROM r LEFT JOIN LATERAL (SELECT pg_notify({channel}, r.queue)"
+    " WHERE NOT r.fresh AND r.state = 'available') n ON true"
 )
 EXISTING_SQL = (
     "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE kind = %s AND unique_key = %s"
-    " AND state IN " + _LIVE
+    " AND state IN " + LIVE_STATES_SQL
 )
 
 # Bulk: ids are taken from the identity sequence first so COPY, the fastest way in, can still
 # report them; the insert trigger fires once for the whole COPY. The ids come back as a range
 # (first, last) when they are consecutive, as they are unless another session takes ids at the
 # same moment, and only then as an array: 10,000 rows of one id each cost more than the COPY.
+# The same round trip reads the server's clock, which decides state and run_at of timed rows
+# exactly as a single enqueue's now() does (it is this transaction's now()).
 BULK_IDS_SQL = (
     "SELECT min(v), max(v), CASE WHEN max(v) - min(v) + 1 = count(*) THEN NULL"
-    " ELSE array_agg(v ORDER BY v) END"
+    " ELSE array_agg(v ORDER BY v) END, now()"
     " FROM (SELECT nextval(pg_get_serial_sequence('{s}.jobs', 'id')) AS v"
     " FROM generate_series(1, %s)) AS ids"
 )
@@ -79,14 +94,15 @@ BULK_UNIQUE_SQL = (
     " u.meta, u.retry FROM unnest(%s::int8[], %s::text[], %s::text[], %s::jsonb[], %s::int2[],"
     " %s::int4[], %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[])"
     " AS u(id, queue, kind, args, priority, max_attempts, run_at, unique_key, tags, meta, retry)"
-    " ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL AND state IN " + _LIVE +
-    " DO NOTHING RETURNING id"
+    + _ON_KEY + " DO NOTHING RETURNING id"
 )
 BULK_EXISTING_SQL = (
     "SELECT j.id, j.kind, j.unique_key FROM {s}.jobs j"
     " JOIN unnest(%s::text[], %s::text[]) AS u(kind, unique_key)"
-    " ON j.kind = u.kind AND j.unique_key = u.unique_key WHERE j.state IN " + _LIVE
+    " ON j.kind = u.kind AND j.unique_key = u.unique_key WHERE j.state IN " + LIVE_STATES_SQL
 )
+#: A live holder can finish between our insert and our read of it: try again, this often.
+UNIQUE_ROUNDS: Final = 5
 
 
 @dataclass(frozen=True)
@@ -140,16 +156,29 @@ class Row:
 def check_options(
     *, priority: int, max_attempts: int, delay: float | None, at: datetime | None, queue: str
 ) -> None:
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise InvalidOption(f"priority must be an integer, not {priority!r}", field="priority")
     if not -32768 <= priority <= 32767:
         raise InvalidOption(f"priority {priority} is out of range (-32768..32767)", field="priority")
-    if max_attempts < 1:
+    if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+        raise InvalidOption(f"max_attempts must be an integer, not {max_attempts!r}",
+                            field="max_attempts")
+    if not 1 <= max_attempts <= 2**31 - 1:
         raise InvalidOption(f"max_attempts must be at least 1, not {max_attempts}", field="max_attempts")
     if delay is not None and at is not None:
         raise InvalidOption("give delay or at, not both", field="delay")
-    if delay is not None and delay < 0:
+    if delay is not None and not delay >= 0:  # NaN too
         raise InvalidOption(f"delay must not be negative, not {delay}", field="delay")
-    if not queue or len(queue) > 128 or "\x00" in queue:
-        raise InvalidOption(f"queue name {queue!r} is not valid", field="queue")
+    check_name(queue, "queue")
+
+
+def check_on_conflict(value: object) -> OnConflict:
+    if value not in ON_CONFLICT:
+        raise InvalidOption(
+            f"on_conflict must be one of {', '.join(ON_CONFLICT)}, not {value!r}",
+            field="on_conflict",
+        )
+    return value
 
 
 def _conflict(row: Row) -> UniqueConflict:
@@ -167,51 +196,47 @@ def _fresh_insert(row: Row) -> tuple[str, tuple[Any, ...]]:
     return INSERT_TIMED_SQL, row.params()
 
 
-def _fresh_job(row: Row, got: tuple[Any, ...] | None) -> Job:
-    assert got is not None
-    return Job(
-        id=got[0], queue=row.queue, kind=row.kind, args=json.loads(row.args), state=got[1],
-        priority=row.priority, attempt=0, max_attempts=row.max_attempts, run_at=got[2],
-        created_at=got[3], tags=list(row.tags), meta=json.loads(row.meta),
-    )
+def one_steps(schema: str, row: Row, on_conflict: OnConflict) -> Steps[Job]:
+    """Store one job (sync and async drivers share this); returns it.
 
-
-def insert_one(conn: psycopg.Connection[Any], schema: str, row: Row, on_conflict: OnConflict) -> Job:
+    With a unique key a live holder decides: ``return_existing`` returns it (``reused``),
+    ``replace`` gives it the new args, priority and run_at unless it is running (``replaced``
+    says which), ``raise`` refuses with UniqueConflict.
+    """
     if row.unique_key is None:
         sql, params = _fresh_insert(row)
-        return _fresh_job(row, conn.execute(render(sql, schema), params).fetchone())
-    # A live holder can finish between our insert and our read: try again, a few times.
-    for _ in range(5):
-        got = conn.execute(render(INSERT_UNIQUE_SQL, schema), row.params()).fetchone()
+        # Parsed before the insert: a value that could not be read back must fail the call
+        # before anything is stored, never after.
+        args, meta = json.loads(row.args), json.loads(row.meta)
+        got = yield Query(render(sql, schema), params, "one")
+        assert got is not None
+        return Job(
+            id=got[0], queue=row.queue, kind=row.kind, args=args, state=got[1],
+            priority=row.priority, attempt=0, max_attempts=row.max_attempts, run_at=got[2],
+            created_at=got[3], tags=list(row.tags), meta=meta,
+        )
+    insert = REPLACE_UNIQUE_SQL if on_conflict == "replace" else INSERT_UNIQUE_SQL
+    for _ in range(UNIQUE_ROUNDS):
+        got = yield Query(render(insert, schema), row.params(), "one")
         if got is not None:
-            return Job.from_row(got)
+            fresh = bool(got[-1])
+            return Job.from_row(got[:-1], reused=not fresh, replaced=not fresh)
         if on_conflict == "raise":
             raise _conflict(row)
-        existing = conn.execute(render(EXISTING_SQL, schema), (row.kind, row.unique_key)).fetchone()
+        existing = yield Query(render(EXISTING_SQL, schema), (row.kind, row.unique_key), "one")
         if existing is not None:
             return Job.from_row(existing, reused=True)
     raise _conflict(row)
 
 
-async def insert_one_async(
-    conn: psycopg.AsyncConnection[Any], schema: str, row: Row, on_conflict: OnConflict
-) -> Job:
-    if row.unique_key is None:
-        sql, params = _fresh_insert(row)
-        cur = await conn.execute(render(sql, schema), params)
-        return _fresh_job(row, await cur.fetchone())
-    for _ in range(5):
-        cur = await conn.execute(render(INSERT_UNIQUE_SQL, schema), row.params())
-        got = await cur.fetchone()
-        if got is not None:
-            return Job.from_row(got)
-        if on_conflict == "raise":
-            raise _conflict(row)
-        cur = await conn.execute(render(EXISTING_SQL, schema), (row.kind, row.unique_key))
-        existing = await cur.fetchone()
-        if existing is not None:
-            return Job.from_row(existing, reused=True)
-    raise _conflict(row)
+def insert_one(conn: psycopg.Connection[Any], schema: str, row: Row,
+               on_conflict: OnConflict = "return_existing") -> Job:
+    return drive(conn, one_steps(schema, row, on_conflict))
+
+
+async def insert_one_async(conn: psycopg.AsyncConnection[Any], schema: str, row: Row,
+                           on_conflict: OnConflict = "return_existing") -> Job:
+    return await drive_async(conn, one_steps(schema, row, on_conflict))
 
 
 def _bulk_ids(got: tuple[Any, ...] | None, n: int) -> list[int]:
@@ -249,8 +274,6 @@ def _copy_rows(ids: list[int], rows: list[Row], extra: list[str], now: datetime)
 def _copy_record(job_id: int, row: Row, now: datetime) -> tuple[Any, ...]:
     run_at = row.at if row.at is not None else now
     if row.at is None and row.delay:
-        from datetime import timedelta
-
         run_at = now + timedelta(seconds=row.delay)
     state = "scheduled" if run_at > now else "available"
     return (
@@ -275,7 +298,7 @@ class _UniqueBulk:
     key takes that job's id; a key whose holder finished between insert and lookup is tried
     again next round."""
 
-    ROUNDS = 5
+    ROUNDS = UNIQUE_ROUNDS
 
     def __init__(self, rows: list[Row], ids: list[int], now: datetime) -> None:
         self.rows = rows
@@ -311,74 +334,49 @@ class _UniqueBulk:
         return _conflict(self.rows[self.todo[0]])
 
 
-def _atomic(conn: psycopg.Connection[Any]) -> AbstractContextManager[Any]:
-    """A transaction for the bulk's statements that never commits the caller's work.
-
-    psycopg's ``transaction()`` on an idle non-autocommit connection opens AND commits a
-    transaction of its own, which would commit the caller's transaction early; there the
-    statements already run inside the caller's transaction, so nothing is needed.
-    """
-    return conn.transaction() if conn.autocommit else nullcontext()
-
-
-def _atomic_async(conn: psycopg.AsyncConnection[Any]) -> AbstractAsyncContextManager[Any]:
-    return conn.transaction() if conn.autocommit else nullcontext()
-
-
-def insert_many(conn: psycopg.Connection[Any], schema: str, rows: list[Row]) -> list[int]:
-    """Insert rows in one transaction (one COPY, or one INSERT when unique keys are present).
+def many_steps(schema: str, rows: list[Row]) -> Steps[list[int]]:
+    """Store rows in one transaction (one COPY, or one INSERT when unique keys are present);
+    run with ``tx="atomic"``.
 
     Returns the job ids in order; for a row whose unique key a live job already held, that
     job's id.
     """
     if not rows:
         return []
-    now = datetime.now(UTC)
-    with _atomic(conn):
-        ids = _bulk_ids(conn.execute(render(BULK_IDS_SQL, schema), (len(rows),)).fetchone(),
-                        len(rows))
-        if any(r.unique_key is not None for r in rows):
-            bulk = _UniqueBulk(rows, ids, now)
-            for _ in range(bulk.ROUNDS):
-                bulk.inserted(conn.execute(
-                    render(BULK_UNIQUE_SQL, schema), bulk.insert_params()).fetchall())
-                if not bulk.todo:
-                    return bulk.ids
-                bulk.found(conn.execute(
-                    render(BULK_EXISTING_SQL, schema), bulk.lookup_params()).fetchall())
-                if not bulk.todo:
-                    return bulk.ids
-            raise bulk.conflict()
-        statement, extra = _copy_plan(rows)
-        with conn.cursor().copy(render(statement, schema)) as copy:
-            for record in _copy_rows(ids, rows, extra, now):
-                copy.write_row(record)
+    got = yield Query(render(BULK_IDS_SQL, schema), (len(rows),), "one")
+    assert got is not None
+    ids, now = _bulk_ids(got[:3], len(rows)), got[3]
+    if any(r.unique_key is not None for r in rows):
+        bulk = _UniqueBulk(rows, ids, now)
+        for _ in range(bulk.ROUNDS):
+            bulk.inserted((yield Query(render(BULK_UNIQUE_SQL, schema), bulk.insert_params(),
+                                       "all")))
+            if not bulk.todo:
+                return bulk.ids
+            bulk.found((yield Query(render(BULK_EXISTING_SQL, schema), bulk.lookup_params(),
+                                    "all")))
+            if not bulk.todo:
+                return bulk.ids
+        raise bulk.conflict()
+    statement, extra = _copy_plan(rows)
+    yield Copy(render(statement, schema), _copy_rows(ids, rows, extra, now))
     return ids
+
+
+def insert_many(conn: psycopg.Connection[Any], schema: str, rows: list[Row]) -> list[int]:
+    return drive(conn, many_steps(schema, rows), "atomic") if rows else []
 
 
 async def insert_many_async(
     conn: psycopg.AsyncConnection[Any], schema: str, rows: list[Row]
 ) -> list[int]:
-    if not rows:
-        return []
-    now = datetime.now(UTC)
-    async with _atomic_async(conn):
-        cur = await conn.execute(render(BULK_IDS_SQL, schema), (len(rows),))
-        ids = _bulk_ids(await cur.fetchone(), len(rows))
-        if any(r.unique_key is not None for r in rows):
-            bulk = _UniqueBulk(rows, ids, now)
-            for _ in range(bulk.ROUNDS):
-                cur = await conn.execute(render(BULK_UNIQUE_SQL, schema), bulk.insert_params())
-                bulk.inserted(await cur.fetchall())
-                if not bulk.todo:
-                    return bulk.ids
-                cur = await conn.execute(render(BULK_EXISTING_SQL, schema), bulk.lookup_params())
-                bulk.found(await cur.fetchall())
-                if not bulk.todo:
-                    return bulk.ids
-            raise bulk.conflict()
-        statement, extra = _copy_plan(rows)
-        async with conn.cursor().copy(render(statement, schema)) as copy:
-            for record in _copy_rows(ids, rows, extra, now):
-                await copy.write_row(record)
-    return ids
+    return await drive_async(conn, many_steps(schema, rows), "atomic") if rows else []
+
+
+GET_SQL = "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE id = %s"
+
+
+def get_steps(schema: str, job_id: int) -> Steps[Job | None]:
+    """Read one job back by id."""
+    row = yield Query(render(GET_SQL, schema), (job_id,), "one")
+    return Job.from_row(row) if row else None

@@ -71,6 +71,13 @@ class InvalidOption(EnqueueRefused):
     code = "invalid_option"
 
 
+class InvalidName(InvalidOption):
+    """An identifier (queue, kind, tag, schedule, key...) that would hide characters from the
+    reader, is empty, or is over its cap; ``detail``: ``field``, ``value`` (escaped), ``reason``."""
+
+    code = "invalid_name"
+
+
 class UniqueConflict(EnqueueRefused):
     """A live job already holds the unique key and the policy is ``raise``."""
 

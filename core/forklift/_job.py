@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field, fields
-from datetime import datetime
-from typing import Any, Literal
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
+
+__all__ = ["LIVE_STATES", "STATES", "TERMINAL_STATES", "Job", "State"]
 
 State = Literal["scheduled", "available", "running", "retryable", "completed", "cancelled", "dead"]
 LIVE_STATES: tuple[State, ...] = ("scheduled", "available", "running", "retryable")
 TERMINAL_STATES: tuple[State, ...] = ("completed", "cancelled", "dead")
 STATES: tuple[State, ...] = LIVE_STATES + TERMINAL_STATES
+#: The live states as SQL, for ``state IN ...`` (the unique-key index's predicate says the same).
+LIVE_STATES_SQL: Final = "(" + ", ".join(f"'{s}'" for s in LIVE_STATES) + ")"
+#: run_at of a held job (a batch target waiting for its turn): never due, so never staged or
+#: claimed. Migration 0003's trigger and the batch operations release targets from it.
+HELD_AT: Final = datetime(9999, 1, 1, tzinfo=UTC)
 
 # Columns read into a Job, in order; SQL that returns jobs selects exactly these.
 JOB_COLUMNS = (
@@ -48,11 +55,16 @@ class Job:
     meta: dict[str, Any] = field(default_factory=dict)
     #: True when enqueue returned an existing live job holding the same unique key.
     reused: bool = False
+    #: True when ``on_conflict="replace"`` gave that existing job the new args, priority and
+    #: run_at (False when it was already running and so was left as it was).
+    replaced: bool = False
 
     @classmethod
-    def from_row(cls, row: tuple[Any, ...], *, reused: bool = False) -> Job:
+    def from_row(cls, row: tuple[Any, ...], *, reused: bool = False, replaced: bool = False) -> Job:
         job = cls(*row)
-        return job if not reused else dataclasses.replace(job, reused=True)
+        if not (reused or replaced):
+            return job
+        return dataclasses.replace(job, reused=reused, replaced=replaced)
 
     @property
     def is_terminal(self) -> bool:
