@@ -54,9 +54,10 @@ def test_the_version_is_a_string() -> None:
 def test_every_module_outside_the_public_ones_is_underscored() -> None:
     offenders = []
     for path in CORE.iterdir():
+        is_module = path.suffix == ".py" or (path / "__init__.py").is_file()
         name = path.stem if path.suffix == ".py" else path.name
-        if path.name in ("__pycache__", "migrations", "py.typed") or name in PUBLIC_MODULES:
-            continue
+        if not is_module or name in PUBLIC_MODULES:
+            continue  # data: migrations, functions, schema.sql, py.typed
         if not name.startswith("_"):
             offenders.append(path.name)
     assert offenders == []
