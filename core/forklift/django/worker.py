@@ -35,4 +35,11 @@ def backend_app(alias: str | None = None) -> Forklift:
     return backend.app
 
 
-app = backend_app()
+def __getattr__(name: str) -> Forklift:
+    # ``app`` is made when first asked for (``--app forklift.django.worker:app``), so importing
+    # the module sets nothing up.
+    if name == "app":
+        app = backend_app()
+        globals()["app"] = app
+        return app
+    raise AttributeError(name)
