@@ -21,7 +21,9 @@ from forklift import Forklift, JobKind
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text("utf-8")
 CORE = ROOT / "core" / "forklift"
-PUBLIC_MODULES = {"__init__", "embedded", "ops"}
+PUBLIC_MODULES = {"__init__", "embedded", "ops",
+                  # the ecosystem integrations (README: Django tasks, Testing your jobs, ...)
+                  "django", "testing", "logs", "hooks", "metrics", "otel"}
 
 
 def section(title: str) -> str:
