@@ -146,11 +146,13 @@ def test_drain_gives_up_after_its_timeout_and_stops_its_worker(
 ) -> None:
     stuck.enqueue({})
     with pytest.raises(DrainTimeout, match="1 job"):
-        forklift_drain(timeout=1.0)
-    # The worker was stopped for real: the job was released by its drain, not left running.
+        forklift_drain(timeout=2.0)
+    # The worker was stopped for real: the job was released by its drain (interrupted, if it
+    # had started by then; on a loaded machine it may not have been claimed yet), not left
+    # running, and the worker deregistered.
     row = conn.execute("SELECT state, errors FROM forklift.jobs").fetchone()
     assert row is not None and row[0] in ("retryable", "available")
-    assert [e["code"] for e in row[1]] == ["interrupted"]
+    assert [e["code"] for e in row[1]] in ([], ["interrupted"])
     assert conn.execute("SELECT count(*) FROM forklift.workers").fetchone() == (0,)
 
 
