@@ -82,7 +82,7 @@ print(json.dumps(sorted(sys.modules)))
     assert [m for m in loaded if _forbidden(m)] == []
 
 
-FEATURES = ("_batches", "_cron", "_backfill")
+FEATURES = ("_batches", "_batch", "_cron", "_calendar", "_backfill", "_backfill_run")
 
 
 def _imports_of(name: str, *, top_level_only: bool = False) -> list[str]:

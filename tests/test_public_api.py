@@ -70,7 +70,9 @@ def test_every_core_module_declares_all() -> None:
     for name in ("forklift", "forklift.ops", "forklift._app", "forklift._kind",
                  "forklift._enqueue", "forklift._payload", "forklift._names", "forklift._steps",
                  "forklift._host", "forklift._batches", "forklift._cron", "forklift._backfill",
-                 "forklift._job", "forklift._config"):
+                 "forklift._job", "forklift._config", "forklift._json", "forklift._unknown",
+                 "forklift._pools", "forklift._batch", "forklift._calendar",
+                 "forklift._backfill_run"):
         module = importlib.import_module(name)
         exported = getattr(module, "__all__", None)
         assert isinstance(exported, list) and exported, name

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from forklift._app import Forklift as Forklift
-    from forklift._batches import Batch as Batch
-    from forklift._batches import BatchLimits as BatchLimits
-    from forklift._batches import BatchSummary as BatchSummary
-    from forklift._batches import Callback as Callback
+    from forklift._batch import Batch as Batch
+    from forklift._batch import BatchLimits as BatchLimits
+    from forklift._batch import BatchSummary as BatchSummary
+    from forklift._batch import Callback as Callback
     from forklift._context import JobContext as JobContext
     from forklift._context import Progress as Progress
     from forklift._errors import BatchKeyConflict as BatchKeyConflict
@@ -73,8 +73,8 @@ _ERRORS = (
 _WHERE: dict[str, str] = {
     "Forklift": "_app",
     "JobKind": "_kind",
-    "Batch": "_batches", "BatchLimits": "_batches", "BatchSummary": "_batches",
-    "Callback": "_batches",
+    "Batch": "_batch", "BatchLimits": "_batch", "BatchSummary": "_batch",
+    "Callback": "_batch",
     "JobContext": "_context", "Progress": "_context",
     **dict.fromkeys(_ERRORS, "_errors"),
     "LIVE_STATES": "_job", "STATES": "_job", "TERMINAL_STATES": "_job", "Job": "_job",

@@ -6,17 +6,16 @@ application that only declares kinds and enqueues pays for none of the rest.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from forklift import _config as config
 from forklift import _enqueue as _enq
-from forklift._errors import ConfigError, DatabaseUnavailable, KindAlreadyDeclared, UnknownKind
+from forklift._errors import ConfigError, KindAlreadyDeclared, UnknownKind
 from forklift._job import Job
 from forklift._kind import ErrorsMode, Extra, JobKind, as_delay
+from forklift._pools import Pools
 from forklift._retry import Backoff
 from forklift._steps import Steps, Tx, drive, drive_async
 
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
     from forklift._backfill import Backfill, Clock, Reader
-    from forklift._batches import Batch, BatchLimits
+    from forklift._batch import Batch, BatchLimits
     from forklift._context import JobContext
     from forklift._cron import Policy, Schedule
 
@@ -37,15 +36,6 @@ T = TypeVar("T")
 
 DEFAULT_PAYLOAD_LIMIT = 1024 * 1024
 DEFAULT_POOL_SIZE = 4
-_POOL_TIMEOUT = 15.0
-
-
-def _pool_args(dsn: str, size: int) -> dict[str, Any]:
-    from forklift._db import connect_kwargs
-
-    return dict(conninfo=connect_kwargs(dsn, "enqueue")["conninfo"],
-                kwargs={"autocommit": True}, min_size=1, max_size=size, open=False,
-                timeout=_POOL_TIMEOUT)
 
 
 class Forklift:
@@ -79,15 +69,12 @@ class Forklift:
         self.schedules: dict[str, Schedule] = {}
         self.backfills: dict[str, Backfill] = {}
         self.pool_size = pool_size
-        self._pool: ConnectionPool[Any] | None = None
-        self._apool: AsyncConnectionPool[Any] | None = None
-        self._lock = threading.Lock()
-        self._alock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
+        self._pools = Pools(pool_size)
 
     @property
     def batch_limits(self) -> BatchLimits:
         if self._batch_limits is None:
-            from forklift._batches import BatchLimits
+            from forklift._batch import BatchLimits
 
             self._batch_limits = BatchLimits()
         return self._batch_limits
@@ -110,78 +97,20 @@ class Forklift:
 
     def pool(self) -> ConnectionPool[Any]:
         """The app's connection pool for sync enqueues, opened on first use."""
-        with self._lock:
-            if self._pool is None:
-                from psycopg_pool import ConnectionPool
-
-                from forklift._db import connect, unavailable
-
-                pool: ConnectionPool[Any] = ConnectionPool(**_pool_args(self.dsn, self.pool_size))
-                try:
-                    # One plain attempt first: an unreachable database is reported at once,
-                    # where the pool would keep retrying until its timeout.
-                    connect(self.dsn, "enqueue").close()
-                    pool.open(wait=True, timeout=_POOL_TIMEOUT)
-                except DatabaseUnavailable:
-                    pool.close()
-                    raise
-                except Exception as exc:
-                    pool.close()
-                    raise unavailable(self.dsn, exc) from None
-                self._pool = pool
-            return self._pool
-
-    def _async_lock(self) -> asyncio.Lock:
-        # An asyncio.Lock belongs to one event loop; an app used from a second loop (a second
-        # asyncio.run) gets a lock of that loop.
-        loop = asyncio.get_running_loop()
-        with self._lock:
-            if self._alock is None or self._alock[0] is not loop:
-                self._alock = (loop, asyncio.Lock())
-            return self._alock[1]
+        return self._pools.sync(self.dsn)
 
     async def async_pool(self) -> AsyncConnectionPool[Any]:
         """The app's connection pool for async enqueues, opened on first use (once, however
         many tasks ask for it at the same moment)."""
-        if self._apool is not None:
-            return self._apool
-        async with self._async_lock():
-            if self._apool is None:
-                self._apool = await self._open_async_pool()
-            return self._apool
-
-    async def _open_async_pool(self) -> AsyncConnectionPool[Any]:
-        from psycopg_pool import AsyncConnectionPool
-
-        from forklift._db import aconnect, unavailable
-
-        apool: AsyncConnectionPool[Any] = AsyncConnectionPool(
-            **_pool_args(self.dsn, self.pool_size))
-        try:
-            await (await aconnect(self.dsn, "enqueue")).close()
-            await apool.open(wait=True, timeout=_POOL_TIMEOUT)
-        except DatabaseUnavailable:
-            await apool.close()
-            raise
-        except Exception as exc:
-            await apool.close()
-            raise unavailable(self.dsn, exc) from None
-        return apool
+        return await self._pools.async_(self.dsn)
 
     def close(self) -> None:
         """Close the sync pool (the async one needs :meth:`aclose`); reopened on next use."""
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.close()
+        self._pools.close()
 
     async def aclose(self) -> None:
         """Close both pools; reopened on next use."""
-        async with self._async_lock():
-            apool, self._apool = self._apool, None
-            if apool is not None:
-                await apool.close()
-        self.close()
+        await self._pools.aclose()
 
     def _run(self, steps: Steps[T], conn: psycopg.Connection[Any] | None = None,
                   tx: Tx = "none") -> T:

@@ -24,15 +24,15 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, Protocol
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import psycopg
 
 from forklift import _enqueue as _enq
+from forklift._calendar import instants, next_tick, normalise, ticks_between, zone_of
 from forklift._errors import ConfigError, ForkliftError
 from forklift._host import Host, Kind
 from forklift._names import check_name
@@ -40,13 +40,11 @@ from forklift._sqltext import render
 from forklift._steps import Query, Steps, drive, drive_async
 
 if TYPE_CHECKING:
-    from croniter import croniter
-
     from forklift._backfill import Backfill
 
 __all__ = ["POLICIES", "CronHost", "Policy", "Schedule", "ScheduleNotFound", "declare",
-           "definition_steps", "next_tick", "sync_definitions", "sync_definitions_now", "tick",
-           "ticks_between"]
+           "definition_steps", "instants", "next_tick", "normalise", "sync_definitions",
+           "sync_definitions_now", "tick", "ticks_between", "zone_of"]
 
 log = logging.getLogger("forklift.cron")
 
@@ -54,19 +52,6 @@ Policy = Literal["skip", "catch_up"]
 POLICIES: tuple[Policy, ...] = ("skip", "catch_up")
 MAX_CATCH_UP = 1000
 DEFAULT_CATCH_UP = 10
-# Local wall time and instant order agree except across an offset change; no zone moves its
-# clock by more than this, so looking this far past a window is enough to see every tick in it.
-_DST_MARGIN = timedelta(hours=3)
-_ALIASES = {
-    "@yearly": "0 0 1 1 *",
-    "@annually": "0 0 1 1 *",
-    "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0",
-    "@daily": "0 0 * * *",
-    "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-_EVERY_HOUR = frozenset({"*", "*/1", "0-23"})
 # Definitions are re-synced at most this often (and at a leader's first tick).
 SYNC_EVERY = 30.0
 TICK_RETENTION_DAYS = 7
@@ -74,127 +59,6 @@ TICK_RETENTION_DAYS = 7
 
 class ScheduleNotFound(ForkliftError):
     code = "schedule_not_found"
-
-
-def _croniter() -> type[croniter]:
-    from croniter import croniter as cls  # loads only where schedules are declared or fired
-
-    found: type[croniter] = cls
-    return found
-
-
-# -- the calendar -------------------------------------------------------------------------------
-def zone_of(tz: str) -> ZoneInfo:
-    try:
-        return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"unknown time zone {tz!r}: use an IANA name like 'Europe/Berlin'") from None
-
-
-def normalise(expr: str) -> str:
-    """The expression with aliases expanded; raises ConfigError when cron cannot read it."""
-    text = " ".join(expr.split())
-    text = _ALIASES.get(text.lower(), text)
-    fields = text.split(" ")
-    if len(fields) not in (5, 6) or not _croniter().is_valid(text):
-        raise ConfigError(
-            f"cron expression {expr!r} is not valid: five fields (minute hour day month weekday),"
-            " an optional sixth for seconds, or an alias like @daily"
-        )
-    return text
-
-
-def _every_hour(expr: str) -> bool:
-    return expr.split(" ")[1] in _EVERY_HOUR
-
-
-def _naive(at: datetime, zone: ZoneInfo) -> datetime:
-    return at.astimezone(zone).replace(tzinfo=None)
-
-
-def _gap_end(naive: datetime, zone: ZoneInfo) -> datetime:
-    """The first instant after the gap that swallowed ``naive``: where the clock resumes."""
-    # For a wall time in a gap, fold=1 reads it with the offset after the change and fold=0 with
-    # the one before, which puts the change between the two readings: bisect for it.
-    lo = naive.replace(tzinfo=zone, fold=1).astimezone(UTC)
-    hi = naive.replace(tzinfo=zone, fold=0).astimezone(UTC)
-    if lo > hi:
-        lo, hi = hi, lo
-    after = hi.astimezone(zone).utcoffset()
-    while hi - lo > timedelta(seconds=1):
-        mid = lo + (hi - lo) / 2
-        if mid.astimezone(zone).utcoffset() == after:
-            hi = mid
-        else:
-            lo = mid
-    return hi.replace(microsecond=0)
-
-
-def instants(naive: datetime, zone: ZoneInfo, every_hour: bool) -> list[datetime]:
-    """The UTC instants at which a matching wall time fires (none, one, or two)."""
-    first = naive.replace(tzinfo=zone, fold=0).astimezone(UTC)
-    if _naive(first, zone) != naive:  # the wall time does not exist: a spring-forward gap
-        return [] if every_hour else [_gap_end(naive, zone)]
-    second = naive.replace(tzinfo=zone, fold=1).astimezone(UTC)
-    if second == first:
-        return [first]
-    return [first, second] if every_hour else [first]
-
-
-def _stable(zone: ZoneInfo, around: datetime) -> bool:
-    """Whether the zone keeps one offset within the DST margin of an instant."""
-    return (
-        (around - _DST_MARGIN).astimezone(zone).utcoffset()
-        == around.astimezone(zone).utcoffset()
-        == (around + _DST_MARGIN).astimezone(zone).utcoffset()
-    )
-
-
-def _walk(expr: str, start: datetime, backwards: bool) -> Iterator[datetime]:
-    it = _croniter()(expr, start)
-    step = it.get_prev if backwards else it.get_next
-    while True:
-        yield step(datetime)
-
-
-def ticks_between(
-    expr: str, tz: str, after: datetime, until: datetime, limit: int = 1
-) -> list[datetime]:
-    """The latest ``limit`` ticks in (after, until], oldest first, as UTC instants."""
-    text, zone = normalise(expr), zone_of(tz)
-    if after >= until:
-        return []
-    every_hour = _every_hour(text)
-    margin = timedelta(0) if _stable(zone, until) else _DST_MARGIN
-    floor = _naive(after, zone) - (timedelta(0) if _stable(zone, after) else _DST_MARGIN)
-    found: set[datetime] = set()
-    for naive in _walk(text, _naive(until, zone) + margin + timedelta(seconds=1), backwards=True):
-        if naive < floor:
-            break
-        found.update(i for i in instants(naive, zone, every_hour) if after < i <= until)
-        if len(found) >= limit:
-            kth = sorted(found, reverse=True)[limit - 1]
-            slack = timedelta(0) if _stable(zone, kth) else _DST_MARGIN
-            if naive < _naive(kth, zone) - slack:
-                break
-    return sorted(found)[-limit:]
-
-
-def next_tick(expr: str, tz: str, after: datetime) -> datetime:
-    """The first tick strictly after ``after``, as a UTC instant."""
-    text, zone = normalise(expr), zone_of(tz)
-    every_hour = _every_hour(text)
-    margin = timedelta(0) if _stable(zone, after) else _DST_MARGIN
-    best: datetime | None = None
-    for naive in _walk(text, _naive(after, zone) - margin - timedelta(seconds=1), backwards=False):
-        for i in instants(naive, zone, every_hour):
-            if i > after and (best is None or i < best):
-                best = i
-        if best is not None:
-            slack = timedelta(0) if _stable(zone, best) else _DST_MARGIN
-            if naive > _naive(best, zone) + slack:
-                return best
-    raise ConfigError(f"cron expression {expr!r} never fires")  # pragma: no cover
 
 
 # -- declarations -------------------------------------------------------------------------------
