@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from forklift._errors import InvalidPayload as InvalidPayload
     from forklift._errors import JobNotFound as JobNotFound
     from forklift._errors import KindAlreadyDeclared as KindAlreadyDeclared
+    from forklift._errors import LockLost as LockLost
+    from forklift._errors import LockNotAcquired as LockNotAcquired
     from forklift._errors import NotJSON as NotJSON
     from forklift._errors import NotRequeueable as NotRequeueable
     from forklift._errors import NulCharacter as NulCharacter
@@ -67,7 +69,7 @@ _ERRORS = (
     "DatabaseUnavailable", "EnqueueRefused", "ForkliftError", "InvalidName", "InvalidOption",
     "InvalidPayload", "JobNotFound", "KindAlreadyDeclared", "NotJSON", "NotRequeueable",
     "NulCharacter", "PayloadTooLarge", "ReadOnly", "SchemaOutdated", "TooManyTargets",
-    "UniqueConflict", "UnknownKind",
+    "UniqueConflict", "UnknownKind", "LockLost", "LockNotAcquired",
 )
 #: Where each public name lives (its module is imported when the name is first used).
 _WHERE: dict[str, str] = {
@@ -112,6 +114,8 @@ __all__ = [
     "JobKind",
     "JobNotFound",
     "KindAlreadyDeclared",
+    "LockLost",
+    "LockNotAcquired",
     "NotJSON",
     "NotRequeueable",
     "NulCharacter",

@@ -130,3 +130,26 @@ class BatchKeyConflict(BatchRefused):
 
 class BatchNotFound(ForkliftError):
     code = "batch_not_found"
+
+
+class LockNotAcquired(ForkliftError):
+    """Another holder kept the lock until ``wait`` ran out; ``detail`` names it: ``key``,
+    ``holder_job``, ``holder_worker``, ``holder_owner``, ``holder_token``, ``expires_at``."""
+
+    code = "lock_not_acquired"
+
+
+class LockLost(ForkliftError):
+    """A lock ran out or was taken while its block ran: the block's work was not exclusive.
+
+    Raised when the block is left, even if its body returned; ``detail``: ``key``, ``token``.
+    """
+
+    code = "lock_lost"
+
+
+class InvalidKey(EnqueueRefused):
+    """A kind's key function raised or returned something other than a usable string;
+    ``detail``: ``kind``, ``key`` (the key's name) and ``reason``. Nothing was stored."""
+
+    code = "invalid_key"
