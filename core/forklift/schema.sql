@@ -39,6 +39,9 @@ CREATE TABLE {s}.jobs (
     meta                jsonb       NOT NULL DEFAULT '{}',
     retry               jsonb,
     batch_index         integer,  -- a batch target's place in its batch
+    -- key values computed at enqueue ('name' || chr(31) || 'value'; the first is the partition);
+    -- NULL unless the kind declares keys (forklift._flow)
+    keys                text[],
     CONSTRAINT jobs_state_known CHECK (
         state IN ('scheduled', 'available', 'running', 'retryable', 'completed', 'cancelled', 'dead')),
     CONSTRAINT jobs_finished_iff_terminal CHECK (
@@ -78,6 +81,13 @@ CREATE INDEX jobs_window_idx ON {s}.jobs (finished_at) INCLUDE (queue, state, at
 -- Completed jobs that failed before: the only finished ones whose error history stats read.
 CREATE INDEX jobs_retried_idx ON {s}.jobs (finished_at) WHERE state = 'completed' AND attempt > 1;
 
+-- Flow control (forklift._flow): waiting keyed jobs by partition in claim order, and running
+-- keyed jobs by any key value (the holders a per-key limit counts; read at once, no pending list).
+CREATE INDEX jobs_keyed_idx ON {s}.jobs (queue, kind, (keys[1]), priority, run_at, id)
+    WHERE state = 'available' AND keys IS NOT NULL;
+CREATE INDEX jobs_keyed_running_idx ON {s}.jobs USING gin (keys) WITH (fastupdate = off)
+    WHERE state = 'running' AND keys IS NOT NULL;
+
 -- Batch targets in index order (show, cancel, retry-failed).
 CREATE INDEX jobs_batch_targets_idx ON {s}.jobs (batch_id, batch_index) WHERE batch_id IS NOT NULL;
 -- The release step: the lowest-index held targets of one batch.
@@ -95,7 +105,14 @@ CREATE TABLE {s}.queues (
     pause_expires_at  timestamptz,
     concurrency       integer CHECK (concurrency IS NULL OR concurrency >= 0),
     created_at        timestamptz NOT NULL DEFAULT now(),
-    updated_at        timestamptz NOT NULL DEFAULT now()
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    -- flow control: claims go through the flow claim (set for good by the first keyed job, a
+    -- rate or fair share); round robin over partitions; the queue's token bucket
+    flow              boolean          NOT NULL DEFAULT false,
+    fair              boolean          NOT NULL DEFAULT false,
+    rate_limit        integer          CHECK (rate_limit IS NULL OR rate_limit >= 1),
+    rate_per          double precision CHECK (rate_per IS NULL OR rate_per > 0),
+    rate_burst        integer          CHECK (rate_burst IS NULL OR rate_burst >= 1)
 );
 
 CREATE TABLE {s}.workers (
@@ -309,10 +326,54 @@ INSERT INTO {s}.retention (state, queue, seconds, updated_by) VALUES
     ('cancelled', '', 604800, 'forklift'),
     ('dead', '', 2592000, 'forklift');
 
+-- Flow control: locks, key limits, key values (forklift._flow; see migration 0007) -----------
+
+-- One sequence for every lock grant: a holder's token exceeds every earlier holder's.
+CREATE SEQUENCE {s}.lock_token_seq;
+
+-- One row per held lock; renewals touch only `expires_at` (HOT); release deletes by token.
+CREATE TABLE {s}.locks (
+    key          text             PRIMARY KEY,
+    token        bigint           NOT NULL,
+    owner        text             NOT NULL,
+    job_id       bigint,
+    worker_id    text,
+    ttl          double precision NOT NULL CHECK (ttl > 0),
+    acquired_at  timestamptz      NOT NULL DEFAULT now(),
+    expires_at   timestamptz      NOT NULL
+) WITH (fillfactor = 50);
+
+-- Per key name: limits as declared in code and as in force (an operator's change overrides).
+CREATE TABLE {s}.flow_keys (
+    name         text             PRIMARY KEY,
+    concurrency  integer          CHECK (concurrency IS NULL OR concurrency >= 1),
+    rate_limit   integer          CHECK (rate_limit IS NULL OR rate_limit >= 1),
+    rate_per     double precision CHECK (rate_per IS NULL OR rate_per > 0),
+    rate_burst   integer          CHECK (rate_burst IS NULL OR rate_burst >= 1),
+    declared     jsonb            NOT NULL DEFAULT '{}',
+    kinds        text[]           NOT NULL DEFAULT '{}',
+    overridden   boolean          NOT NULL DEFAULT false,
+    set_by       text,
+    set_at       timestamptz,
+    declared_at  timestamptz,
+    updated_at   timestamptz      NOT NULL DEFAULT now()
+);
+
+-- Per key value (and '@' || queue of a rated queue): the claims' serialisation point (locked
+-- FOR UPDATE SKIP LOCKED, stamped with the last admitting claim's xid) and the token bucket.
+CREATE TABLE {s}.flow_values (
+    key          text             PRIMARY KEY,
+    claim_xid    xid8,
+    tokens       double precision,
+    refilled_at  timestamptz,
+    created_at   timestamptz      NOT NULL DEFAULT now()
+) WITH (fillfactor = 50);
+
 -- Functions and triggers ----------------------------------------------------------------------
 
 \ir functions/jobs_wake_v1.sql
 \ir functions/batches_v1.sql
+\ir functions/flow_v1.sql
 
 CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
     REFERENCING NEW TABLE AS new_jobs
@@ -338,3 +399,8 @@ CREATE TRIGGER jobs_batch_deleted AFTER DELETE ON {s}.jobs
     FOR EACH ROW
     WHEN (OLD.batch_id IS NOT NULL AND OLD.state IN ('scheduled', 'available', 'running', 'retryable'))
     EXECUTE FUNCTION {s}.jobs_batch_deleted();
+
+-- A keyed job is never claimable before its queue is flagged and its values have rows.
+CREATE TRIGGER jobs_keyed AFTER INSERT ON {s}.jobs
+    FOR EACH ROW WHEN (NEW.keys IS NOT NULL)
+    EXECUTE FUNCTION {s}.jobs_keyed();
