@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from forklift._batch import Batch, BatchLimits
     from forklift._context import JobContext
     from forklift._cron import Policy, Schedule
+    from forklift._flow.locks import Lock
 
 __all__ = ["DEFAULT_PAYLOAD_LIMIT", "DEFAULT_POOL_SIZE", "Forklift", "JobKind"]
 
@@ -382,6 +383,13 @@ class Forklift:
         from forklift import _batches
 
         return self._run(_batches.get_steps(self.schema, batch_id))
+
+    def lock(self, key: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lock:
+        """A lock on ``key`` with a fencing token, outside jobs: ``with app.lock(k) as token``
+        or ``async with``. See :mod:`forklift._flow.locks`."""
+        from forklift._flow.app_locks import app_locks
+
+        return app_locks(self).lock(key, ttl, wait)
 
     def get_job(self, job_id: int) -> Job | None:
         """One job by id, or None."""

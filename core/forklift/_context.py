@@ -6,7 +6,10 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forklift._flow.locks import Lock
 
 _EVENTS = threading.Lock()  # guards the lazy creation of JobContext.cancelled
 
@@ -43,6 +46,7 @@ class JobContext:
         meta: dict[str, Any],
         on_progress: Callable[[Progress], None],
         on_publish: Callable[[Any], None],
+        locks: Any = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -52,7 +56,7 @@ class JobContext:
         self.fence = fence
         self.worker_id = worker_id
         self.meta = meta
-        #: Why ``cancelled`` was set: cancelled, timeout, lease_lost or interrupted.
+        #: Why ``cancelled`` was set: cancelled, timeout, lease_lost, lock_lost or interrupted.
         self.cancel_reason: str | None = None
         # Both events are made on first use: most handlers never look, and making them for
         # every job costs more than a no-op job itself.
@@ -60,6 +64,7 @@ class JobContext:
         self._cancelled_async: asyncio.Event | None = None
         self._on_progress = on_progress
         self._on_publish = on_publish
+        self._locks = locks  # the worker's lock service (forklift._flow.worker_locks)
 
     @property
     def cancelled(self) -> threading.Event:
@@ -93,6 +98,16 @@ class JobContext:
     def publish(self, partial: Any) -> None:
         """Publish a partial result, readable while the job runs; replaced by the final result."""
         self._on_publish(partial)
+
+    def lock(self, key: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lock:
+        """A lock on ``key`` with a fencing token: ``async with ctx.lock(k) as token`` in an
+        async handler, ``with`` in a sync one. See :mod:`forklift._flow.locks`."""
+        if self._locks is None:
+            from forklift._errors import ConfigError
+
+            raise ConfigError("ctx.lock() needs a worker: outside jobs use app.lock()")
+        lock: Lock = self._locks.lock(self, key, ttl, wait)
+        return lock
 
     def _cancel(self, reason: str) -> None:
         if self.cancel_reason is None:

@@ -34,7 +34,8 @@ _CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
 _CODE_SHAPE = "lower-case snake case, e.g. 'card_declined'"
 _RESERVED_CODES = frozenset(
     {"error", "unknown_kind", "invalid_payload", "invalid_result", "timeout", "lease_expired",
-     "lease_lost", "interrupted", "cancelled", "internal_error", "handler_exit", "worker_lost"}
+     "lease_lost", "interrupted", "cancelled", "internal_error", "handler_exit", "worker_lost",
+     "lock_lost"}
 )
 
 

@@ -71,7 +71,7 @@ class Attempts:
             job_id=job.id, kind=job.kind, queue=job.queue, attempt=job.attempt,
             max_attempts=job.max_attempts, fence=job.fence, worker_id=w.id, meta=job.meta,
             on_progress=functools.partial(self._note_progress, job.fence),
-            on_publish=functools.partial(self._note_partial, job.fence),
+            on_publish=functools.partial(self._note_partial, job.fence), locks=w.locks,
         )
         rec = Running(job, kind, ctx, lease_deadline)
         self.running[job.fence] = rec

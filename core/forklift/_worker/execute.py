@@ -13,7 +13,7 @@ from typing import Any
 
 from forklift._app import JobKind
 from forklift._context import JobContext
-from forklift._errors import ForkliftError
+from forklift._errors import ForkliftError, LockLost
 from forklift._payload import to_json_text
 from forklift._retry import Backoff, Fail, Retry, Snooze
 from forklift._scrub import error_entry
@@ -138,6 +138,8 @@ async def run_attempt(
     except BaseException as exc:
         if ctx.cancel_reason is None:
             return classify(job, ctx, kind, exc)
+        if ctx.cancel_reason == "lock_lost" and isinstance(exc, LockLost):
+            return failed(job, ctx, kind, exc, "lock_lost", message=exc.message)
     return stopped(job, ctx, kind, completed)
 
 
@@ -160,6 +162,12 @@ def stopped(
         return completed
     if reason == "lease_lost":
         return None
+    if reason == "lock_lost":  # unless the handler caught LockLost and returned
+        return completed or failed(
+            job, ctx, kind, None, "lock_lost",
+            message="a lock the handler held was lost (its lease ran out or was taken) before"
+                    " the handler finished",
+        )
     if reason in ("cancelled", "interrupted") and completed is not None:
         return completed  # it finished its work before it could be stopped
     if reason == "cancelled":

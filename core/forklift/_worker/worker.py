@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forklift._app import Forklift
+from forklift._flow.worker_locks import WorkerLocks
 from forklift._migrate import ensure_current
 from forklift._session import Session
 from forklift._worker import maintenance, registry
@@ -147,6 +148,7 @@ class Worker:
         self.producer = Producer(self)
         self.completer = Completer(self)
         self.drainer = DrainCoordinator(self)
+        self.locks = WorkerLocks(self)
         self.elector: maintenance.Elector | None = None
         self.chores: list[maintenance.Chore] = []
 
@@ -194,7 +196,8 @@ class Worker:
         )
         sup = self.supervisor
         completer = sup.start(self.completer)
-        services: list[Service] = [self.listener, Heartbeater(self), LeaseWatchdog(self)]
+        services: list[Service] = [self.listener, Heartbeater(self), LeaseWatchdog(self),
+                                   self.locks]
         if self.lead:
             self.elector = maintenance.Elector(self)
             self.chores = maintenance.chores(self)
