@@ -35,6 +35,7 @@ from forklift.ops import explain as _explain
 from forklift.ops import health as _health
 from forklift.ops import horizon as _horizon
 from forklift.ops import jobs as _jobs
+from forklift.ops import locks as _locks
 from forklift.ops import prune as _prune
 from forklift.ops import queues as _queues
 from forklift.ops import retention as _retention
@@ -196,6 +197,10 @@ class Operator:
 
     def workers(self) -> list[_workers.WorkerInfo]:
         return self._run(_workers.list_workers)  # type: ignore[no-any-return]
+
+    def locks(self, *, prefix: str | None = None, limit: int = 500) -> list[_locks.LockInfo]:
+        """Locks with fencing tokens, held or expired (forklift.ops.locks)."""
+        return self._run(_locks.list_locks, prefix=prefix, limit=limit)  # type: ignore[no-any-return]
 
     def audit(
         self,
