@@ -284,7 +284,8 @@ def soak(ctx: JobContext, s: Soak) -> dict[str, Any]:
 # -- running workers as subprocesses --------------------------------------------------------------
 @dataclass
 class WorkerProc:
-    """``forklift worker --app apps.faults:app`` in a subprocess (cwd tests/), logging to a file."""
+    """``forklift worker --app apps.faults:app`` (or ``app``) in a subprocess (cwd tests/),
+    logging to a file."""
 
     dsn: str
     log_path: Path
@@ -294,12 +295,13 @@ class WorkerProc:
     poll_interval: float = 1.0
     queues: str | None = None
     extra: list[str] = field(default_factory=list)
+    app: str = "apps.faults:app"
     popen: subprocess.Popen[bytes] = field(init=False)
 
     def __post_init__(self) -> None:
         cmd = [
             sys.executable, "-m", "forklift_console.cli", "worker",
-            "--app", "apps.faults:app",
+            "--app", self.app,
             "--concurrency", str(self.concurrency), "--lease", str(self.lease),
             "--drain-timeout", str(self.drain_timeout),
             "--poll-interval", str(self.poll_interval), "--log-level", "INFO",
