@@ -27,6 +27,7 @@ READS = {
     "stats", "audit", "jobs list", "jobs show", "jobs explain", "schedules list",
     "backfills list", "backfills show", "batches list", "batches show", "health",
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
+    "locks list",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete",
@@ -203,7 +204,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["jobs", "explain", t["live"]], ["schedules", "list"], ["backfills", "list"],
         ["backfills", "show", "bf.items"], ["batches", "list"], ["batches", "show", t["batch"]],
         ["health"], ["health", "horizon"], ["retention", "show"], ["queues", "list"],
-        ["queues", "explain", "mail"], ["workers", "list"],
+        ["queues", "explain", "mail"], ["workers", "list"], ["locks", "list"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
