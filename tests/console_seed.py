@@ -310,16 +310,21 @@ def drive(app: Any, scenario: Scenario, size: tuple[int, int] = (120, 36)) -> No
 
 
 async def loaded(app: Any, screen: Any = None) -> None:
-    """Wait for the screen's next completed load."""
+    """Wait until the screen shows a snapshot fetched after this call.
+
+    ``reload()`` guarantees one: while a load is on its way another follows it. A load that
+    fails ends the wait at once with the error the banner shows.
+    """
     target = screen or app.screen
     assert isinstance(target, ConsoleScreen)
-    before = target.loads
+    before, failed = target.loads, target.failures
     target.reload()
     await wait_until_async(
-        lambda: target.loads > before and not target._loading,
+        lambda: not target._loading and (target.loads > before or target.failures > failed),
         timeout=20,
         message=lambda: f"{type(target).__name__} did not load (status {app.status})",
     )
+    assert target.loads > before, f"{type(target).__name__} failed to load: {app.status.error}"
 
 
 async def on_screen(app: Any, kind: type[Any]) -> Any:

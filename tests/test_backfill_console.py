@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
-from console_seed import drive, make_app, on_screen
+from console_seed import drive, loaded, make_app, on_screen
 from helpers import wait_until_async
 from textual.pilot import Pilot
 from textual.widgets import Button, Static
@@ -63,23 +63,6 @@ def rate_of(conn: psycopg.Connection[Any]) -> tuple[str, float]:
 def audit(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     return conn.execute("SELECT actor, action, target->>'rate', outcome FROM forklift.audit"
                         " WHERE actor = 'tester' ORDER BY id").fetchall()
-
-
-async def loaded(console: ConsoleApp, screen: Any) -> None:
-    """A fresh load shown. Asks again while waiting: a load the console dropped (a cancelled
-    worker) is only retried by the refresh tick, which these tests set to an hour."""
-    before = screen.loads
-
-    def done() -> bool:
-        if screen._loading:
-            return False
-        if screen.loads > before:
-            return True
-        screen.reload()
-        return False
-
-    await wait_until_async(done, timeout=20, interval=0.05,
-                           message=lambda: f"{type(screen).__name__} did not load ({console.status})")
 
 
 async def until_db(conn: psycopg.Connection[Any], want: tuple[str, float]) -> None:

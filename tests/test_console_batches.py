@@ -17,7 +17,6 @@ from textual.widgets import Button, Static
 from forklift import Forklift
 from forklift._batches import Batch, BatchLimits
 from forklift_console.app import ConsoleApp
-from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.batches import BatchesScreen
 from forklift_console.screens.jobs import JobsScreen
 from forklift_console.screens.modals import ConfirmScreen
@@ -54,16 +53,9 @@ def audit(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
                         ).fetchall()
 
 
-async def fresh(app: ConsoleApp, screen: ConsoleScreen[Any]) -> None:
-    """A load that starts after now. (``loaded`` alone can miss one: called after a running
-    load has shown its data but before it has finished, its reload is a no-op.)"""
-    await wait_until_async(lambda: not screen._loading, timeout=20)
-    await loaded(app, screen)
-
-
 async def batches_screen(app: ConsoleApp, pilot: Pilot[None]) -> BatchesScreen:
     screen = await on_screen(app, BatchesScreen)
-    await fresh(app, screen)
+    await loaded(app, screen)
     return screen
 
 
@@ -84,7 +76,7 @@ def test_batches_screen_shows_progress_and_cancels_after_confirmation(
         assert progress.startswith("████") and "3✔ 0✖ /10" in progress
         assert "1✖" in table.cell_value(str(old.id), "progress").plain
         assert "partial" in table.cell_value(str(old.id), "state").plain
-        await fresh(console, screen)
+        await loaded(console, screen)
         detail = str(screen.query_one("#detail", Static).render())
         assert f"batch {running.id}" in detail and "serial" in detail and "waiting" in detail
         assert "1 live batch" in str(screen.query_one("#info", Static).render())
@@ -104,7 +96,7 @@ def test_batches_screen_shows_progress_and_cancels_after_confirmation(
         await on_screen(console, BatchesScreen)
         await wait_until_async(lambda: batch_state(conn, running.id)[0] == "cancelled",
                                timeout=20)  # the action runs in a worker thread
-        await fresh(console, screen)
+        await loaded(console, screen)
         assert "cancelled" in table.cell_value(str(running.id), "state").plain
 
     drive(make_app(dsn, start="batches"), scenario)
@@ -126,10 +118,10 @@ def test_batches_screen_retries_failed_targets_and_drills_down(
         dialog.query_one("#confirm", Button).press()
         await on_screen(console, BatchesScreen)
         await wait_until_async(lambda: batch_state(conn, batch.id)[0] == "running", timeout=20)
-        await fresh(console, screen)
+        await loaded(console, screen)
         await pilot.press("enter")
         jobs = await on_screen(console, JobsScreen)
-        await fresh(console, jobs)
+        await loaded(console, jobs)
         assert len(jobs.query_one("#jobs", LiveTable).keys) == 3
 
     drive(make_app(dsn, start="batches"), scenario)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
@@ -48,9 +49,13 @@ class ConsoleScreen(Screen[None], Generic[D]):
 
     def __init__(self) -> None:
         super().__init__()
+        # Both flags change only on the UI thread, together with ``loads``: a load is over
+        # exactly when its snapshot is shown (or its failure reported), never later.
         self._loading = False
+        self._again = False  # a reload was asked for while a load was on its way
         self._next_tick = 0.0  # monotonic time before which a tick does not fetch
         self.loads = 0  # completed loads, for tests waiting on fresh data
+        self.failures = 0  # loads that failed (reported in the banner)
 
     @property
     def console(self) -> ConsoleApp:
@@ -132,8 +137,15 @@ class ConsoleScreen(Screen[None], Generic[D]):
         raise NotImplementedError
 
     def reload(self) -> None:
-        """Fetch a fresh snapshot now (the operator asked) unless one is already on its way."""
-        if self._loading or not self.is_attached:
+        """Fetch a fresh snapshot now (the operator asked, or an action changed the data).
+
+        While a load is on its way, one more runs after it: that load may have read the
+        database before whatever prompted this call, and must not be the last word.
+        """
+        if not self.is_attached:
+            return
+        if self._loading:
+            self._again = True
             return
         self._loading = True
         self._load()
@@ -152,29 +164,39 @@ class ConsoleScreen(Screen[None], Generic[D]):
         app = self.console
         worker = get_current_worker()
         began = time.monotonic()
+        data: D | None = None
+        error: Exception | None = None
         try:
-            try:
-                data = app.backend.call(self.fetch, deadline=app.backend.fetch_deadline)
-                took = time.monotonic() - began
-                self._next_tick = began + max(self.MIN_INTERVAL, self.DUTY * took)
-            except Exception as exc:  # the console must outlive any failure
-                if not worker.is_cancelled:
-                    app.call_from_thread(app.fetch_failed, exc)
-                return
-            if not worker.is_cancelled:
-                app.call_from_thread(self._loaded, data)
-        except RuntimeError:
-            pass  # the app is shutting down: nobody is left to show the result
-        finally:
-            self._loading = False
+            data = app.backend.call(self.fetch, deadline=app.backend.fetch_deadline)
+            took = time.monotonic() - began
+            self._next_tick = began + max(self.MIN_INTERVAL, self.DUTY * took)
+        except Exception as exc:  # the console must outlive any failure
+            error = exc
+        # Always back to the UI thread, cancelled or not: that is where the load ends. (A
+        # RuntimeError: the app is shutting down and nobody is left to show the result.)
+        with contextlib.suppress(RuntimeError):
+            app.call_from_thread(self._finished, data, error, worker.is_cancelled)
 
-    def _loaded(self, data: D) -> None:
+    def _finished(self, data: D | None, error: Exception | None, cancelled: bool) -> None:
+        self._loading = False
         try:
-            self.show(data)
-        except Exception as exc:  # a rendering bug shows in the banner, it does not kill the app
-            self.console.fetch_failed(exc)
-        else:
-            self.console.fetch_ok()
+            if cancelled:
+                return
+            if error is not None:
+                self.failures += 1
+                self.console.fetch_failed(error)
+                return
+            try:
+                self.show(cast("D", data))
+            except Exception as exc:  # a rendering bug shows in the banner, not a dead app
+                self.failures += 1
+                self.console.fetch_failed(exc)
+            else:
+                self.console.fetch_ok()
+                self.loads += 1
+            finally:
+                self.refresh_bindings()  # actions that apply to what is shown now
         finally:
-            self.refresh_bindings()  # actions that apply to what is shown now
-            self.loads += 1
+            if self._again:
+                self._again = False
+                self.reload()
