@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.text import Text
 from textual.widgets import DataTable
-from textual.widgets.data_table import CellDoesNotExist, RowDoesNotExist, RowKey
+from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
 Cell = Text | str
 #: A row: its key and its cells, in column order.
@@ -30,7 +30,8 @@ class LiveTable(DataTable[Cell]):
     appear, vanish or reorder, the table is rebuilt and the cursor follows its row by key.
 
     A column declared without a width takes the room the others leave (its text is cut with
-    an ellipsis), so the table never scrolls sideways at 80 columns.
+    an ellipsis), so the table never scrolls sideways at 80 columns, and keeps that width
+    whatever the rows hold, so columns do not jump as the data changes.
     """
 
     #: Room kept for the vertical scrollbar.
@@ -47,8 +48,10 @@ class LiveTable(DataTable[Cell]):
         )
 
     def on_mount(self) -> None:
+        # The flex column gets a width of its own too: DataTable's auto width is measured
+        # on idle, and a row drawn before that measurement stays cached at the label's width.
         for col in self._columns:
-            self.add_column(col.label, key=col.key, width=col.width)
+            self.add_column(col.label, key=col.key, width=col.width or self.flex_width())
 
     @property
     def keys(self) -> list[str]:
@@ -81,7 +84,12 @@ class LiveTable(DataTable[Cell]):
         return tuple(out)
 
     def on_resize(self) -> None:
-        if self._flex is not None and self._rows:
+        if self._flex is None:
+            return
+        column = self.columns.get(ColumnKey(self._columns[self._flex].key))
+        width = self.flex_width()
+        if column is not None and column.width != width:
+            column.width = width
             self.sync(self._rows, rebuild=True)  # a new width: rewrite every row
 
     def sync(self, rows: Sequence[Row], *, rebuild: bool = False) -> None:
