@@ -95,6 +95,7 @@ UPDATE {s}.backfill_runs SET state = %(state)s, updated_at = now(),
 WHERE id = %(id)s
 """
 SET_RATE_SQL = "UPDATE {s}.backfill_runs SET rate = %s, updated_at = now() WHERE id = %s"
+RATE_SQL = "SELECT rate FROM {s}.backfill_runs WHERE id = %s"
 # A job whose run moved on (paused, cancelled, handed to a new job) should run now and find
 # that out, rather than sit in the queue until its snooze or backoff ends.
 NUDGE_SQL = """
@@ -430,3 +431,35 @@ def set_rate(
         return audit.OUTCOME_DONE
 
     return _on_live_run(conn, ctx, name, reason, "rate", step, rate=value)
+
+
+#: The slowest pace :func:`scale_rate` goes to, in pages per second (one page a minute and a bit).
+MIN_SCALED_RATE = 0.01
+
+
+def scale_rate(
+    conn: psycopg.Connection[Any],
+    ctx: OpsContext,
+    name: str,
+    factor: float,
+    *,
+    reason: str | None = None,
+) -> BackfillInfo:
+    """Multiply the live run's pace by ``factor`` from whatever it is when the change lands
+    (the run's row is locked), so two quick "twice as fast" presses double it twice; kept
+    between MIN_SCALED_RATE and MAX_RATE. The audit's outcome says from what to what."""
+    value = float(factor)
+    if not 0 < value < float("inf") or value == 1:
+        raise bf.InvalidRate(f"a rate factor must be above 0 and not 1, not {factor!r}", rate=factor)
+
+    def step(c: psycopg.Connection[Any], run: _Run) -> str:
+        row = c.execute(render(RATE_SQL, ctx.schema), (run.id,)).fetchone()
+        old = float(row[0]) if row else 0.0
+        new = min(bf.MAX_RATE, max(MIN_SCALED_RATE, round(old * value, 4)))
+        if new == old:
+            return f"noop: rate already {old:g}/s"
+        c.execute(render(SET_RATE_SQL, ctx.schema), (new, run.id))
+        _nudge(c, ctx, run.job_id, ("scheduled",))
+        return f"done: rate {old:g}/s -> {new:g}/s"
+
+    return _on_live_run(conn, ctx, name, reason, "rate", step, factor=value)

@@ -385,3 +385,9 @@ class Operator:
         self, name: str, rate: float, *, reason: str | None = None
     ) -> _backfills.BackfillInfo:
         return self._run(_backfills.set_rate, name, rate, reason=reason)  # type: ignore[no-any-return]
+
+    def scale_backfill_rate(
+        self, name: str, factor: float, *, reason: str | None = None
+    ) -> _backfills.BackfillInfo:
+        """Multiply the live run's rate by ``factor``, from its value when the change lands."""
+        return self._run(_backfills.scale_rate, name, factor, reason=reason)  # type: ignore[no-any-return]
