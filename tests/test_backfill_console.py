@@ -4,6 +4,7 @@ every action audited; read-only offers none."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import psycopg
@@ -84,14 +85,14 @@ def test_backfills_screen_shows_pace_and_eta_and_acts(dsn: str, conn: psycopg.Co
         detail = str(screen.query_one("#detail", Static).render())
         assert "running" in detail and "items/s" in detail and "cursor 300" in detail
 
-        await pilot.press("minus")  # slow it down, live
+        await pilot.press("less_than_sign")  # slow it down, live
         await until_db(conn, ("running", 2.0))
-        await pilot.press("plus")
-        await pilot.press("plus")
+        await pilot.press("greater_than_sign", "greater_than_sign")  # quick: both count
         await until_db(conn, ("running", 8.0))
         await loaded(console, screen)
         assert table.cell_value("reindex", "rate") == "8/s"
-        assert console.last_command == "forklift backfills rate reindex 8"
+        await wait_until_async(lambda: console.last_command == "forklift backfills rate reindex 8",
+                               timeout=20)
 
         await pilot.press("p")
         await until_db(conn, ("paused", 8.0))
@@ -104,7 +105,7 @@ def test_backfills_screen_shows_pace_and_eta_and_acts(dsn: str, conn: psycopg.Co
 
         await pilot.press("C")
         dialog = await on_screen(console, ConfirmScreen)
-        assert dialog.plan.cli == "forklift backfills cancel reindex --yes"
+        assert dialog.plan.cli == "forklift backfills cancel --yes reindex"
         assert console.focused is dialog.query_one("#cancel", Button)
         dialog.query_one("#confirm", Button).press()
         await on_screen(console, BackfillsScreen)
@@ -112,9 +113,41 @@ def test_backfills_screen_shows_pace_and_eta_and_acts(dsn: str, conn: psycopg.Co
 
     drive(make_app(dsn, start="backfills"), scenario)
     assert audit(conn) == [
-        ("tester", "backfill.rate", "2.0", "done"), ("tester", "backfill.rate", "4.0", "done"),
-        ("tester", "backfill.rate", "8.0", "done"), ("tester", "backfill.pause", None, "done"),
+        ("tester", "backfill.rate", None, "done: rate 4/s -> 2/s"),
+        ("tester", "backfill.rate", None, "done: rate 2/s -> 4/s"),
+        ("tester", "backfill.rate", None, "done: rate 4/s -> 8/s"),
+        ("tester", "backfill.pause", None, "done"),
         ("tester", "backfill.resume", None, "done"), ("tester", "backfill.cancel", None, "done"),
+    ]
+
+
+def test_eight_quick_presses_halve_eight_times_and_plus_is_the_refresh_rate(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """17.4: each press acts on the rate as it is then (8 presses, 8 halvings, 8 audit rows
+    saying from what to what); + and - mean one thing on every screen: the refresh rate."""
+    seed_running(conn, dsn)
+
+    async def scenario(console: ConsoleApp, pilot: Pilot[None]) -> None:
+        screen = await on_screen(console, BackfillsScreen)
+        await loaded(console, screen)
+        await pilot.press(*["less_than_sign"] * 8)
+        await wait_until_async(lambda: len(audit(conn)) == 8, timeout=30)
+        before = console.status.interval
+        await pilot.press("plus")
+        assert console.status.interval < before
+        faster = console.status.interval
+        await pilot.press("minus")
+        assert console.status.interval > faster
+
+    drive(make_app(dsn, start="backfills"), scenario)
+    assert rate_of(conn) == ("running", 0.0156)
+    rows = audit(conn)
+    assert len(rows) == 8
+    rates = [4.0 / 2**i for i in range(9)]
+    assert [o for *_, o in rows] == [
+        f"done: rate {round(a, 4):g}/s -> {round(b, 4):g}/s"
+        for a, b in itertools.pairwise(rates)
     ]
 
 
@@ -128,7 +161,7 @@ def test_backfills_screen_in_read_only_mode_offers_no_actions(
         await loaded(console, screen)
         for action in ("rate_up", "rate_down", "toggle_pause", "cancel"):
             assert screen.check_action(action, ()) is None
-        await pilot.press("minus")
+        await pilot.press("less_than_sign")
         await pilot.press("p")
         await pilot.pause()
         assert isinstance(console.screen, BackfillsScreen)

@@ -297,7 +297,7 @@ class ConsoleApp(App[None]):
         self.call_from_thread(self._action_done, plan, result, after)
 
     def _action_done(self, plan: Plan, result: Any, after: Callable[[], None] | None) -> None:
-        self.last_command = plan.cli
+        self.last_command = plan.cli_of(result) if plan.cli_of is not None else plan.cli
         message = plan.report(result) if plan.report else f"{plan.verb}: done"
         self.notify(message, title=plan.verb)
         if after is not None:

@@ -1,6 +1,8 @@
 """Backfills (key 9): each backfill's progress bar, pace (items/s, with a sparkline of the last
-minute), rate, ETA and state. ``p`` pauses or resumes, ``+`` and ``-`` double or halve the rate
-(from the next page), ``C`` cancels the run (confirmed); all audited by the operator API."""
+minute), rate, ETA and state. ``p`` pauses or resumes, ``>`` and ``<`` double or halve the rate
+(from the next page, from whatever it is then: two presses double twice), ``C`` cancels the run
+(confirmed); all audited by the operator API. ``+``/``-`` keep their console-wide meaning (the
+refresh rate)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from forklift._backfill import MAX_RATE
 from forklift.ops import Operator
 from forklift.ops.backfills import BackfillInfo
-from forklift_console.runbook import cli
+from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.table import Column, LiveTable, Row
@@ -69,13 +70,14 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
         "One row per backfill: its state, a progress bar of items done against its estimate,"
         " the rate it is held to (pages per second), its pace (items/s over the last 30 s and a"
         " sparkline of the last minute) and the ETA at that pace (— when unknown). p pauses it"
-        " after the page in flight or resumes it from its checkpoint; + doubles and - halves"
-        " its rate from the next page; C cancels the run (the page in flight rolls back)."
+        " after the page in flight or resumes it from its checkpoint; > doubles and < halves"
+        " its rate from the next page (each press from the rate as it is then); C cancels the"
+        " run (the page in flight rolls back)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("p", "toggle_pause", "Pause/resume"),
-        Binding("plus,equals_sign", "rate_up", "Faster", key_display="+"),
-        Binding("minus", "rate_down", "Slower", key_display="-"),
+        Binding("greater_than_sign", "rate_up", "Rate ×2", key_display=">"),
+        Binding("less_than_sign", "rate_down", "Rate ÷2", key_display="<"),
         Binding("C", "cancel", "Cancel run", key_display="C"),
     ]
     DEFAULT_CSS = """
@@ -196,7 +198,7 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
         self.console.propose(
             Plan(
                 verb=verb.capitalize(), noun="backfill", count=1, ids=(name,),
-                cli=cli("backfills", verb, name),
+                cli=command("backfills", verb, args=(name,)),
                 run=(lambda op: op.pause_backfill(name)) if verb == "pause"
                 else (lambda op: op.resume_backfill(name)),
                 destructive=False,
@@ -209,14 +211,16 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
         if b is None or b.rate is None or b.state not in LIVE:
             return
         name = b.name
-        rate = min(MAX_RATE, max(0.01, round(b.rate * factor, 4)))
+        # Relative, applied by the operator API to the rate as it is when the change lands:
+        # a press never computes from a rate shown before the previous press took effect.
         self.console.propose(
             Plan(
                 verb="Speed up" if factor > 1 else "Slow down", noun="backfill", count=1,
-                ids=(name,), cli=cli("backfills", "rate", name, f"{rate:g}"),
-                run=lambda op: op.set_backfill_rate(name, rate),
+                ids=(name,), cli=command("backfills", "rate", args=(name, "…")),
+                run=lambda op: op.scale_backfill_rate(name, factor),
                 destructive=False,
                 report=_line,
+                cli_of=lambda info: command("backfills", "rate", args=(name, f"{info.rate:g}")),
             )
         )
 
@@ -234,7 +238,7 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
         self.console.propose(
             Plan(
                 verb="Cancel", noun="backfill run", count=1, ids=(name,),
-                cli=cli("backfills", "cancel", name, "--yes"),
+                cli=command("backfills", "cancel", args=(name,), options={"--yes": True}),
                 run=lambda op: op.cancel_backfill(name),
                 report=_line,
             )

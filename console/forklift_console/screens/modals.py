@@ -40,6 +40,8 @@ class Plan:
     destructive: bool = True
     #: Turns the API's result into the sentence shown when the action is done.
     report: Callable[[Any], str] | None = None
+    #: The CLI command that does what was done, when only the result tells (a relative change).
+    cli_of: Callable[[Any], str] | None = None
 
     @property
     def typed(self) -> bool:
