@@ -21,7 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
 from textual.timer import Timer
 
-from forklift._errors import ForkliftError
+from forklift import ForkliftError
 from forklift.ops import BulkReport, JobFilter
 from forklift_console.backend import CONNECTION_ERRORS, Backend
 from forklift_console.screens.audit import AuditScreen

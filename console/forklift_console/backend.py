@@ -15,10 +15,9 @@ from typing import TypeVar
 
 import psycopg
 
-from forklift._db import describe_target
-from forklift._errors import DatabaseUnavailable
-from forklift._session import shut_socket
+from forklift import DatabaseUnavailable
 from forklift.ops import Operator
+from forklift.ops.connect import describe_target
 
 T = TypeVar("T")
 
@@ -100,10 +99,7 @@ class Backend:
                 timer.cancel()
 
     def _cut_off(self) -> None:
-        # The operator's session, only if it has one open (asking for .conn would open one).
-        conn = getattr(self.operator, "_conn", None)
-        if conn is not None:
-            shut_socket(conn)
+        self.operator.abort()  # shuts the session's socket, if it has one; opens nothing
 
     def close(self) -> None:
         with contextlib.suppress(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rich.text import Text
 
-from forklift._batches import Batch
+from forklift import Batch
 
 #: glyph and style per batch state: the glyph and the word carry the meaning, colour decorates.
 STATES: dict[str, tuple[str, str]] = {

@@ -15,7 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from forklift._batches import Batch
+from forklift import Batch
 from forklift.ops import Operator
 from forklift.ops.batches import BatchDetail
 from forklift_console.batchview import mode_label, progress_bar, rate_label, state_text

@@ -19,8 +19,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from forklift._scrub import clean_display
 from forklift.ops import JobFilter, JobSummary, Operator
+from forklift.ops.display import clean_text
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import bulk_report, ids_cli
@@ -45,7 +45,7 @@ def normalise(message: str | None) -> str:
     ``user 41 not found`` and ``user 97 not found`` fall in one group."""
     if not message:
         return ""
-    text = _UUID.sub("<uuid>", clean_display(message))
+    text = _UUID.sub("<uuid>", clean_text(message))
     text = _HEX.sub("<hex>", text)
     text = _QUOTED.sub("<str>", text)
     text = _NUMBER.sub("<n>", text)

@@ -13,8 +13,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import ProgressBar, Static
 
-from forklift._errors import JobNotFound
-from forklift._job import LIVE_STATES, TERMINAL_STATES
+from forklift import LIVE_STATES, TERMINAL_STATES, JobNotFound
 from forklift.ops import ActionResult, Explanation, JobDetail, Operator
 from forklift_console.runbook import cli
 from forklift_console.screens.base import ConsoleScreen

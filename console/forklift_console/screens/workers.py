@@ -15,7 +15,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from forklift._errors import JobNotFound
+from forklift import JobNotFound
 from forklift.ops import JobSummary, Operator, Stats, WorkerInfo
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.overview import OverviewData, fetch_overview

@@ -13,8 +13,7 @@ from typing import ClassVar
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
-from forklift._errors import ForkliftError
-from forklift._job import STATES
+from forklift import STATES, ForkliftError
 from forklift.ops.filters import JobFilter
 
 QUALIFIERS = ("queue", "state", "kind", "tag", "batch", "id")

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from rich.text import Text
 
-from forklift._scrub import clean_display
+from forklift.ops.display import clean_text
 
 # glyph, word, style. Styles only decorate: the glyph and the word carry the meaning.
 JOB_STATES: Final[dict[str, tuple[str, str]]] = {
@@ -86,7 +86,7 @@ NONE: Final = "–"
 
 def plain(value: Any, *, limit: int | None = None) -> Text:
     """Untrusted text, safe to render: no control/ANSI/bidi characters, markup shown as typed."""
-    text = clean_display("" if value is None else str(value))
+    text = clean_text("" if value is None else str(value))
     if "\n" in text:
         text = text.replace("\r\n", "\n")
     if limit is not None and len(text) > limit:
@@ -96,7 +96,7 @@ def plain(value: Any, *, limit: int | None = None) -> Text:
 
 def one_line(value: Any, *, limit: int | None = None) -> Text:
     """Like :func:`plain`, folded onto one line (for table cells and summaries)."""
-    text = clean_display("" if value is None else str(value))
+    text = clean_text("" if value is None else str(value))
     return plain(" ".join(text.split()), limit=limit)
 
 
@@ -192,7 +192,7 @@ def stamp(at: datetime | str | None, now: datetime | None = None) -> str:
     if at is None:
         return NONE
     if isinstance(at, str):
-        return clean_display(at)
+        return clean_text(at)
     at = at.astimezone(UTC)
     if now is not None and at.date() == now.astimezone(UTC).date():
         return at.strftime("%H:%M:%S")
