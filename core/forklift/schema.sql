@@ -42,6 +42,7 @@ CREATE TABLE {s}.jobs (
     -- key values computed at enqueue ('name' || chr(31) || 'value'; the first is the partition);
     -- NULL unless the kind declares keys (forklift._flow)
     keys                text[],
+    traceparent         text,     -- W3C trace context of the enqueue (forklift.otel)
     CONSTRAINT jobs_state_known CHECK (
         state IN ('scheduled', 'available', 'running', 'retryable', 'completed', 'cancelled', 'dead')),
     CONSTRAINT jobs_finished_iff_terminal CHECK (

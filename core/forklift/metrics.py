@@ -1,0 +1,206 @@
+"""Prometheus metrics of a worker (extra ``metrics``: ``prometheus-client``).
+
+``forklift worker --metrics-port 9464`` serves ``/metrics``; an app that runs its own worker or
+web server calls :func:`enable` and exposes :data:`registry` itself (``asgi_app()`` for ASGI,
+``prometheus_client.generate_latest(registry)`` anywhere else). Importing this module changes
+nothing; a worker records metrics only when they were enabled before it started.
+
+Label values are bounded: no job ids, no payload values, and at most :data:`MAX_LABELS`
+distinct kinds and queues each (later ones are counted under ``other``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
+
+from forklift._errors import ConfigError
+
+if TYPE_CHECKING:
+    from forklift._worker.attempts import Running
+    from forklift._worker.settle import Outcome
+    from forklift._worker.worker import Worker
+
+MAX_LABELS = 100
+DEPTH_EVERY = 15.0  # seconds between the leader's queue depth samples
+
+#: forklift's metrics; mount it, or pass it to prometheus_client's exposition helpers.
+registry = CollectorRegistry(auto_describe=True)
+_enabled = False
+
+_DURATIONS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 1800, 3600)
+_SIZES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000)
+
+settled = Counter("forklift_jobs_settled", "Attempts settled by the worker, by outcome",
+                  ["queue", "kind", "outcome"], registry=registry)
+run_seconds = Histogram("forklift_job_run_seconds", "Attempt run time (start to outcome)",
+                        ["queue", "kind"], buckets=_DURATIONS, registry=registry)
+pickup_lag = Histogram("forklift_job_pickup_lag_seconds",
+                       "From available (due) to started", ["queue"], buckets=_DURATIONS,
+                       registry=registry)
+claim_size = Histogram("forklift_claim_batch_size", "Jobs taken by one claim",
+                       buckets=_SIZES, registry=registry)
+flush_size = Histogram("forklift_flush_size", "Outcomes written by one settle statement",
+                       buckets=_SIZES, registry=registry)
+depth = Gauge("forklift_queue_depth", "Jobs by queue and state (sampled by the leader)",
+              ["queue", "state"], registry=registry)
+
+
+class _Bounded:
+    """At most ``limit`` distinct label values; the rest become ``other``."""
+
+    def __init__(self, limit: int = MAX_LABELS) -> None:
+        self.limit = limit
+        self.seen: set[str] = set()
+        self.lock = threading.Lock()
+
+    def __call__(self, value: str) -> str:
+        if value in self.seen:
+            return value
+        with self.lock:
+            if len(self.seen) < self.limit:
+                self.seen.add(value)
+                return value
+        return "other"
+
+
+_kinds = _Bounded()
+_queues = _Bounded()
+
+
+class _WorkerCounters(Collector):
+    """Counters the worker keeps anyway (its stats), read at scrape time: free per job."""
+
+    def __init__(self) -> None:
+        self.workers: list[Worker] = []
+
+    def collect(self) -> Iterable[Any]:
+        fields = {
+            "stale_writes": ("forklift_stale_writes", "Outcome or progress writes the fence refused"),
+            "lease_lost": ("forklift_lease_renewals_lost", "Attempts whose lease was lost"),
+            "rescued": ("forklift_rescued_jobs", "Jobs rescued by this worker as leader"),
+            "claimed": ("forklift_claimed_jobs", "Jobs this worker claimed"),
+        }
+        for attr, (name, doc) in fields.items():
+            family = CounterMetricFamily(name, doc, labels=["worker"])
+            for w in self.workers:
+                family.add_metric([w.id], float(getattr(w.stats, attr)))
+            yield family
+        from forklift import hooks
+
+        calls = CounterMetricFamily("forklift_hook_problems", "Hook calls that raised, ran past"
+                                    " their bound, or were dropped (queue full)", labels=["problem"])
+        apps = {id(w.app): w.app for w in self.workers}
+        stats = [h.stats for h in (hooks.of(a) for a in apps.values()) if h is not None]
+        for problem in ("failures", "timeouts", "dropped"):
+            calls.add_metric([problem], float(sum(getattr(st, problem) for st in stats)))
+        yield calls
+
+
+_counters = _WorkerCounters()
+registry.register(_counters)
+
+
+def enable() -> None:
+    """Record metrics in every worker started from now on (in this process)."""
+    global _enabled
+    _enabled = True
+
+
+def enabled() -> bool:
+    return _enabled
+
+
+def serve(port: int, host: str = "0.0.0.0") -> None:
+    """Serve ``/metrics`` from :data:`registry` on ``host:port`` (a thread), and :func:`enable`.
+
+    A port that cannot be had fails here, at start, naming it.
+    """
+    from prometheus_client import start_http_server
+
+    try:
+        start_http_server(port, addr=host, registry=registry)
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        raise ConfigError(f"--metrics-port {port}: cannot listen on {host}:{port} ({why})",
+                          port=port) from None
+    enable()
+
+
+def asgi_app() -> Callable[..., Any]:
+    """An ASGI app serving :data:`registry` (mount it at ``/metrics``)."""
+    from prometheus_client import make_asgi_app
+
+    return make_asgi_app(registry=registry)
+
+
+# -- the worker's side ----------------------------------------------------------------------------
+def attach(worker: Worker) -> None:
+    """Record this worker's attempts, claims and flushes; sample depth while it leads."""
+    if not _enabled:
+        return
+    _counters.workers.append(worker)
+    started: dict[int, float] = {}
+    hooks = worker.attempts.hooks
+
+    def on_start(rec: Running) -> None:
+        started[rec.job.fence] = time.monotonic()
+        lag = rec.job.lag
+        if lag is not None:
+            pickup_lag.labels(_queues(rec.job.queue)).observe(max(0.0, lag))
+
+    def on_settle(rec: Running, outcome: Outcome) -> None:
+        q, k = _queues(rec.job.queue), _kinds(rec.job.kind)
+        settled.labels(q, k, outcome.next).inc()
+        began = started.pop(rec.job.fence, None)
+        if began is not None:
+            run_seconds.labels(q, k).observe(time.monotonic() - began)
+
+    hooks.on_start.append(on_start)
+    hooks.on_settle.append(on_settle)
+    hooks.on_claim.append(claim_size.observe)
+    hooks.on_flush.append(lambda written, refused: flush_size.observe(written))
+    if worker.lead:
+        worker.add_service(_depth_chore(worker))
+
+
+def _depth_chore(worker: Worker) -> Any:
+    from forklift._sqltext import render
+    from forklift._worker.maintenance.chore import Chore
+    from forklift.ops.stats import COUNTS_SQL
+
+    class QueueDepth(Chore):
+        """The leader samples depth by queue and state, one statement for every queue."""
+
+        name = "metrics-depth"
+
+        def every(self) -> float:
+            return DEPTH_EVERY
+
+        async def once(self) -> None:
+            async def sample(conn: Any) -> list[tuple[Any, ...]]:
+                cur = await conn.execute(render(COUNTS_SQL, self.w.schema))
+                return list(await cur.fetchall())
+
+            rows = await self.db.run(sample)
+            seen: set[tuple[str, str]] = set()
+            for queue, state, count, _ in rows:
+                key = (_queues(str(queue)), str(state))
+                seen.add(key)
+                depth.labels(*key).set(float(count))
+            for labels in _depth_labels():
+                if labels not in seen:
+                    depth.labels(*labels).set(0.0)  # emptied since the last sample
+
+    return QueueDepth(worker)
+
+
+def _depth_labels() -> list[tuple[str, str]]:
+    return [(str(s.labels["queue"]), str(s.labels["state"]))
+            for metric in depth.collect() for s in metric.samples]
