@@ -12,6 +12,7 @@ Lifecycle points
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import logging
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from forklift._context import JobContext, Progress
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.execute import progress_json, run_attempt, stopped
+from forklift.logs import job_fields
 
 if TYPE_CHECKING:
     from forklift._worker.worker import Worker
@@ -44,6 +46,8 @@ class Running:
     finished: bool = False
     lost: bool = False  # the lease is gone: nothing more may be written for this attempt
     released: bool = False  # the drain wrote its outcome; whatever the thread returns is moot
+    #: The context the attempt's task runs in (a start hook may set one, e.g. a trace span).
+    context: contextvars.Context | None = None
 
 
 @dataclass
@@ -52,6 +56,9 @@ class Hooks:
 
     on_start: list[Callable[[Running], None]] = field(default_factory=list)
     on_settle: list[Callable[[Running, settle.Outcome], None]] = field(default_factory=list)
+    #: jobs taken by one claim; (outcomes written, refused by the fence) per settle statement
+    on_claim: list[Callable[[int], None]] = field(default_factory=list)
+    on_flush: list[Callable[[int, int], None]] = field(default_factory=list)
 
 
 class Attempts:
@@ -82,7 +89,7 @@ class Attempts:
                 hook(rec)
         rec.task = asyncio.create_task(
             run_attempt(job, kind, ctx, w._executor, w.app.payload_limit),
-            name=f"job-{job.id}",
+            name=f"job-{job.id}", context=rec.context,
         )
         rec.task.add_done_callback(functools.partial(self._finished, rec))
         if kind is not None and kind.timeout:
@@ -110,7 +117,7 @@ class Attempts:
         self.w.stats.lease_lost += 1
         log.warning(
             "job %s (fence %s): lease lost, %s; cancelling its handler, nothing will be written",
-            rec.job.id, rec.job.fence, why,
+            rec.job.id, rec.job.fence, why, extra=job_fields(rec.job),
         )
         self.interrupt(rec, "lease_lost")  # a no-op when it was already told to stop
 
@@ -140,7 +147,8 @@ class Attempts:
             if rec.ctx.cancel_reason is not None and not w._closing:
                 outcome = stopped(rec.job, rec.ctx, rec.kind)
         elif (exc := task.exception()) is not None:
-            log.error("internal error running job %s", rec.job.id, exc_info=exc)
+            log.error("internal error running job %s", rec.job.id, exc_info=exc,
+                      extra=job_fields(rec.job))
         else:
             outcome = task.result()
         if rec.released:

@@ -86,14 +86,20 @@ class Completer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
+            refused = 0
             for o in batch:
                 w._held.pop(o.fence, None)
                 if o.fence not in accepted:
+                    refused += 1
                     w.stats.stale_writes += 1
                     log.warning(
                         "job %s: outcome %s refused (fence %s is stale: the lease was lost)",
                         o.job_id, o.next, o.fence,
+                        extra={"job_id": o.job_id, "fence": o.fence, "state": o.next},
                     )
+            if w.attempts.hooks.on_flush:
+                for hook in w.attempts.hooks.on_flush:
+                    hook(len(batch), refused)
             w.producer.slot_free.set()  # the claimer may have been waiting for the flush
         return True
 
@@ -133,7 +139,7 @@ class Completer:
         write: Callable[[list[settle.Outcome]], Awaitable[dict[int, str]]],
     ) -> dict[int, str]:
         log.error("job %s: outcome %s could not be stored (%s); recording internal_error",
-                  o.job_id, o.next, why(exc))
+                  o.job_id, o.next, why(exc), extra={"job_id": o.job_id, "fence": o.fence})
         attempt = o.error.get("attempt", 0) if o.error else 0
         entry = error_entry(
             None, code="internal_error", attempt=int(attempt), worker_id=self.w.id,
@@ -148,5 +154,6 @@ class Completer:
             raise
         except Exception as again:
             log.error("job %s: not even that could be stored (%s); it will be rescued when its"
-                      " lease expires", o.job_id, why(again))
+                      " lease expires", o.job_id, why(again),
+                      extra={"job_id": o.job_id, "fence": o.fence})
             return {}

@@ -28,6 +28,7 @@ from forklift._worker import claim as claims
 from forklift._worker import registry
 from forklift._worker.execute import stopped
 from forklift._worker.util import why
+from forklift.logs import job_fields
 
 if TYPE_CHECKING:
     from forklift._worker.worker import Worker
@@ -86,7 +87,8 @@ class DrainCoordinator:
             outcome = stopped(rec.job, rec.ctx, rec.kind, abandoned=True)
             rec.released = True
             if outcome is not None:
-                log.warning("job %s: handler ignored the drain; abandoning it", rec.job.id)
+                log.warning("job %s: handler ignored the drain; abandoning it", rec.job.id,
+                            extra=job_fields(rec.job))
                 if outcome.next in ("retryable", "scheduled"):
                     outcome.delay = max(outcome.delay, w.release_hold)
                 w.completer.outcomes.append(outcome)

@@ -7,6 +7,7 @@ the worker's own cancellation, becomes an outcome with a failure code.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 from concurrent.futures import Executor
 from typing import Any
@@ -114,7 +115,10 @@ async def run_attempt(
             value = await kind.fn(ctx, payload)
         else:
             loop = asyncio.get_running_loop()
-            value = await loop.run_in_executor(executor, kind.fn, ctx, payload)
+            # In a copy of the attempt's context, as asyncio.to_thread does: what a start
+            # hook set (a trace span) is current in the handler's thread too.
+            value = await loop.run_in_executor(
+                executor, contextvars.copy_context().run, kind.fn, ctx, payload)
         try:
             if value is None and kind.result.accepts_none:
                 text = "null"  # what the three steps below make of None, without them

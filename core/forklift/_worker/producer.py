@@ -28,6 +28,7 @@ from forklift._session import DB_ERRORS
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.util import why
+from forklift.logs import job_fields
 
 if TYPE_CHECKING:
     from forklift._worker.worker import Worker
@@ -109,6 +110,9 @@ class Producer:
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.05
+            if w.attempts.hooks.on_claim:
+                for hook in w.attempts.hooks.on_claim:
+                    hook(len(got))
             for job in got:
                 self._hold(job, sent + w.lease)
             self.fill()
@@ -156,7 +160,8 @@ class Producer:
                 w._held.pop(entry.job.fence, None)
                 w.stats.lease_lost += 1
                 log.warning("job %s (fence %s): its lease ran out while it waited to start;"
-                            " not starting it", entry.job.id, entry.job.fence)
+                            " not starting it", entry.job.id, entry.job.fence,
+                            extra=job_fields(entry.job))
                 continue
             w.attempts.start(entry.job, entry.lease_deadline)
 
@@ -176,7 +181,7 @@ class Producer:
         self.w._held.pop(entry.job.fence, None)
         self.w.stats.lease_lost += 1
         log.warning("job %s (fence %s): lease lost before it started, %s; not starting it",
-                    entry.job.id, entry.job.fence, reason)
+                    entry.job.id, entry.job.fence, reason, extra=job_fields(entry.job))
 
     def cancel(self, entry: Waiting) -> None:
         """An operator cancelled a buffered job: settle it cancelled, without running it."""

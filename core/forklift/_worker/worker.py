@@ -183,6 +183,9 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._dsn = self.app.dsn
         await asyncio.to_thread(self._check_schema)
+        from forklift import _integrations
+
+        _integrations.attach(self)  # logs, hooks, tracing, metrics: only what is in use
         beat_timeout = max(1.0, min(5.0, self.lease / 3))
         self._claim_db = self.session("claim")
         self._settle_db = self.session("complete")
