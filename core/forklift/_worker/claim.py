@@ -70,7 +70,7 @@ SET state = 'running', attempt = t.attempt + 1, attempted_at = now(), worker_id 
     cancel_requested_at = NULL
 WHERE t.id = ANY (ARRAY(SELECT c.id FROM c))
 RETURNING t.id, t.queue, t.kind, t.args, t.attempt, t.max_attempts, t.fence, t.retry, t.meta,
-          t.batch_id, t.priority"""
+          t.batch_id, t.priority, t.traceparent, extract(epoch FROM now() - t.run_at)::float8"""
 
 
 def compose(clauses: tuple[Clause, ...] = (), *, locked: bool) -> str:
@@ -102,7 +102,8 @@ WITH q AS (
 )
 SELECT * FROM u
 UNION ALL
-(SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM q WHERE q.limited LIMIT 1)
+(SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+ FROM q WHERE q.limited LIMIT 1)
 """
 
 
@@ -142,6 +143,10 @@ class Claimed:
     meta: dict[str, Any]
     batch_id: int | None
     priority: int
+    #: W3C trace context of the enqueue that made the job (migration 0010), if it was traced
+    traceparent: str | None = None
+    #: seconds from when the job was due (run_at) to this claim, by the server's clock
+    lag: float | None = None
 
 
 class ClaimStatement:
