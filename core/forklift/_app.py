@@ -278,6 +278,14 @@ class Forklift:
 
         return attach
 
+    # -- hooks ------------------------------------------------------------------------------
+    def on(self, event: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """Call ``fn(event)`` on ``"enqueue"``, ``"start"``, ``"settle"`` or ``"dead"``, off the
+        job's path and bounded (see :mod:`forklift.hooks`); sync or async. Returns ``fn``."""
+        from forklift import hooks
+
+        return hooks.register(self, event, fn)
+
     # -- enqueueing by name -----------------------------------------------------------------
     def enqueue(self, kind: str, args: Any, **options: Any) -> Job:
         """Enqueue by kind name (validates against the declared kind)."""

@@ -94,6 +94,9 @@ COPY_SQL = (
     "COPY {s}.jobs (queue, kind, args, state, priority, max_attempts, run_at, meta, retry,"
     " batch_id, batch_index) FROM STDIN"
 )
+# Traced targets (forklift.otel) carry their producer span's traceparent; untraced ones never
+# send the column.
+COPY_TRACED_SQL = COPY_SQL.replace("batch_index)", "batch_index, traceparent)")
 GET_SQL = "SELECT " + BATCH_COLUMNS + " FROM {s}.batches WHERE id = %s"
 # Finished batches past their TTL; their targets are then ordinary finished jobs for retention.
 PRUNE_SQL = """
@@ -111,6 +114,7 @@ class _Target:
     priority: int
     max_attempts: int
     retry: str | None
+    traceparent: str | None = None
 
 
 @dataclass(frozen=True)
@@ -220,7 +224,8 @@ def prepare(
         key=key,
         mode=mode,  # type: ignore[arg-type]  # checked above
         max_parallel=max_parallel,
-        targets=[_Target(r.queue, r.args, r.priority, r.max_attempts, r.retry) for r in rows],
+        targets=[_Target(r.queue, r.args, r.priority, r.max_attempts, r.retry, r.traceparent)
+                 for r in rows],
         meta=meta_text,
         on_complete=_callback_spec(app, on_complete, "on_complete"),
         on_success=_callback_spec(app, on_success, "on_success"),
@@ -294,7 +299,11 @@ def submit_steps(plan: _Plan) -> Steps[tuple[Batch, bool]]:
         )
         for i, t in enumerate(plan.targets)
     ]
-    yield Copy(render(COPY_SQL, s), records)
+    if any(t.traceparent for t in plan.targets):
+        traced = [(*r, t.traceparent) for r, t in zip(records, plan.targets, strict=True)]
+        yield Copy(render(COPY_TRACED_SQL, s), traced)
+    else:
+        yield Copy(render(COPY_SQL, s), records)
     return batch, False
 
 

@@ -28,9 +28,9 @@ ON_CONFLICT: Final[tuple[OnConflict, ...]] = ("return_existing", "replace", "rai
 
 _INSERT = (
     "INSERT INTO {s}.jobs AS j (queue, kind, args, state, priority, max_attempts, run_at,"
-    " unique_key, tags, meta, retry)"
+    " unique_key, tags, meta, retry, traceparent)"
     " SELECT %s, %s, %s::jsonb, CASE WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
-    " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb"
+    " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb, %s"
     " FROM (SELECT coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)) AS r) t"
 )
 # A fresh job without a unique key: the server decides only its id, state, run_at and
@@ -39,8 +39,9 @@ _INSERT = (
 # cost more than a third of a single enqueue's time on the client.
 _FRESH = " RETURNING id, state, run_at, created_at"
 INSERT_NOW_SQL = (
-    "INSERT INTO {s}.jobs (queue, kind, args, priority, max_attempts, tags, meta, retry)"
-    " VALUES (%s, %s, %s::jsonb, %s, %s, %s::text[], %s::jsonb, %s::jsonb)" + _FRESH
+    "INSERT INTO {s}.jobs (queue, kind, args, priority, max_attempts, tags, meta, retry,"
+    " traceparent) VALUES (%s, %s, %s::jsonb, %s, %s, %s::text[], %s::jsonb, %s::jsonb, %s)"
+    + _FRESH
 )
 INSERT_TIMED_SQL = _INSERT + _FRESH
 _ON_KEY = (
@@ -82,18 +83,20 @@ BULK_IDS_SQL = (
 # a row on the client and again on the server.
 COPY_DEFAULTS: dict[str, Any] = {
     "priority": 0, "max_attempts": 20, "unique_key": None, "tags": [], "meta": "{}", "retry": None,
+    "traceparent": None,  # untraced (no tracer provider): never sent
 }
 # Bulk with unique keys: ids are preallocated here too, so each row's id is known whatever
 # order RETURNING uses; a row that conflicted is then looked up by its key.
 BULK_UNIQUE_SQL = (
     "INSERT INTO {s}.jobs (id, queue, kind, args, state, priority, max_attempts, run_at,"
-    " unique_key, tags, meta, retry)"
+    " unique_key, tags, meta, retry, traceparent)"
     " SELECT u.id, u.queue, u.kind, u.args,"
     " CASE WHEN u.run_at > now() THEN 'scheduled' ELSE 'available' END,"
     " u.priority, u.max_attempts, u.run_at, u.unique_key, string_to_array(u.tags, chr(31)),"
-    " u.meta, u.retry FROM unnest(%s::int8[], %s::text[], %s::text[], %s::jsonb[], %s::int2[],"
-    " %s::int4[], %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[])"
-    " AS u(id, queue, kind, args, priority, max_attempts, run_at, unique_key, tags, meta, retry)"
+    " u.meta, u.retry, u.traceparent FROM unnest(%s::int8[], %s::text[], %s::text[], %s::jsonb[],"
+    " %s::int2[], %s::int4[], %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[],"
+    " %s::text[]) AS u(id, queue, kind, args, priority, max_attempts, run_at, unique_key, tags,"
+    " meta, retry, traceparent)"
     + _ON_KEY + " DO NOTHING RETURNING id"
 )
 BULK_EXISTING_SQL = (
@@ -120,6 +123,7 @@ class Row:
     tags: list[str]
     meta: str
     retry: str | None
+    traceparent: str | None = None  # the enqueue's producer span (forklift.otel), if traced
 
     @classmethod
     def many(cls, fields: dict[str, Any], payloads: Iterable[str]) -> list[Row]:
@@ -148,6 +152,7 @@ class Row:
             self.tags,
             self.meta,
             self.retry,
+            self.traceparent,
             self.at,
             self.delay,
         )
@@ -192,7 +197,7 @@ def _conflict(row: Row) -> UniqueConflict:
 def _fresh_insert(row: Row) -> tuple[str, tuple[Any, ...]]:
     if row.at is None and not row.delay:
         return INSERT_NOW_SQL, (row.queue, row.kind, row.args, row.priority, row.max_attempts,
-                                row.tags, row.meta, row.retry)
+                                row.tags, row.meta, row.retry, row.traceparent)
     return INSERT_TIMED_SQL, row.params()
 
 
@@ -261,7 +266,7 @@ def _copy_rows(ids: list[int], rows: list[Row], extra: list[str], now: datetime)
     if not extra:
         return ((i, r.queue, r.kind, r.args) for i, r in zip(ids, rows, strict=True))
     positions = {"state": 4, "priority": 5, "max_attempts": 6, "run_at": 7, "unique_key": 8,
-                 "tags": 9, "meta": 10, "retry": 11}
+                 "tags": 9, "meta": 10, "retry": 11, "traceparent": 12}
     picks = [positions[c] for c in extra]
 
     def record(job_id: int, row: Row) -> tuple[Any, ...]:
@@ -289,6 +294,7 @@ def _copy_record(job_id: int, row: Row, now: datetime) -> tuple[Any, ...]:
         row.tags,
         row.meta,
         row.retry,
+        row.traceparent,
     )
 
 

@@ -10,6 +10,8 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_type_hints
 
 from forklift import _enqueue as _enq
+from forklift import hooks as _hooks
+from forklift import otel as _otel
 from forklift._errors import ConfigError, InvalidOption
 from forklift._job import Job
 from forklift._names import check_name, check_tags
@@ -149,7 +151,10 @@ class JobKind(Generic[P, R]):
         ``options`` are :meth:`_row_options`'s.
         """
         text = self._payload_text(args)
-        return _enq.Row(args=text, **self._row_options(**options))
+        fields = self._row_options(**options)
+        if _otel.tracer() is not None:  # a producer span, its traceparent on the row
+            fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"])
+        return _enq.Row(args=text, **fields)
 
     def _payload_text(self, args: P | dict[str, Any]) -> str:
         """The payload validated and serialised as it is stored."""
@@ -205,6 +210,8 @@ class JobKind(Generic[P, R]):
         if not items:
             return []
         fields = self._row_options(**options)
+        if _otel.tracer() is not None:  # one producer span for the bulk, on every row
+            fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"], bulk=True)
         return _enq.Row.many(fields, map(self._payload_text, items))
 
     # -- enqueueing -------------------------------------------------------------------------------
@@ -223,7 +230,10 @@ class JobKind(Generic[P, R]):
         """
         steps = _enq.one_steps(self.app.schema, self.row(args, **options),
                                _enq.check_on_conflict(on_conflict))
-        return self.app._run(steps, conn)
+        job: Job = self.app._run(steps, conn)
+        if _hooks.of(self.app) is not None:
+            _hooks.emit_enqueued(self.app, job)
+        return job
 
     async def enqueue_async(
         self,
@@ -236,7 +246,10 @@ class JobKind(Generic[P, R]):
         """:meth:`enqueue` for asyncio."""
         steps = _enq.one_steps(self.app.schema, self.row(args, **options),
                                _enq.check_on_conflict(on_conflict))
-        return await self.app._run_async(steps, conn)
+        job: Job = await self.app._run_async(steps, conn)
+        if _hooks.of(self.app) is not None:
+            _hooks.emit_enqueued(self.app, job)
+        return job
 
     def enqueue_many(
         self,
