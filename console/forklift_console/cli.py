@@ -7,7 +7,6 @@ The CLI never writes SQL: it calls the operator API in core.
 from __future__ import annotations
 
 import json
-import logging
 from typing import Annotated
 
 import typer
@@ -66,15 +65,19 @@ def worker(
     poll_interval: Annotated[float, typer.Option(min=0.01, help="Poll backstop seconds.")] = 1.0,
     dsn: Dsn = None,
     log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
+    log_format: Annotated[str, typer.Option(
+        help="Log lines as text, or json: one JSON object a line (forklift.logs).")] = "text",
+    metrics_port: Annotated[int | None, typer.Option(
+        min=1, max=65535, help="Serve Prometheus /metrics on this port (extra metrics).")] = None,
 ) -> None:
     """Run jobs: claim, execute, retry, until SIGTERM (drain) or a second signal (skip the wait)."""
-    from forklift import Worker, run_worker
+    from forklift import Worker, logs, run_worker
     from forklift.ops.apps import load_app
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
     with handled():
+        logs.configure(format=log_format, level=log_level)  # type: ignore[arg-type]
+        if metrics_port is not None:
+            _serve_metrics(metrics_port)
         target = load_app(app_spec)
         if dsn:
             target.use(dsn)
@@ -88,6 +91,17 @@ def worker(
             poll_interval=poll_interval,
         )
     raise typer.Exit(run_worker(w))
+
+
+def _serve_metrics(port: int) -> None:
+    from forklift import ConfigError
+
+    try:
+        from forklift import metrics
+    except ImportError as exc:
+        raise ConfigError(f"--metrics-port needs the metrics extra (pip install"
+                          f" 'forklift[metrics]'): {exc}") from None
+    metrics.serve(port)
 
 
 # -- migrate -----------------------------------------------------------------------------------
