@@ -86,7 +86,8 @@ def _worker(procs: Procs, dsn: str) -> None:
         "--app", "forklift.django.worker:app", "--queues", "default,emails",
         "--concurrency", "2", "--lease", "5",
         env={"DJANGO_SETTINGS_MODULE": "tdsite.settings", "FORKLIFT_DJANGO_TEST_DSN": dsn,
-             "SHOP_MAX_ATTEMPTS": "1", "PYTHONPATH": str(PROJECT)},
+             "SHOP_MAX_ATTEMPTS": "1",
+             "PYTHONPATH": os.pathsep.join(filter(None, [str(PROJECT), os.environ.get("PYTHONPATH")]))},
         cwd=PROJECT,
     )
 
