@@ -115,3 +115,24 @@ def test_a_bad_hook_is_refused_at_registration() -> None:
         app.on("finish", print)
     with pytest.raises(ConfigError, match="callable"):
         app.on("settle", "print")  # type: ignore[arg-type]
+
+
+def test_the_enqueue_hook_sees_the_job_and_an_app_without_hooks_pays_nothing(dsn: str) -> None:
+    app = _app()
+    app.use(dsn)
+    bare = _app()
+    bare.use(dsn)
+    seen: list[hooks.HookEvent] = []
+    app.on("enqueue", seen.append)
+    job = app.enqueue("h.ok", {})
+    with psycopg.connect(dsn) as tx:
+        inside = app.kind("h.ok").enqueue({}, conn=tx)
+    bare.enqueue("h.ok", {})
+    h = hooks.of(app)
+    assert h is not None and h.wait_idle(10)
+    assert [(e.event, e.job_id, e.kind, e.state) for e in seen] == [
+        ("enqueue", job.id, "h.ok", "available"), ("enqueue", inside.id, "h.ok", "available")]
+    assert seen[0].job == job
+    assert hooks.of(bare) is None  # nothing registered: no queue, no thread, no event
+    app.close()
+    bare.close()
