@@ -62,11 +62,11 @@ def test_the_copy_defaults_are_the_tables(conn: psycopg.Connection[Any]) -> None
     ).fetchall())
     expected = {
         "priority": "0", "max_attempts": "20", "unique_key": None,
-        "tags": "'{}'::text[]", "meta": "'{}'::jsonb", "retry": None,
+        "tags": "'{}'::text[]", "meta": "'{}'::jsonb", "retry": None, "traceparent": None,
     }
     assert {c: got[c] for c in COPY_DEFAULTS} == expected
     assert COPY_DEFAULTS == {"priority": 0, "max_attempts": 20, "unique_key": None, "tags": [],
-                             "meta": "{}", "retry": None}
+                             "meta": "{}", "retry": None, "traceparent": None}
     assert got["state"] == "'available'::text" and got["run_at"] == "now()"
 
 
