@@ -71,10 +71,16 @@ def _version() -> str:
     return __version__
 
 
-def _propagator() -> Any:
-    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+_PROPAGATOR: Any = None
 
-    return TraceContextTextMapPropagator()
+
+def _propagator() -> Any:
+    global _PROPAGATOR
+    if _PROPAGATOR is None:
+        from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+        _PROPAGATOR = TraceContextTextMapPropagator()
+    return _PROPAGATOR
 
 
 # -- enqueue ---------------------------------------------------------------------------------------

@@ -67,6 +67,41 @@ def _round(dsn: str, jobs: int, traced: bool) -> dict[str, float]:
     return out
 
 
+def _span_work(n: int) -> tuple[float, float]:
+    """The tracing work alone, per job, without a database: a producer span (start, inject,
+    end) and a consumer span (extract, start with a link, make current in a context, end)."""
+    import contextvars
+
+    from opentelemetry import context as otel_context
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from opentelemetry.trace import Link, SpanKind
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    otel.use(provider)
+    t = time.perf_counter()
+    parents = [otel.enqueue_traceparent("bench.noop", "default") for _ in range(n)]
+    produce = (time.perf_counter() - t) / n
+    tracer = otel.tracer()
+    propagator = otel._propagator()
+    t = time.perf_counter()
+    for tp in parents:
+        parent = propagator.extract({"traceparent": tp})
+        linked = trace.get_current_span(parent).get_span_context()
+        span = tracer.start_span("process default", context=parent, kind=SpanKind.CONSUMER,
+                                 links=[Link(linked)], attributes={"messaging.system": "forklift"})
+        ctx = contextvars.copy_context()
+        ctx.run(otel_context.attach, trace.set_span_in_context(span))
+        span.set_attribute("forklift.job.outcome", "completed")
+        span.end()
+    consume = (time.perf_counter() - t) / n
+    otel.reset()
+    return produce, consume
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dsn", required=True)
@@ -80,6 +115,9 @@ def main() -> None:
         print(f"{key:24} {off[key] * 1e6:10.1f}us {on[key] * 1e6:10.1f}us"
               f" {(on[key] - off[key]) * 1e6:8.1f}us")
     print(f"spans exported: {on['spans']:.0f}")
+    produce, consume = _span_work(args.jobs)
+    print(f"tracing work alone: producer span {produce * 1e6:.1f}us,"
+          f" consumer span {consume * 1e6:.1f}us a job")
 
 
 if __name__ == "__main__":
