@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from forklift._batch import Batch, BatchLimits
     from forklift._context import JobContext
     from forklift._cron import Policy, Schedule
+    from forklift._flow.keys import Key, Rate
     from forklift._flow.locks import Lock
 
 __all__ = ["DEFAULT_PAYLOAD_LIMIT", "DEFAULT_POOL_SIZE", "Forklift", "JobKind"]
@@ -150,6 +151,8 @@ class Forklift:
         failure_codes: Sequence[str] = (),
         errors: ErrorsMode = "full",
         extra: Extra = "forbid",
+        concurrency: Sequence[Key] | None = None,
+        rate: Rate | None = None,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -166,6 +169,8 @@ class Forklift:
         failure_codes: Sequence[str] = (),
         errors: ErrorsMode = "full",
         extra: Extra = "forbid",
+        concurrency: Sequence[Key] | None = None,
+        rate: Rate | None = None,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -173,6 +178,8 @@ class Forklift:
         pydantic model or any type pydantic validates) is enforced at enqueue and at run time,
         and so is the return annotation for the result. ``extra="ignore"`` drops payload
         fields the type does not declare instead of refusing them at enqueue.
+        ``concurrency=[Key(...)]`` and ``rate=Rate(...)``: limits across the fleet, per key
+        value (README, "Flow control").
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -193,6 +200,8 @@ class Forklift:
                 failure_codes=failure_codes,
                 errors=errors,
                 extra=extra,
+                concurrency=concurrency,
+                rate=rate,
             )
             self.kinds[kind_name] = kind
             return kind

@@ -28,9 +28,9 @@ ON_CONFLICT: Final[tuple[OnConflict, ...]] = ("return_existing", "replace", "rai
 
 _INSERT = (
     "INSERT INTO {s}.jobs AS j (queue, kind, args, state, priority, max_attempts, run_at,"
-    " unique_key, tags, meta, retry, traceparent)"
+    " unique_key, tags, meta, retry, traceparent, keys)"
     " SELECT %s, %s, %s::jsonb, CASE WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
-    " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb, %s"
+    " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb, %s, %s::text[]"
     " FROM (SELECT coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)) AS r) t"
 )
 # A fresh job without a unique key: the server decides only its id, state, run_at and
@@ -56,7 +56,8 @@ INSERT_UNIQUE_SQL = _INSERT + _ON_KEY + " DO NOTHING RETURNING " + JOB_COLUMNS +
 # that becomes available is announced here.
 REPLACE_UNIQUE_SQL = (
     "WITH r AS (" + _INSERT + _ON_KEY + " DO UPDATE SET args = excluded.args,"
-    " priority = excluded.priority, run_at = excluded.run_at, state = excluded.state"
+    " priority = excluded.priority, run_at = excluded.run_at, state = excluded.state,"
+    " keys = excluded.keys"
     " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh)"
     " SELECT r.* FROM r LEFT JOIN LATERAL (SELECT pg_notify({channel}, r.queue)"
     " WHERE NOT r.fresh AND r.state = 'available') n ON true"
@@ -84,19 +85,21 @@ BULK_IDS_SQL = (
 COPY_DEFAULTS: dict[str, Any] = {
     "priority": 0, "max_attempts": 20, "unique_key": None, "tags": [], "meta": "{}", "retry": None,
     "traceparent": None,  # untraced (no tracer provider): never sent
+    "keys": None,  # a kind without keys (forklift._flow.keys)
 }
 # Bulk with unique keys: ids are preallocated here too, so each row's id is known whatever
 # order RETURNING uses; a row that conflicted is then looked up by its key.
 BULK_UNIQUE_SQL = (
     "INSERT INTO {s}.jobs (id, queue, kind, args, state, priority, max_attempts, run_at,"
-    " unique_key, tags, meta, retry, traceparent)"
+    " unique_key, tags, meta, retry, traceparent, keys)"
     " SELECT u.id, u.queue, u.kind, u.args,"
     " CASE WHEN u.run_at > now() THEN 'scheduled' ELSE 'available' END,"
     " u.priority, u.max_attempts, u.run_at, u.unique_key, string_to_array(u.tags, chr(31)),"
-    " u.meta, u.retry, u.traceparent FROM unnest(%s::int8[], %s::text[], %s::text[], %s::jsonb[],"
+    " u.meta, u.retry, u.traceparent, string_to_array(u.keys, chr(30))"
+    " FROM unnest(%s::int8[], %s::text[], %s::text[], %s::jsonb[],"
     " %s::int2[], %s::int4[], %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[],"
-    " %s::text[]) AS u(id, queue, kind, args, priority, max_attempts, run_at, unique_key, tags,"
-    " meta, retry, traceparent)"
+    " %s::text[], %s::text[]) AS u(id, queue, kind, args, priority, max_attempts, run_at,"
+    " unique_key, tags, meta, retry, traceparent, keys)"
     + _ON_KEY + " DO NOTHING RETURNING id"
 )
 BULK_EXISTING_SQL = (
@@ -124,6 +127,8 @@ class Row:
     meta: str
     retry: str | None
     traceparent: str | None = None  # the enqueue's producer span (forklift.otel), if traced
+    #: Key values (forklift._flow.keys), computed from the payload; None for unkeyed kinds.
+    keys: list[str] | None = None
 
     @classmethod
     def many(cls, fields: dict[str, Any], payloads: Iterable[str]) -> list[Row]:
@@ -141,6 +146,20 @@ class Row:
             out.append(row)
         return out
 
+    @classmethod
+    def many_keyed(cls, fields: dict[str, Any], items: Iterable[tuple[str, list[str]]]
+                   ) -> list[Row]:
+        """:meth:`many` for a keyed kind: each row's (payload, key values)."""
+        base = {**fields, "args": "", "keys": None}
+        out = []
+        for text, keys in items:
+            row = object.__new__(cls)
+            row.__dict__.update(base)
+            row.__dict__["args"] = text
+            row.__dict__["keys"] = keys
+            out.append(row)
+        return out
+
     def params(self) -> tuple[Any, ...]:
         return (
             self.queue,
@@ -153,6 +172,7 @@ class Row:
             self.meta,
             self.retry,
             self.traceparent,
+            self.keys,
             self.at,
             self.delay,
         )
@@ -195,7 +215,7 @@ def _conflict(row: Row) -> UniqueConflict:
 
 
 def _fresh_insert(row: Row) -> tuple[str, tuple[Any, ...]]:
-    if row.at is None and not row.delay:
+    if row.at is None and not row.delay and row.keys is None:
         return INSERT_NOW_SQL, (row.queue, row.kind, row.args, row.priority, row.max_attempts,
                                 row.tags, row.meta, row.retry, row.traceparent)
     return INSERT_TIMED_SQL, row.params()
@@ -266,7 +286,7 @@ def _copy_rows(ids: list[int], rows: list[Row], extra: list[str], now: datetime)
     if not extra:
         return ((i, r.queue, r.kind, r.args) for i, r in zip(ids, rows, strict=True))
     positions = {"state": 4, "priority": 5, "max_attempts": 6, "run_at": 7, "unique_key": 8,
-                 "tags": 9, "meta": 10, "retry": 11, "traceparent": 12}
+                 "tags": 9, "meta": 10, "retry": 11, "traceparent": 12, "keys": 13}
     picks = [positions[c] for c in extra]
 
     def record(job_id: int, row: Row) -> tuple[Any, ...]:
@@ -295,6 +315,7 @@ def _copy_record(job_id: int, row: Row, now: datetime) -> tuple[Any, ...]:
         row.meta,
         row.retry,
         row.traceparent,
+        row.keys,
     )
 
 
@@ -316,6 +337,7 @@ class _UniqueBulk:
         recs = [_copy_record(self.ids[k], self.rows[k], self.now) for k in self.todo]
         columns = list(zip(*recs, strict=True))
         columns[9] = tuple("\x1f".join(tags) for tags in columns[9])
+        columns[13] = tuple(None if keys is None else "\x1e".join(keys) for keys in columns[13])
         return tuple(list(c) for c in columns[:4] + columns[5:])  # every column but state
 
     def inserted(self, got: list[tuple[Any, ...]]) -> None:

@@ -13,6 +13,7 @@ from forklift import _enqueue as _enq
 from forklift import hooks as _hooks
 from forklift import otel as _otel
 from forklift._errors import ConfigError, InvalidOption
+from forklift._flow import keys as _keys
 from forklift._job import Job
 from forklift._names import check_name, check_tags
 from forklift._payload import Codec, to_json_text
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
     from forklift._app import Forklift
     from forklift._context import JobContext
+    from forklift._flow.keys import Key, Rate
 
 __all__ = ["ErrorsMode", "Extra", "JobKind"]
 
@@ -104,6 +106,8 @@ class JobKind(Generic[P, R]):
         failure_codes: Sequence[str],
         errors: ErrorsMode,
         extra: Extra = "forbid",
+        concurrency: Sequence[Key] | None = None,
+        rate: Rate | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -123,6 +127,8 @@ class JobKind(Generic[P, R]):
             if code in _RESERVED_CODES:
                 raise ConfigError(f"failure code {code!r} of {name} is reserved for forklift")
         self.failure_codes = frozenset(failure_codes)
+        #: The kind's keys (forklift._flow.keys), or None: its jobs then carry no key values.
+        self.flow = _keys.declare(self.name, concurrency, rate)
         self.is_async = inspect.iscoroutinefunction(fn)
         params = _handler_params(fn, name)
         try:
@@ -150,8 +156,14 @@ class JobKind(Generic[P, R]):
 
         ``options`` are :meth:`_row_options`'s.
         """
-        text = self._payload_text(args)
+        keys = None
+        if self.flow is not None:
+            text, keys = self._keyed_payload(args)
+        else:
+            text = self._payload_text(args)
         fields = self._row_options(**options)
+        if keys is not None:
+            fields["keys"] = keys
         if _otel.tracer() is not None:  # a producer span, its traceparent on the row
             fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"])
         return _enq.Row(args=text, **fields)
@@ -160,6 +172,13 @@ class JobKind(Generic[P, R]):
         """The payload validated and serialised as it is stored."""
         value = self.payload.validate(args, kind=self.name, forbid_unknown=self.extra == "forbid")
         return self.payload.to_text(value, kind=self.name, limit=self.app.payload_limit)
+
+    def _keyed_payload(self, args: P | dict[str, Any]) -> tuple[str, list[str]]:
+        """The stored payload and its key values (computed from the validated payload)."""
+        assert self.flow is not None
+        value = self.payload.validate(args, kind=self.name, forbid_unknown=self.extra == "forbid")
+        keys = self.flow.values(value)
+        return self.payload.to_text(value, kind=self.name, limit=self.app.payload_limit), keys
 
     def _row_options(
         self,
@@ -212,6 +231,8 @@ class JobKind(Generic[P, R]):
         fields = self._row_options(**options)
         if _otel.tracer() is not None:  # one producer span for the bulk, on every row
             fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"], bulk=True)
+        if self.flow is not None:
+            return _enq.Row.many_keyed(fields, map(self._keyed_payload, items))
         return _enq.Row.many(fields, map(self._payload_text, items))
 
     # -- enqueueing -------------------------------------------------------------------------------
