@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from forklift._errors import DatabaseUnavailable as DatabaseUnavailable
     from forklift._errors import EnqueueRefused as EnqueueRefused
     from forklift._errors import ForkliftError as ForkliftError
+    from forklift._errors import InvalidKey as InvalidKey
     from forklift._errors import InvalidName as InvalidName
     from forklift._errors import InvalidOption as InvalidOption
     from forklift._errors import InvalidPayload as InvalidPayload
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from forklift._errors import TooManyTargets as TooManyTargets
     from forklift._errors import UniqueConflict as UniqueConflict
     from forklift._errors import UnknownKind as UnknownKind
+    from forklift._flow.keys import Key as Key
+    from forklift._flow.keys import Rate as Rate
     from forklift._job import LIVE_STATES as LIVE_STATES
     from forklift._job import STATES as STATES
     from forklift._job import TERMINAL_STATES as TERMINAL_STATES
@@ -69,7 +72,7 @@ _ERRORS = (
     "DatabaseUnavailable", "EnqueueRefused", "ForkliftError", "InvalidName", "InvalidOption",
     "InvalidPayload", "JobNotFound", "KindAlreadyDeclared", "NotJSON", "NotRequeueable",
     "NulCharacter", "PayloadTooLarge", "ReadOnly", "SchemaOutdated", "TooManyTargets",
-    "UniqueConflict", "UnknownKind", "LockLost", "LockNotAcquired",
+    "UniqueConflict", "UnknownKind", "InvalidKey", "LockLost", "LockNotAcquired",
 )
 #: Where each public name lives (its module is imported when the name is first used).
 _WHERE: dict[str, str] = {
@@ -82,6 +85,7 @@ _WHERE: dict[str, str] = {
     "LIVE_STATES": "_job", "STATES": "_job", "TERMINAL_STATES": "_job", "Job": "_job",
     "State": "_job",
     "migrate": "_migrate",
+    "Key": "_flow.keys", "Rate": "_flow.keys",
     "Backoff": "_retry", "Fail": "_retry", "Retry": "_retry", "Snooze": "_retry",
     "Worker": "_worker", "run_worker": "_worker",
 }
@@ -106,6 +110,7 @@ __all__ = [
     "Fail",
     "Forklift",
     "ForkliftError",
+    "InvalidKey",
     "InvalidName",
     "InvalidOption",
     "InvalidPayload",
@@ -113,6 +118,7 @@ __all__ = [
     "JobContext",
     "JobKind",
     "JobNotFound",
+    "Key",
     "KindAlreadyDeclared",
     "LockLost",
     "LockNotAcquired",
@@ -121,6 +127,7 @@ __all__ = [
     "NulCharacter",
     "PayloadTooLarge",
     "Progress",
+    "Rate",
     "ReadOnly",
     "Retry",
     "SchemaOutdated",
