@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from forklift._app import Forklift
+from forklift._flow.declare import KeyDeclarations
 from forklift._flow.worker_locks import WorkerLocks
 from forklift._migrate import ensure_current
 from forklift._session import Session
@@ -208,7 +209,7 @@ class Worker:
         sup = self.supervisor
         completer = sup.start(self.completer)
         services: list[Service] = [self.listener, Heartbeater(self), LeaseWatchdog(self),
-                                   self.locks]
+                                   self.locks, KeyDeclarations(self)]
         if self.lead:
             self.elector = maintenance.Elector(self)
             self.chores = maintenance.chores(self)
