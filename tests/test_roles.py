@@ -27,14 +27,15 @@ READS = {
     "stats", "audit", "jobs list", "jobs show", "jobs explain", "schedules list",
     "backfills list", "backfills show", "batches list", "batches show", "health",
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
-    "locks list",
+    "locks list", "keys list", "keys show",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete",
     "schedules pause", "schedules resume", "schedules run-now", "backfills start",
     "backfills pause", "backfills resume", "backfills cancel", "backfills rate",
     "batches cancel", "batches retry-failed", "health set", "retention set", "retention reset",
-    "queues pause", "queues resume", "queues limit",
+    "queues pause", "queues resume", "queues limit", "queues rate", "queues fair",
+    "keys limit", "keys rate", "keys reset",
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
@@ -160,6 +161,7 @@ def seed(conn: psycopg.Connection[Any], dsn: str) -> dict[str, str]:
         " RETURNING id").fetchone()
     assert batch is not None
     conn.execute("INSERT INTO forklift.queues (name) VALUES ('mail')")
+    conn.execute("INSERT INTO forklift.flow_keys (name, concurrency) VALUES ('tenant', 2)")
     register_worker(conn, "w1", ["mail"])
     return {
         "dead": str(insert_job(conn, state="dead", errors=[error()])),
@@ -194,6 +196,11 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["queues", "pause", "mail"],
         ["queues", "resume", "mail"],
         ["queues", "limit", "mail", "3"],
+        ["queues", "rate", "mail", "10/s"],
+        ["queues", "fair", "mail", "on"],
+        ["keys", "limit", "tenant", "3"],
+        ["keys", "rate", "tenant", "5/s"],
+        ["keys", "reset", "tenant"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
@@ -205,6 +212,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["backfills", "show", "bf.items"], ["batches", "list"], ["batches", "show", t["batch"]],
         ["health"], ["health", "horizon"], ["retention", "show"], ["queues", "list"],
         ["queues", "explain", "mail"], ["workers", "list"], ["locks", "list"],
+        ["keys", "list"], ["keys", "show", "tenant"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 

@@ -17,6 +17,7 @@ from forklift_console import cli_bench, cli_ops, console_cmd
 from forklift_console.cli_batches import batches_app
 from forklift_console.cli_db import db_app
 from forklift_console.cli_health import health_app
+from forklift_console.cli_keys import keys_app
 from forklift_console.cli_locks import locks_app
 from forklift_console.cli_retention import retention_app
 from forklift_console.cli_roles import roles_app
@@ -40,6 +41,7 @@ app.add_typer(health_app, name="health")
 app.add_typer(retention_app, name="retention")
 app.add_typer(roles_app, name="roles")
 app.add_typer(locks_app, name="locks")
+app.add_typer(keys_app, name="keys")
 # stats, jobs list|show|explain|retry|cancel|delete, queues, workers, audit, prune
 cli_ops.register(app, jobs_app)
 app.command("console")(console_cmd.console)

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from forklift.ops import Explanation, PruneReport, QueueInfo, Stats, WorkerInfo
 from forklift.ops.filters import duration
-from forklift_console import cli_jobs
+from forklift_console import cli_jobs, cli_keys
 from forklift_console.cli_retention import window
 from forklift_console.opskit import (
     Actor,
@@ -42,7 +42,8 @@ from forklift_console.opskit import (
     usage,
 )
 
-queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit.", no_args_is_help=True)
+queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit, rate, fair.",
+                         no_args_is_help=True)
 workers_app = typer.Typer(help="Workers: who runs what, heartbeats, drains.", no_args_is_help=True)
 
 
@@ -52,6 +53,8 @@ def register(app: typer.Typer, jobs_app: typer.Typer) -> None:
     app.command("stats")(stats_cmd)
     app.command("audit")(audit_cmd)
     app.command("prune")(prune_cmd)
+    queues_app.command("rate")(cli_keys.queues_rate)
+    queues_app.command("fair")(cli_keys.queues_fair)
     app.add_typer(queues_app, name="queues")
     app.add_typer(workers_app, name="workers")
 

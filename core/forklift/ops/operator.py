@@ -35,9 +35,11 @@ from forklift.ops import explain as _explain
 from forklift.ops import health as _health
 from forklift.ops import horizon as _horizon
 from forklift.ops import jobs as _jobs
+from forklift.ops import keys as _keys
 from forklift.ops import locks as _locks
 from forklift.ops import prune as _prune
 from forklift.ops import queues as _queues
+from forklift.ops import rates as _rates
 from forklift.ops import retention as _retention
 from forklift.ops import roles as _roles
 from forklift.ops import schedules as _schedules
@@ -201,6 +203,40 @@ class Operator:
     def locks(self, *, prefix: str | None = None, limit: int = 500) -> list[_locks.LockInfo]:
         """Locks with fencing tokens, held or expired (forklift.ops.locks)."""
         return self._run(_locks.list_locks, prefix=prefix, limit=limit)  # type: ignore[no-any-return]
+
+    # -- flow control: keys, rates, fair share (forklift.ops.keys, forklift.ops.rates) ----------
+    def keys(self) -> list[_keys.KeyInfo]:
+        return self._run(_keys.list_keys)  # type: ignore[no-any-return]
+
+    def key(self, name: str, *, limit: int = _keys.MAX_VALUES) -> _keys.KeyDetail:
+        return self._run(_keys.show_key, name, limit=limit)  # type: ignore[no-any-return]
+
+    def set_key_limit(self, name: str, limit: int | None, *, reason: str | None = None
+                      ) -> _keys.KeyInfo:
+        return self._run(_keys.set_limit, name, limit, reason=reason)  # type: ignore[no-any-return]
+
+    def set_key_rate(self, name: str, rate: str | None, *, burst: int | None = None,
+                     reason: str | None = None) -> _keys.KeyInfo:
+        """``rate``: ``100/s``, ``10/5s``... or None to lift it."""
+        parsed = _rates.parse_rate(rate, burst) if rate is not None else None
+        return self._run(_keys.set_rate, name, parsed, reason=reason)  # type: ignore[no-any-return]
+
+    def reset_key(self, name: str, *, reason: str | None = None) -> _keys.KeyInfo:
+        return self._run(_keys.reset, name, reason=reason)  # type: ignore[no-any-return]
+
+    def queue_flow(self, queue: str) -> _rates.QueueFlow:
+        return self._run(_rates.queue_flow, queue)  # type: ignore[no-any-return]
+
+    def set_queue_rate(self, queue: str, rate: str | None, *, burst: int | None = None,
+                       reason: str | None = None, create: bool = False) -> _queues.QueueInfo:
+        parsed = _rates.parse_rate(rate, burst) if rate is not None else None
+        return self._run(  # type: ignore[no-any-return]
+            _rates.set_queue_rate, queue, parsed, reason=reason, create=create)
+
+    def set_fair(self, queue: str, fair: bool, *, reason: str | None = None,
+                 create: bool = False) -> _queues.QueueInfo:
+        return self._run(  # type: ignore[no-any-return]
+            _rates.set_fair, queue, fair, reason=reason, create=create)
 
     def audit(
         self,

@@ -23,7 +23,7 @@ from forklift.ops.shape import Shape
 COLUMNS = (
     "name, (paused AND (pause_expires_at IS NULL OR pause_expires_at > now())) AS paused,"
     " paused AS paused_flag, paused_by, paused_at, pause_reason, pause_expires_at, concurrency,"
-    " created_at, updated_at"
+    " created_at, updated_at, fair, rate_limit, rate_per, rate_burst"
 )
 LIST_SQL = "SELECT " + COLUMNS + " FROM {s}.queues ORDER BY name"
 GET_SQL = "SELECT " + COLUMNS + " FROM {s}.queues WHERE name = %s"
@@ -72,6 +72,12 @@ class QueueInfo(Shape):
     concurrency: int | None
     created_at: datetime
     updated_at: datetime
+    #: Fair share: claims take turns across key values (forklift.ops.rates).
+    fair: bool = False
+    #: At most ``rate_limit`` starts per ``rate_per`` seconds (bucket of ``rate_burst``); None.
+    rate_limit: int | None = None
+    rate_per: float | None = None
+    rate_burst: int | None = None
 
 
 def list_queues(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[QueueInfo]:
