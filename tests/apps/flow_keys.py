@@ -1,0 +1,99 @@
+"""The keys tests' app (tests/test_keys.py, test_rates.py, test_fair_share.py), run in-process
+or as worker subprocesses.
+
+Handlers write an external ledger, ``public.key_ledger``: one row per run with the job's key
+values, its start (``clock_timestamp()`` at the handler's start) and end. The tests check the
+ledger, not forklift's own rows, for overlaps beyond a limit and starts beyond a rate.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from forklift import Forklift, JobContext, Key, Rate
+
+app = Forklift()
+
+SETUP_SQL = """
+CREATE TABLE IF NOT EXISTS public.key_ledger (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id bigint NOT NULL, worker text NOT NULL, tenant text, account text,
+    started_at timestamptz NOT NULL DEFAULT clock_timestamp(), ended_at timestamptz);
+"""
+
+
+def setup(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(SETUP_SQL)
+
+
+_local = threading.local()
+
+
+def sql(query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
+    if conn is None or conn.closed or conn.broken:
+        conn = psycopg.connect(app.dsn, autocommit=True, application_name="flow-keys-app")
+        _local.conn = conn
+    cur = conn.execute(query, params)
+    return cur.fetchall() if cur.description else []
+
+
+@dataclass
+class Work:
+    tenant: str
+    account: str = "a"
+    work: float = 0.0  # seconds the handler holds its slot
+
+
+def _run(ctx: JobContext, w: Work) -> None:
+    row = sql("INSERT INTO public.key_ledger (job_id, worker, tenant, account)"
+              " VALUES (%s, %s, %s, %s) RETURNING id", (ctx.job_id, ctx.worker_id, w.tenant,
+                                                         w.account))[0][0]
+    if w.work:
+        sql("SELECT pg_sleep(%s)", (w.work,))
+    sql("UPDATE public.key_ledger SET ended_at = clock_timestamp() WHERE id = %s", (row,))
+
+
+@app.job(name="flow.keys.sync", queue="keyed", concurrency=[
+    Key(lambda p: p.tenant, limit=2, name="tenant"),
+    Key(lambda p: p.account, limit=1, name="account"),
+])
+def keyed(ctx: JobContext, w: Work) -> None:
+    _run(ctx, w)
+
+
+@app.job(name="flow.keys.tenant", queue="keyed",
+         concurrency=[Key(lambda p: p.tenant, limit=1, name="solo")])
+def solo(ctx: JobContext, w: Work) -> None:
+    _run(ctx, w)
+
+
+@app.job(name="flow.keys.fair", queue="fair", concurrency=[Key(lambda p: p.tenant, name="t")])
+def fair(ctx: JobContext, w: Work) -> None:
+    _run(ctx, w)
+
+
+@app.job(name="flow.keys.plain", queue="keyed")
+def plain(ctx: JobContext, w: Work) -> None:
+    _run(ctx, w)
+
+
+@app.job(name="flow.keys.rated", queue="rated", rate=Rate(20, per=1, burst=5))
+def rated(ctx: JobContext, w: Work) -> None:
+    _run(ctx, w)
+
+
+@app.job(name="flow.keys.vendor", queue="rated",
+         concurrency=[Key(lambda p: p.tenant, rate=Rate(10, per=1, burst=2), name="vendor")])
+def vendor(ctx: JobContext, w: Work) -> None:
+    _run(ctx, w)
+
+
+@app.job(name="flow.keys.loose", queue="keyed",
+         concurrency=[Key(lambda p: p["tenant"], limit=1, name="loose")])
+def loose(ctx: JobContext, args: dict[str, Any]) -> None:
+    """Keyed on a field a dict payload may lack, or hold as a number: refused at enqueue."""

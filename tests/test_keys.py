@@ -1,0 +1,232 @@
+"""Per-key concurrency (forklift._flow.keys, the flow claim): key values computed at enqueue and
+refused when a key function misbehaves, declarations recorded by workers and overridden by
+operators, and across many worker processes never more jobs of one key value running than its
+limit (an external ledger of handler starts and ends)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from apps import flow_keys
+from apps.flow_keys import Work
+from typer.testing import CliRunner
+
+from forklift import ConfigError, Forklift, InvalidKey, Key, Rate
+from forklift._flow import declare
+from forklift.ops import Operator
+from forklift_console.cli import app as cli
+
+SEP = "\x1f"
+
+
+@pytest.fixture
+def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
+    flow_keys.setup(conn)
+    flow_keys.app.use(dsn)
+    try:
+        yield flow_keys.app
+    finally:
+        flow_keys.app.close()
+
+
+def keys_of(conn: psycopg.Connection[Any], ids: list[int]) -> list[Any]:
+    rows = conn.execute("SELECT id, keys FROM forklift.jobs WHERE id = ANY(%s) ORDER BY id",
+                        (ids,)).fetchall()
+    return [r[1] for r in rows]
+
+
+def flagged(conn: psycopg.Connection[Any], queue: str) -> bool:
+    row = conn.execute("SELECT flow FROM forklift.queues WHERE name = %s", (queue,)).fetchone()
+    return bool(row and row[0])
+
+
+def run(dsn: str, *args: str) -> Any:
+    return CliRunner().invoke(cli, list(args), env={"FORKLIFT_DSN": dsn, "FORKLIFT_ACTOR": "ann"})
+
+
+# -- enqueue ----------------------------------------------------------------------------------------
+def test_key_values_are_computed_at_enqueue_by_every_path(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    k = flow_keys.keyed
+    ids = [
+        k.enqueue(Work("acme", "a1")).id,
+        k.enqueue(Work("acme", "a2"), delay=60).id,
+        k.enqueue(Work("zeta", "a3"), unique_key="u1").id,
+        *k.enqueue_many([Work("acme", "a4"), Work("beta", "a5")]),
+        *k.enqueue_many([Work("beta", "a6")], unique_key="u2"),
+    ]
+    want = [[f"tenant{SEP}{t}", f"account{SEP}{a}"] for t, a in
+            [("acme", "a1"), ("acme", "a2"), ("zeta", "a3"), ("acme", "a4"), ("beta", "a5"),
+             ("beta", "a6")]]
+    assert keys_of(conn, ids) == want
+    # replace: the new payload's keys with it
+    k.enqueue(Work("omega", "a9"), unique_key="u1", on_conflict="replace")
+    assert keys_of(conn, [ids[2]]) == [[f"tenant{SEP}omega", f"account{SEP}a9"]]
+    # The insert trigger made a value row for every key value and flagged the queue.
+    values = {r[0] for r in conn.execute("SELECT key FROM forklift.flow_values")}
+    assert {e for w in want for e in w} <= values
+    assert flagged(conn, "keyed")
+
+
+def test_kinds_without_keys_store_none_and_leave_their_queue_alone(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    plain = Forklift(app.dsn)
+
+    @plain.job(name="plain.one", queue="plain")
+    def one(ctx: Any, args: dict[str, Any]) -> None: ...
+
+    try:
+        ids = [one.enqueue({}).id, *one.enqueue_many([{}, {}]), one.enqueue({}, delay=5).id]
+    finally:
+        plain.close()
+    assert keys_of(conn, ids) == [None] * 4
+    assert not flagged(conn, "plain")
+    assert conn.execute("SELECT count(*) FROM forklift.flow_values").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(("args", "reason"), [
+    ({}, "raised KeyError"), ({"tenant": 5}, "returned int, not a string"),
+    ({"tenant": ""}, "is empty"), ({"tenant": "a\u200bb"}, "U+200B"),
+    ({"tenant": " padded"}, "whitespace"),
+])
+def test_a_misbehaving_key_function_refuses_the_enqueue_naming_the_kind(
+    app: Forklift, conn: psycopg.Connection[Any], args: dict[str, Any], reason: str
+) -> None:
+    for attempt in (lambda: flow_keys.loose.enqueue(args),
+                    lambda: flow_keys.loose.enqueue_many([{"tenant": "ok"}, args])):
+        with pytest.raises(InvalidKey) as refused:
+            attempt()
+        err = refused.value
+        assert err.code == "invalid_key" and isinstance(err, Exception)
+        assert (err.detail["kind"], err.detail["key"]) == ("flow.keys.loose", "loose")
+        assert reason in err.message and "flow.keys.loose" in err.message
+    assert conn.execute("SELECT count(*) FROM forklift.jobs").fetchone() == (0,)
+
+
+@pytest.mark.parametrize("declaration", [
+    lambda: Key(str, limit=0), lambda: Key(str, limit=-1), lambda: Key(str, limit=True),
+    lambda: Key(str, limit="2"), lambda: Key("tenant"), lambda: Key(str, name=""),
+    lambda: Key(str, rate=100), lambda: Rate(0), lambda: Rate(10, per=0),
+    lambda: Rate(10, per=float("inf")), lambda: Rate(10, burst=0), lambda: Rate(2.5),
+    lambda: Rate.parse("fast"), lambda: Rate.parse("10/0s"), lambda: Rate.parse("-1/s"),
+])
+def test_bad_declarations_are_refused(declaration: Any) -> None:
+    with pytest.raises(ConfigError) as refused:
+        declaration()
+    assert refused.value.code == "config_error"
+
+
+def test_a_kind_refuses_the_same_key_twice_and_too_many_keys() -> None:
+    app = Forklift("postgresql://unused")
+    with pytest.raises(ConfigError, match="twice"):
+        app.job(name="twice", concurrency=[Key(str, name="k"), Key(str, name="k")])(
+            lambda ctx, p: None)
+    with pytest.raises(ConfigError, match="at most 8"):
+        app.job(name="many", concurrency=[Key(str) for _ in range(9)])(lambda ctx, p: None)
+    with pytest.raises(ConfigError, match="list of Key"):
+        app.job(name="notkeys", concurrency=["tenant"])(lambda ctx, p: None)  # type: ignore[list-item]
+
+
+def test_rates_parse_as_n_per_period() -> None:
+    assert [str(Rate.parse(t)) for t in ("100/s", "10/5s", "600/m", "2/h", "50/250ms")] == [
+        "100/s", "10/5s", "600/60s", "2/3600s", "50/0.25s"]
+    assert Rate.parse("10/5s").to_json() == {"limit": 10, "per": 5.0, "burst": 10}
+
+
+# -- declarations and operators ------------------------------------------------------------------
+def test_workers_record_declarations_and_an_operators_override_sticks(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    assert declare.record_sync(conn, "forklift", app) >= 4
+    assert declare.record_sync(conn, "forklift", app) == 0  # unchanged: nothing rewritten
+    data = json.loads(run(dsn, "keys", "list", "--json").stdout)
+    by = {k["name"]: k for k in data}
+    assert by["tenant"]["concurrency"] == 2 and by["tenant"]["kinds"] == ["flow.keys.sync"]
+    assert by["flow.keys.rated"]["rate"] == {"limit": 20, "per_seconds": 1.0, "burst": 5,
+                                             "text": "20/s"}
+    assert by["vendor"]["concurrency"] is None and by["vendor"]["rate"]["burst"] == 2
+
+    assert run(dsn, "keys", "limit", "tenant", "5", "--reason", "big tenant").exit_code == 0
+    declare.record_sync(conn, "forklift", app)  # a worker starting again keeps the override
+    conn.execute("UPDATE forklift.flow_keys SET declared = '{}' WHERE name = 'tenant'")
+    declare.record_sync(conn, "forklift", app)
+    shown = json.loads(run(dsn, "keys", "show", "tenant", "--json").stdout)["key"]
+    assert (shown["concurrency"], shown["overridden"], shown["set_by"]) == (5, True, "ann")
+    assert run(dsn, "keys", "rate", "tenant", "3/s", "--burst", "1").exit_code == 0
+    reset = json.loads(run(dsn, "keys", "reset", "tenant", "--json").stdout)
+    assert (reset["concurrency"], reset["rate"], reset["overridden"]) == (2, None, False)
+    audit = conn.execute("SELECT actor, action, target->>'key', reason FROM forklift.audit"
+                         " ORDER BY id").fetchall()
+    assert audit == [("ann", "key_limit", "tenant", "big tenant"),
+                     ("ann", "key_rate", "tenant", None), ("ann", "key_reset", "tenant", None)]
+
+
+def test_key_commands_refuse_bad_input_clearly(app: Forklift, conn: psycopg.Connection[Any],
+                                               dsn: str) -> None:
+    declare.record_sync(conn, "forklift", app)
+    for args, code in [(["keys", "limit", "tenant", "0"], 2), (["keys", "limit", "tenant", "x"], 2),
+                       (["keys", "rate", "tenant", "fast"], 2), (["keys", "show", "nope"], 1),
+                       (["keys", "limit", "nope", "2"], 1), (["queues", "rate", "nowhere", "5/s"], 1),
+                       (["queues", "fair", "keyed", "maybe"], 2)]:
+        got = run(dsn, *args, "--json")
+        assert got.exit_code == code, (args, got.stdout, got.stderr)
+        assert "Traceback" not in got.stderr
+    missing = json.loads(run(dsn, "keys", "show", "nope", "--json").stdout)["error"]
+    assert missing["code"] == "key_not_found" and "tenant" in missing["message"]
+
+
+def test_queue_rate_and_fair_share_are_set_live_and_audited(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    data = json.loads(run(dsn, "queues", "rate", "mail", "100/s", "--create", "--json").stdout)
+    assert (data["rate_limit"], data["rate_per"], data["rate_burst"]) == (100, 1.0, 100)
+    assert flagged(conn, "mail")
+    assert json.loads(run(dsn, "queues", "fair", "mail", "on", "--json").stdout)["fair"] is True
+    with Operator(dsn) as op:
+        flow = op.queue_flow("mail")
+        assert flow.rate is not None and flow.rate.text == "100/s"
+        assert flow.bucket is not None and flow.bucket.tokens == 100
+    lifted = json.loads(run(dsn, "queues", "rate", "mail", "none", "--json").stdout)
+    assert lifted["rate_limit"] is None
+    assert conn.execute("SELECT action, target FROM forklift.audit ORDER BY id").fetchall() == [
+        ("queue_rate", {"queue": "mail", "rate": "100/s"}),
+        ("queue_fair", {"queue": "mail", "fair": True}),
+        ("queue_rate", {"queue": "mail", "rate": None})]
+
+
+# -- the flow claim (in-process) ------------------------------------------------------------------
+def claim_once(dsn: str, fc: Any, n: int) -> Any:
+    import asyncio
+
+    async def go() -> Any:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await fc.run(c, "forklift", n=n)
+
+    return asyncio.run(go())
+
+
+def test_the_flow_claim_admits_within_every_limit_and_passes_blocked_partitions(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    from forklift._flow.claim import FlowClaim
+
+    declare.record_sync(conn, "forklift", app)
+    k = flow_keys.keyed
+    k.enqueue_many([Work("t1", f"a{i}") for i in range(50)])  # a backlog ahead of t2
+    k.enqueue_many([Work("t2", "b1"), Work("t2", "b1"), Work("t2", "b2")])
+    fc = FlowClaim("w-test", 30.0, queues=["keyed"], kinds=["flow.keys.sync"])
+    first = claim_once(dsn, fc, 10)
+    got = sorted(f"{j.args['tenant']}:{j.args['account']}" for j in first.jobs)
+    # t1 is at its limit after two; t2's head is taken despite the 48 of t1 ahead of it.
+    assert got == ["t1:a0", "t1:a1", "t2:b1"]
+    second = claim_once(dsn, fc, 10)  # t2 has room for one more: b1 is busy, b2 is free
+    assert [f"{j.args['tenant']}:{j.args['account']}" for j in second.jobs] == ["t2:b2"]
+    third = claim_once(dsn, fc, 10)
+    assert third.jobs == [] and third.retry_in is None  # full, not waiting on a clock
+    assert fc.cursors  # the walk left a cursor for the next claim

@@ -1,0 +1,69 @@
+"""Rate limits (token buckets in the database, forklift._flow.claim): per key value and per
+queue, at most the burst at once and then one start per 1/rate seconds across the fleet; a
+limited job waits (the claim says for how long), never fails."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from apps import flow_keys
+from apps.flow_keys import Work
+
+from forklift import Forklift
+from forklift._flow import declare
+from forklift._flow.claim import FlowClaim
+
+
+@pytest.fixture
+def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
+    flow_keys.setup(conn)
+    flow_keys.app.use(dsn)
+    declare.record_sync(conn, "forklift", flow_keys.app)
+    try:
+        yield flow_keys.app
+    finally:
+        flow_keys.app.close()
+
+
+def claim_once(dsn: str, fc: FlowClaim, n: int) -> Any:
+    async def go() -> Any:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await fc.run(c, "forklift", n=n)
+
+    return asyncio.run(go())
+
+
+def test_a_kinds_rate_admits_its_burst_then_says_when_the_next_token_is_due(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    flow_keys.rated.enqueue_many([Work("x") for _ in range(30)])
+    fc = FlowClaim("w-test", 30.0, queues=["rated"], kinds=["flow.keys.rated"])
+    first = claim_once(dsn, fc, 30)
+    assert len(first.jobs) == 5  # Rate(20, per=1, burst=5)
+    assert first.retry_in is not None and 0 < first.retry_in <= 1 / 20
+    (tokens,) = conn.execute("SELECT tokens FROM forklift.flow_values WHERE key = %s",
+                             (f"flow.keys.rated\x1f*",)).fetchone() or (None,)
+    assert tokens is not None and tokens < 1
+    # Nothing failed or moved: the other 25 wait, available.
+    assert conn.execute("SELECT state, count(*) FROM forklift.jobs GROUP BY state ORDER BY 1"
+                        ).fetchall() == [("available", 25), ("running", 5)]
+
+
+def test_a_keys_rate_holds_per_value_and_a_queue_rate_for_the_whole_queue(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    flow_keys.vendor.enqueue_many([Work(t) for t in ("v1", "v2") for _ in range(6)])
+    fc = FlowClaim("w-test", 30.0, queues=["rated"], kinds=["flow.keys.vendor"])
+    got = claim_once(dsn, fc, 20)  # burst 2 per vendor value
+    assert sorted(j.args["tenant"] for j in got.jobs) == ["v1", "v1", "v2", "v2"]
+    conn.execute("UPDATE forklift.flow_values SET tokens = 2, refilled_at = now()")
+    conn.execute("UPDATE forklift.queues SET rate_limit = 1, rate_per = 60, rate_burst = 1"
+                 " WHERE name = 'rated'")
+    conn.execute("INSERT INTO forklift.flow_values (key) VALUES ('@rated')")
+    again = claim_once(dsn, fc, 20)
+    assert len(again.jobs) == 1  # the queue's bucket: one, then a minute per token
+    assert again.retry_in is not None and 59 < again.retry_in <= 60
