@@ -46,7 +46,7 @@ def test_a_kinds_rate_admits_its_burst_then_says_when_the_next_token_is_due(
     assert len(first.jobs) == 5  # Rate(20, per=1, burst=5)
     assert first.retry_in is not None and 0 < first.retry_in <= 1 / 20
     (tokens,) = conn.execute("SELECT tokens FROM forklift.flow_values WHERE key = %s",
-                             (f"flow.keys.rated\x1f*",)).fetchone() or (None,)
+                             ("flow.keys.rated\x1f*",)).fetchone() or (None,)
     assert tokens is not None and tokens < 1
     # Nothing failed or moved: the other 25 wait, available.
     assert conn.execute("SELECT state, count(*) FROM forklift.jobs GROUP BY state ORDER BY 1"

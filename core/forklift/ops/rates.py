@@ -42,6 +42,17 @@ QUEUE_FLOW_SQL = """
 SELECT q.flow, q.fair, q.rate_limit, q.rate_per, q.rate_burst, v.tokens, v.refilled_at, now()
 FROM {s}.queues q LEFT JOIN {s}.flow_values v ON v.key = '@' || q.name WHERE q.name = %s
 """
+FLOW_QUEUES_SQL = """
+SELECT q.name, q.fair, q.concurrency, q.rate_limit, q.rate_per, q.rate_burst, v.tokens,
+       v.refilled_at, now(),
+       (SELECT count(*) FROM {s}.jobs r WHERE r.state = 'running' AND r.queue = q.name),
+       (SELECT count(*) FROM (SELECT 1 FROM {s}.jobs a WHERE a.state = 'available'
+                              AND a.queue = q.name LIMIT %(cap)s) x),
+       (SELECT min(a.run_at) FROM {s}.jobs a WHERE a.state = 'available' AND a.queue = q.name)
+FROM {s}.queues q LEFT JOIN {s}.flow_values v ON v.key = '@' || q.name
+WHERE q.flow ORDER BY q.name
+"""
+WAITING_CAP = 50_000
 KNOWN_SQL = """
 SELECT EXISTS (SELECT 1 FROM {s}.queues WHERE name = %(q)s)
     OR EXISTS (SELECT 1 FROM {s}.workers WHERE %(q)s = ANY(queues))
@@ -74,6 +85,35 @@ class QueueFlow(Shape):
     fair: bool
     rate: RateInfo | None
     bucket: Bucket | None
+
+
+@dataclass(frozen=True)
+class FlowQueue(Shape):
+    """A queue whose claims go through the flow claim, as the console's flow screen shows it."""
+
+    queue: str
+    fair: bool
+    #: The queue's own concurrency limit (forklift queues limit), None for none.
+    concurrency: int | None
+    rate: RateInfo | None
+    bucket: Bucket | None
+    running: int
+    #: Waiting (available) jobs, counted up to WAITING_CAP.
+    waiting: int
+    waiting_capped: bool
+    oldest_waiting_seconds: float | None
+
+
+def flow_queues(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[FlowQueue]:
+    out = []
+    for row in conn.execute(render(FLOW_QUEUES_SQL, ctx.schema), {"cap": WAITING_CAP}):
+        name, fair, conc, rl, rp, rb, tokens, at, now, running, waiting, oldest = row
+        rate = rate_info(rl, rp, rb)
+        out.append(FlowQueue(
+            name, bool(fair), conc, rate, bucket(rate, tokens, at, now), int(running),
+            int(waiting), int(waiting) >= WAITING_CAP,
+            (now - oldest).total_seconds() if oldest is not None else None))
+    return out
 
 
 def parse_rate(text: str, burst: int | None = None) -> Rate | None:
