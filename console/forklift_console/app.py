@@ -29,6 +29,7 @@ from forklift_console.screens.backfills import BackfillsScreen
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.batches import BatchesScreen
 from forklift_console.screens.dead import DeadScreen
+from forklift_console.screens.flow import FlowScreen
 from forklift_console.screens.help import HelpScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import JobsScreen, bulk_cli, bulk_report
@@ -82,6 +83,7 @@ class ConsoleApp(App[None]):
             Binding(key, f"go('{mode}')", label, show=False)
             for mode, key, label in TABS
         ),
+        Binding("0", "go('flow')", "Flow control", show=False),
         Binding(":", "goto", "Go to screen", show=False),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f", "freeze", "Freeze", show=False),
@@ -117,6 +119,7 @@ class ConsoleApp(App[None]):
             "batches": BatchesScreen(),
             "schedules": SchedulesScreen(),
             "backfills": BackfillsScreen(),
+            "flow": FlowScreen(),
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]

@@ -224,6 +224,10 @@ class Operator:
     def reset_key(self, name: str, *, reason: str | None = None) -> _keys.KeyInfo:
         return self._run(_keys.reset, name, reason=reason)  # type: ignore[no-any-return]
 
+    def flow_queues(self) -> list[_rates.FlowQueue]:
+        """Queues claimed through the flow claim: limits, rates, fair share, backlog."""
+        return self._run(_rates.flow_queues)  # type: ignore[no-any-return]
+
     def queue_flow(self, queue: str) -> _rates.QueueFlow:
         return self._run(_rates.queue_flow, queue)  # type: ignore[no-any-return]
 
