@@ -13,7 +13,7 @@ import psycopg
 from forklift_console.bench import SCENARIOS, format_report, run_bench, tiny_sizes
 
 KEYS = {"e2e", "e2e_2w", "db_cpu", "client_cpu", "enqueue", "bulk", "latency_p50",
-        "latency_p99", "memory"}
+        "latency_p99", "memory", "flow_keyed", "flow_fair"}
 
 
 def _scratch_left(conn: psycopg.Connection[Any]) -> list[str]:

@@ -47,7 +47,8 @@ log = logging.getLogger("forklift_console.bench")
 
 SCHEMA = "forklift"
 PLAIN_CHANNEL = "bench_plain_wake"
-SCENARIOS = ("e2e", "e2e_2w", "enqueue", "bulk", "latency", "memory", "db_cpu")
+SCENARIOS = ("e2e", "e2e_2w", "enqueue", "bulk", "latency", "memory", "db_cpu",
+             "flow_keyed", "flow_fair")  # the flow_* scenarios live in bench_flow.py
 
 
 # -- the app the bench runs -------------------------------------------------------------------
@@ -334,12 +335,13 @@ def raw_listener_main() -> None:
 class _Proc:
     """A bench subprocess; its stderr is kept for the error message if it dies."""
 
-    def __init__(self, entry: str, dsn: str, stdout: int | None = None) -> None:
+    def __init__(self, entry: str, dsn: str, stdout: int | None = None,
+                 module: str = "forklift_console.bench") -> None:
         env = dict(os.environ, FORKLIFT_DSN=dsn, FORKLIFT_SCHEMA=SCHEMA)
         # Kept open for the life of the process (its stderr), closed by stop().
         self.errfile: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
         self.popen = subprocess.Popen(
-            [sys.executable, "-c", f"from forklift_console.bench import {entry}; {entry}()"],
+            [sys.executable, "-c", f"from {module} import {entry}; {entry}()"],
             env=env,
             stdout=stdout if stdout is not None else subprocess.DEVNULL,
             stderr=self.errfile,
@@ -377,11 +379,12 @@ class _Proc:
 
 
 @contextlib.contextmanager
-def _procs(entry: str, dsn: str, count: int) -> Iterator[list[_Proc]]:
+def _procs(entry: str, dsn: str, count: int, module: str = "forklift_console.bench"
+           ) -> Iterator[list[_Proc]]:
     procs: list[_Proc] = []
     try:
         for _ in range(count):
-            procs.append(_Proc(entry, dsn))
+            procs.append(_Proc(entry, dsn, module=module))
         yield procs
     finally:
         for p in procs:
@@ -881,6 +884,11 @@ def run_bench(
                          ("latency", bench.latency), ("memory", bench.memory)):
             if name in chosen:
                 steps.append((name, fn))
+        from forklift_console import bench_flow
+
+        for name, run in bench_flow.RUNS.items():
+            if name in chosen:
+                steps.append((name, lambda run=run: run(bench)))  # type: ignore[misc]
         for name, fn in steps:
             note(f"running {name}")
             try:

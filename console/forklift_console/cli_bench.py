@@ -21,7 +21,7 @@ Quick = Annotated[
 Only = Annotated[
     str | None,
     typer.Option("--only", help="Comma-separated scenarios: e2e, e2e_2w, enqueue, bulk, latency,"
-                                " memory, db_cpu (default: all)."),
+                                " memory, db_cpu, flow_keyed, flow_fair (default: all)."),
 ]
 
 
