@@ -230,3 +230,77 @@ def test_the_flow_claim_admits_within_every_limit_and_passes_blocked_partitions(
     third = claim_once(dsn, fc, 10)
     assert third.jobs == [] and third.retry_in is None  # full, not waiting on a clock
     assert fc.cursors  # the walk left a cursor for the next claim
+
+
+# -- through real workers --------------------------------------------------------------------------
+def most_at_once(intervals: list[tuple[Any, Any]]) -> int:
+    """The most intervals (start, end) overlapping at any instant (ends before starts on ties:
+    a slot given back and taken again at the same microsecond is not an overlap)."""
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals],
+                    key=lambda x: (x[0], x[1]))
+    now = top = 0
+    for _, step in events:
+        now += step
+        top = max(top, now)
+    return top
+
+
+def ledger_by(conn: psycopg.Connection[Any], column: str) -> dict[str, list[tuple[Any, Any]]]:
+    out: dict[str, list[tuple[Any, Any]]] = {}
+    for value, start, end in conn.execute(
+            f"SELECT {column}, started_at, ended_at FROM public.key_ledger"):
+        assert end is not None, "a run never ended"
+        out.setdefault(str(value), []).append((start, end))
+    return out
+
+
+def test_a_blocked_key_does_not_block_free_jobs_behind_it(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    from apps.basic import running_worker
+    from helpers import wait_until
+
+    holder = flow_keys.solo.enqueue(Work("busy", gate="g")).id
+    flow_keys.solo.enqueue_many([Work("busy") for _ in range(200)])  # all behind the holder
+    free = flow_keys.solo.enqueue(Work("free")).id
+    with running_worker(app, queues=["keyed"], concurrency=4):
+        wait_until(lambda: conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
+                                        (free,)).fetchone() == ("completed",), timeout=30,
+                   message="the free job waited behind the blocked key")
+        states = dict(conn.execute("SELECT state, count(*) FROM forklift.jobs"
+                                   " WHERE args->>'tenant' = 'busy' GROUP BY state").fetchall())
+        assert states == {"running": 1, "available": 200}  # the limit of 1 held meanwhile
+        conn.execute("INSERT INTO public.gates VALUES ('g')")
+        wait_until(lambda: conn.execute("SELECT count(*) FROM forklift.jobs WHERE state ="
+                                        " 'completed'").fetchone() == (202,), timeout=120)
+    assert most_at_once(ledger_by(conn, "tenant")["busy"]) == 1
+    assert holder
+
+
+@pytest.mark.slow
+def test_limits_are_never_exceeded_across_many_worker_processes(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str, tmp_path: Any
+) -> None:
+    from apps import faults
+    from helpers import wait_until
+
+    procs = faults.Procs(dsn, tmp_path)
+    try:
+        workers = [procs.start(app="apps.flow_keys:app", concurrency=4, queues="keyed")
+                   for _ in range(4)]
+        for w in workers:
+            faults.registered(conn, w)
+        ids = flow_keys.keyed.enqueue_many([
+            Work(f"t{i % 3}", f"a{i % 5}", work=0.02) for i in range(150)])
+        wait_until(lambda: faults.all_in(conn, ids, "completed"), timeout=180,
+                   message=lambda: f"left: {faults.states(conn, ids)}\n{procs.logs()}")
+    finally:
+        procs.close()
+    tenants, accounts = ledger_by(conn, "tenant"), ledger_by(conn, "account")
+    assert sum(len(v) for v in tenants.values()) == 150
+    busiest = {t: most_at_once(v) for t, v in tenants.items()}
+    assert max(busiest.values()) == 2 and all(n <= 2 for n in busiest.values()), busiest
+    assert all(most_at_once(v) <= 1 for v in accounts.values()), {
+        a: most_at_once(v) for a, v in accounts.items()}
+    workers_used = conn.execute("SELECT count(DISTINCT worker) FROM public.key_ledger").fetchone()
+    assert workers_used is not None and workers_used[0] > 1

@@ -67,3 +67,34 @@ def test_a_keys_rate_holds_per_value_and_a_queue_rate_for_the_whole_queue(
     again = claim_once(dsn, fc, 20)
     assert len(again.jobs) == 1  # the queue's bucket: one, then a minute per token
     assert again.retry_in is not None and 59 < again.retry_in <= 60
+
+
+@pytest.mark.slow
+def test_a_rate_is_never_exceeded_over_any_window_across_worker_processes(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str, tmp_path: Any
+) -> None:
+    from apps import faults
+    from helpers import wait_until
+
+    procs = faults.Procs(dsn, tmp_path)
+    try:
+        workers = [procs.start(app="apps.flow_keys:app", concurrency=4, queues="rated")
+                   for _ in range(3)]
+        for w in workers:
+            faults.registered(conn, w)
+        ids = flow_keys.rated.enqueue_many([Work("x") for _ in range(60)])
+        wait_until(lambda: faults.all_in(conn, ids, "completed"), timeout=120,
+                   message=lambda: f"left: {faults.states(conn, ids)}\n{procs.logs()}")
+    finally:
+        procs.close()
+    starts = [r[0] for r in conn.execute(
+        "SELECT extract(epoch FROM started_at)::float8 FROM public.key_ledger ORDER BY 1")]
+    assert len(starts) == 60
+    rate, burst = 20.0, 5  # flow.keys.rated: Rate(20, per=1, burst=5)
+    for window in (0.25, 0.5, 1.0, 2.0):
+        # A token bucket lets at most burst + rate * window start in any window; one more for
+        # the moment between a claim and its handler's first line.
+        bound = burst + rate * window + 1
+        worst = max(sum(1 for t in starts[i:] if t - s <= window) for i, s in enumerate(starts))
+        assert worst <= bound, (window, worst, bound)
+    assert len({r[0] for r in conn.execute("SELECT worker FROM public.key_ledger")}) > 1

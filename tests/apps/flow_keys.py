@@ -19,6 +19,7 @@ from forklift import Forklift, JobContext, Key, Rate
 app = Forklift()
 
 SETUP_SQL = """
+CREATE TABLE IF NOT EXISTS public.gates (name text PRIMARY KEY);
 CREATE TABLE IF NOT EXISTS public.key_ledger (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     job_id bigint NOT NULL, worker text NOT NULL, tenant text, account text,
@@ -47,6 +48,7 @@ class Work:
     tenant: str
     account: str = "a"
     work: float = 0.0  # seconds the handler holds its slot
+    gate: str = ""  # hold the slot until the test opens this gate
 
 
 def _run(ctx: JobContext, w: Work) -> None:
@@ -55,6 +57,8 @@ def _run(ctx: JobContext, w: Work) -> None:
                                                          w.account))[0][0]
     if w.work:
         sql("SELECT pg_sleep(%s)", (w.work,))
+    while w.gate and not sql("SELECT 1 FROM public.gates WHERE name = %s", (w.gate,)):
+        sql("SELECT pg_sleep(0.02)")
     sql("UPDATE public.key_ledger SET ended_at = clock_timestamp() WHERE id = %s", (row,))
 
 
