@@ -5,7 +5,8 @@ the facts it was built from. Codes: scheduled, backing_off, due, queue_paused, p
 concurrency_full, no_worker, workers_busy, no_leader, jobs_ahead, next_in_line, running,
 cancel_requested, worker_stale, lease_expired, completed, cancelled, dead, idle, moving,
 unknown_kind (live workers listen on the queue, but none registered the job's kind: it waits
-for one that does, e.g. until a rolling deploy finishes).
+for one that does, e.g. until a rolling deploy finishes); and from flow control
+(forklift.ops.flow_explain): key_full, rate_limited, key_unrecorded, fair_share.
 """
 
 from __future__ import annotations
@@ -286,6 +287,9 @@ def _job_reasons(
     if unknown:
         reasons.insert(0, _unknown_reason(f, job.queue, job.kind, None))
     if job.state == "available":
+        from forklift.ops import flow_explain  # keys, rates, fair share
+
+        reasons += flow_explain.job_reasons(conn, ctx, job)
         row = conn.execute(
             render(AHEAD_SQL, ctx.schema),
             (job.queue, job.priority, job.run_at, job.id, COUNT_CAP + 1),
@@ -356,6 +360,9 @@ def explain_queue(conn: psycopg.Connection[Any], ctx: OpsContext, queue: str) ->
             f"no queue named {queue!r}: list queues with `forklift queues list`", queue=queue
         )
     reasons = _blockers(f, queue)
+    from forklift.ops import flow_explain  # keys, rates, fair share
+
+    reasons += flow_explain.queue_reasons(conn, ctx, queue)
     facts = {"available": f.available, "running": f.running,
              "completed_last_5_minutes": f.recent_completed}
     if f.available and f.oldest_available is not None:
