@@ -304,3 +304,36 @@ def test_limits_are_never_exceeded_across_many_worker_processes(
         a: most_at_once(v) for a, v in accounts.items()}
     workers_used = conn.execute("SELECT count(DISTINCT worker) FROM public.key_ledger").fetchone()
     assert workers_used is not None and workers_used[0] > 1
+
+
+def test_explain_names_the_holders_the_rate_window_and_the_fair_share_position(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    declare.record_sync(conn, "forklift", app)
+    ids = flow_keys.keyed.enqueue_many([Work("acme", f"a{i}") for i in range(4)])
+    held = ids[:2]
+    conn.execute("UPDATE forklift.jobs SET state = 'running', attempt = 1, worker_id = 'w1',"
+                 " fence = nextval('forklift.fence_seq'), attempted_at = now(),"
+                 " lease_expires_at = now() + interval '1 minute' WHERE id = ANY(%s)", (held,))
+    got = json.loads(run(dsn, "jobs", "explain", str(ids[3]), "--json").stdout)
+    full = next(r for r in got["reasons"] if r["code"] == "key_full")
+    assert full["text"].startswith("key tenant=acme is at its limit: 2 running of 2")
+    assert [h["job_id"] for h in full["facts"]["holders"]] == held
+    assert f"job {held[0]} on w1" in full["text"]
+
+    rated = flow_keys.rated.enqueue(Work("x")).id
+    conn.execute("UPDATE forklift.flow_values SET tokens = 0.5, refilled_at = now() + interval"
+                 " '1 hour' WHERE key = %s", ("flow.keys.rated\x1f*",))
+    why = json.loads(run(dsn, "jobs", "explain", str(rated), "--json").stdout)["reasons"]
+    limited = next(r for r in why if r["code"] == "rate_limited")
+    assert limited["text"].startswith("rate limit of key flow.keys.rated=* (20/s): next slot in")
+    assert limited["facts"]["next_slot_seconds"] == pytest.approx(0.025, abs=0.001)
+
+    with Operator(dsn, actor="t") as op:
+        op.set_fair("keyed", True)
+    why = json.loads(run(dsn, "jobs", "explain", str(ids[3]), "--json").stdout)["reasons"]
+    fair = next(r for r in why if r["code"] == "fair_share")
+    assert fair["facts"] == {"partition": "tenant=acme", "ahead_in_partition": 1,
+                             "partitions": 1}
+    queue = json.loads(run(dsn, "queues", "explain", "keyed", "--json").stdout)["reasons"]
+    assert {"key_full", "fair_share"} <= {r["code"] for r in queue}
