@@ -269,6 +269,7 @@ class FlowClaim:
     queues: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     visit: int = VISIT
+    retry_soon: float = RETRY_SOON
     cursors: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def params(self, n: int, start: int | None) -> dict[str, Any]:
