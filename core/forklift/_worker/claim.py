@@ -19,8 +19,10 @@ Kinds
 
 What else the answer carries
     Marker rows (``id`` NULL): ``!paused`` for each of the worker's queues that is paused (the
-    worker gives back jobs of that queue it holds in its local buffer) and ``!limited`` (the
-    lock-free statement met a limited queue). The first ``start`` rows of the batch in claim
+    worker gives back jobs of that queue it holds in its local buffer), ``!limited`` (the
+    lock-free statement met a limited queue) and ``!flow`` for each queue with keys, a rate or
+    fair share: neither statement claims from those, the flow claim does
+    (forklift._flow.claim). The first ``start`` rows of the batch in claim
     order are stamped ``attempted_at`` (their handlers start at once); the others wait in the
     worker's buffer with ``attempted_at`` NULL until it records their start.
 """
@@ -29,7 +31,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -98,25 +100,26 @@ def compose(clauses: tuple[Clause, ...] = (), *, locked: bool) -> str:
     where = "".join(f"\n          AND ({c.match})" for c in clauses if c.match)
     where += "".join(f"\n          AND ({c.where})" for c in clauses if c.where)
     if locked:
-        room = """CASE WHEN NOT """ + _OPEN + """ THEN 0
+        room = """CASE WHEN NOT """ + _OPEN + """ OR qs.flow THEN 0
                 WHEN qs.concurrency IS NULL THEN %(n)s
                 ELSE greatest(0, least(%(n)s, qs.concurrency - (
                     SELECT count(*) FROM {s}.jobs r WHERE r.state = 'running' AND r.queue = w.name)))
            END"""
     else:
-        room = "CASE WHEN NOT " + _OPEN + " OR qs.concurrency IS NOT NULL THEN 0 ELSE %(n)s END"
+        room = ("CASE WHEN NOT " + _OPEN + " OR qs.concurrency IS NOT NULL OR qs.flow THEN 0"
+                " ELSE %(n)s END")
     # A queue's room caps what the merged walks take from it (several kinds share one queue).
     ranked = """SELECT id, priority, run_at FROM (
         SELECT cand.*, row_number() OVER (PARTITION BY cand.queue
                                           ORDER BY cand.priority, cand.run_at, cand.id) AS rn
         FROM cand) r JOIN q ON q.name = r.queue
     WHERE r.rn <= q.room""" if locked else "SELECT id, priority, run_at FROM cand"
-    markers = ("CASE WHEN NOT q.open THEN '!paused' ELSE '!limited' END",
-               "NOT q.open" + ("" if locked else " OR q.limited"))
+    markers = ("CASE WHEN NOT q.open THEN '!paused' WHEN q.flow THEN '!flow' ELSE '!limited' END",
+               "NOT q.open OR q.flow" + ("" if locked else " OR q.limited"))
     return """
 WITH q AS (
     SELECT w.name, """ + _OPEN + """ AS open, qs.concurrency IS NOT NULL AS limited,
-           """ + room + """ AS room
+           coalesce(qs.flow, false) AS flow, """ + room + """ AS room
 """ + _QUEUES + """
 ), cand AS (
     SELECT j.id, j.queue, j.priority, j.run_at FROM q""" + axes + """ CROSS JOIN LATERAL (
@@ -259,18 +262,21 @@ class ClaimStatement:
 
 @dataclass
 class Answer:
-    """What one claim returned: the jobs, the paused queues, whether a limit was met."""
+    """What one claim returned: the jobs, the paused queues, whether a limit was met, and the
+    queues flagged for the flow claim (forklift._flow.claim), which this claim left alone."""
 
     jobs: list[Claimed]
     paused: set[str]
     limited: bool
+    flow: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, rows: list[tuple[Any, ...]]) -> Answer:
         jobs = [Claimed.from_row(r) for r in rows if r[0] is not None]
         markers = [(r[1], r[2]) for r in rows if r[0] is None]
         return cls(jobs, {q for q, what in markers if what == "!paused"},
-                   any(what == "!limited" for _, what in markers))
+                   any(what == "!limited" for _, what in markers),
+                   {q for q, what in markers if what == "!flow"})
 
 
 async def claim(

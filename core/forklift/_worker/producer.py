@@ -67,6 +67,12 @@ class Producer:
         self.wake = asyncio.Event()
         self.slot_free = asyncio.Event()
         self._limited = False  # whether one of our queues has a concurrency limit (claim path)
+        # Our queues with keys, rates or fair share: claimed by the flow claim, without a buffer
+        # (a buffered job would hold a key's slot or a rate's token without running).
+        from forklift._flow import claim as flow  # it builds on forklift._worker.claim
+
+        self.flow = flow.FlowClaim(worker.id, worker.lease, kinds=worker.kinds)
+        self._retry_in: float | None = None  # when the flow claim said a waiting job may go
         self._claiming = False  # a claim is in flight
         self._claims_sent = 0
         self._extra = 0  # buffer target of the last claim decision
@@ -107,6 +113,7 @@ class Producer:
                 await self.slot_free.wait()
                 continue
             self.wake.clear()
+            self.slot_free.clear()
             sent = time.monotonic()  # the lease runs from the claim's transaction, not its reply
             try:
                 got = await self._claim_once(n)
@@ -126,7 +133,14 @@ class Producer:
             self.fill()
             if got and len(got) == n:
                 continue  # there may be more: claim again when the buffer runs low
-            await until(self.wake, w.poll_interval)
+            retry, self._retry_in = self._retry_in, None
+            wait = w.poll_interval if retry is None else min(retry, w.poll_interval)
+            if self.flow.queues:
+                # A key's slot frees when one of our jobs is settled: a flush wakes us too
+                # (slot_free was cleared before the claim, so a flush during it counts).
+                await w.wait_any(self.wake, self.slot_free, timeout=wait)
+            else:
+                await until(self.wake, wait)
 
     def _claim_size(self) -> int:
         """How many jobs to claim now (0: wait for a slot or for the buffer to run low)."""
@@ -138,7 +152,7 @@ class Producer:
             self._rate_at, self._rate_done = now, w._done
         # Limited queues get no buffer: a buffered job would hold a slot of the queue's limit
         # while other workers sit idle.
-        self._extra = 0 if self._limited else min(w.prefetch_max,
+        self._extra = 0 if self._limited or self.flow.queues else min(w.prefetch_max,
                                                   int(self._rate * w.prefetch_horizon))
         waiting = len(self.waiting)
         running = len(w.attempts.running)
@@ -195,6 +209,7 @@ class Producer:
         w = self.w
         w.kinds = sorted(w.app.kinds)
         self.statement.params["kinds"] = w.kinds
+        self.flow.kinds = w.kinds
         w._reregister = True
         log.info("worker %s now also claims %s", w.id, ", ".join(w.kinds))
 
@@ -283,17 +298,36 @@ class Producer:
         # The first jobs in claim order go to the free slots at once (the buffer is empty when
         # slots are free: fill() ran first); the claim records their start.
         start = max(0, w.concurrency - len(w.attempts.running) - len(self.waiting))
-        answer = await self.statement.run(conn, w.schema, n=n, locked=self._limited,
-                                          start=start)
-        got = answer.jobs
-        if answer.limited and not self._limited and len(got) < n:
-            # The lock-free claim skipped a limited queue: take its share now, under the locks.
-            more = await self.statement.run(conn, w.schema, n=n - len(got), locked=True,
-                                            start=max(0, start - len(got)))
-            got += more.jobs
-            answer.limited = more.limited
-        self._limited = answer.limited
-        self.paused = answer.paused
+        got: list[claims.Claimed] = []
+        paused: set[str] = set()
+        if set(self.flow.queues) != set(w.queues):  # some queue of ours is not a flow queue
+            answer = await self.statement.run(conn, w.schema, n=n, locked=self._limited,
+                                              start=start)
+            got = answer.jobs
+            if answer.limited and not self._limited and len(got) < n:
+                # The lock-free claim skipped a limited queue: take its share now, under the
+                # locks.
+                more = await self.statement.run(conn, w.schema, n=n - len(got), locked=True,
+                                                start=max(0, start - len(got)))
+                got += more.jobs
+                answer.limited = more.limited
+                answer.flow |= more.flow
+            self._limited = answer.limited
+            paused = answer.paused
+            # A queue is flagged for good (forklift._flow.claim): from now on the flow claim.
+            self.flow.queues = sorted(set(self.flow.queues) | answer.flow)
+        if self.flow.queues and len(got) < n:
+            flowed = await self.flow.run(conn, w.schema, n=n - len(got),
+                                         start=max(0, start - len(got)))
+            got += flowed.jobs
+            paused |= flowed.paused
+            self._retry_in = flowed.retry_in
+            if len(got) < n and len(w._held) > len(w.attempts.running) + len(self.waiting):
+                # Outcomes not yet written still count against their keys' limits: look again
+                # once the completer has flushed them.
+                soon = self.flow.retry_soon
+                self._retry_in = min(self._retry_in or soon, soon)
+        self.paused = paused
         return got
 
 
