@@ -25,6 +25,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import _config as config
+from forklift import _pooler as pooler
 from forklift._batches import Batch
 from forklift._db import connect, connect_kwargs, unavailable
 from forklift.ops import actions as _actions
@@ -91,8 +92,9 @@ class Operator:
     def conn(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
             target = config.resolve(self._dsn, schema=self.ctx.schema).dsn
-            if self.ctx.read_only:
-                # Belt and braces: the session refuses writes even if a code path forgot to ask.
+            if self.ctx.read_only and not pooler.pooled(target):
+                # Belt and braces: the session refuses writes even if a code path forgot to ask
+                # (a startup option: not behind a transaction pooler, which refuses them).
                 kwargs = connect_kwargs(target, "ops")
                 params = conninfo_to_dict(kwargs["conninfo"])
                 params["options"] = f"{params.get('options', '')} -c default_transaction_read_only=on"
@@ -100,7 +102,10 @@ class Operator:
                 try:
                     self._conn = psycopg.Connection.connect(**kwargs)
                 except psycopg.OperationalError as exc:
-                    raise unavailable(target, exc) from None
+                    if not pooler.refused_options(exc):
+                        raise unavailable(target, exc) from None
+                    pooler.learn(target)
+                    self._conn = connect(target, "ops")
             else:
                 self._conn = connect(target, "ops")
                 self._check_role(self._conn)
