@@ -74,7 +74,9 @@ _local = threading.local()
 def _db() -> psycopg.Connection[Any]:
     conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
     if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(app.dsn, autocommit=True, application_name="faults-app")
+        # No prepared statements: under -m pgbouncer this connection goes through PgBouncer.
+        conn = psycopg.connect(app.dsn, autocommit=True, application_name="faults-app",
+                               prepare_threshold=None)
         _local.conn = conn
     return conn
 
