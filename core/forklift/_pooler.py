@@ -70,7 +70,7 @@ def learn(conninfo: str) -> None:
 def adapt(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Connection arguments without what a transaction pooler cannot keep."""
     params = conninfo_to_dict(kwargs["conninfo"])
-    params.pop("options", None)
+    params["options"] = ""  # empty, not absent: libpq would fall back to PGOPTIONS
     return {**kwargs, "conninfo": make_conninfo(**params), "prepare_threshold": None}  # type: ignore[arg-type]
 
 
