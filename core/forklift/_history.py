@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from forklift._retention import DEFAULTS
 from forklift._sqltext import render
@@ -106,6 +107,18 @@ INSERT INTO {s}.jobs SELECT * FROM back
 """
 
 SETTINGS_SQL = "SELECT name, value FROM {s}.settings WHERE name LIKE 'history.%%'"
+
+# Columns of the jobs table that history lacks (a migration added them after history was
+# switched on): added in the same order, so both tables stay one relation for reads.
+MISSING_COLUMNS_SQL = """
+SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass(%(jobs)s) AND a.attnum > 0 AND NOT a.attisdropped
+  AND NOT EXISTS (SELECT 1 FROM pg_attribute h WHERE h.attrelid = to_regclass(%(history)s)
+                  AND h.attname = a.attname AND NOT h.attisdropped)
+ORDER BY a.attnum
+"""
+ADD_COLUMN_SQL = "ALTER TABLE {s}.jobs_history ADD COLUMN IF NOT EXISTS {column} {type}"
 
 _NAME = re.compile(r"^jobs_history_(completed|cancelled|dead)_(\d{8})$")
 _JOBS = re.compile(r"\{s\}\.jobs(?![A-Za-z0-9_])")
@@ -204,6 +217,10 @@ def upkeep(
     """One pass: partitions created and dropped, then finished jobs moved, in batches. Returns
     the jobs moved. Every step is idempotent, so a pass cut short (a crash, a lock timeout)
     is finished by the next one, on this leader or another."""
+    names = {"jobs": f"{schema}.jobs", "history": f"{schema}.jobs_history"}
+    for column, type_ in (yield "rows", MISSING_COLUMNS_SQL, names):
+        yield "ddl", render(ADD_COLUMN_SQL.format(
+            s="{s}", column=sql.Identifier(column).as_string(None), type=type_), schema), None
     have = days((yield "rows", render(PARTITIONS_SQL, schema), (schema,)))
     for ddl in upkeep_ddl(schema, have, today, keep):
         yield "ddl", ddl, None
