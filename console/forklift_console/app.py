@@ -29,6 +29,7 @@ from forklift_console.screens.backfills import BackfillsScreen
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.batches import BatchesScreen
 from forklift_console.screens.dead import DeadScreen
+from forklift_console.screens.health import HealthScreen
 from forklift_console.screens.help import HelpScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import JobsScreen, bulk_cli, bulk_report
@@ -87,6 +88,7 @@ class ConsoleApp(App[None]):
         Binding("f", "freeze", "Freeze", show=False),
         Binding("plus,equals_sign", "faster", "Faster refresh", show=False, key_display="+"),
         Binding("minus", "slower", "Slower refresh", show=False, key_display="-"),
+        Binding("h", "go('health')", "Health", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -117,6 +119,7 @@ class ConsoleApp(App[None]):
             "batches": BatchesScreen(),
             "schedules": SchedulesScreen(),
             "backfills": BackfillsScreen(),
+            "health": HealthScreen(),
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]
