@@ -20,8 +20,9 @@ Quick = Annotated[
 ]
 Only = Annotated[
     str | None,
-    typer.Option("--only", help="Comma-separated scenarios: e2e, e2e_2w, enqueue, bulk, latency,"
-                                " memory, db_cpu (default: all)."),
+    typer.Option("--only", help="Comma-separated scenarios: e2e, c1, enqueue, enqueue_16, bulk,"
+                                " latency, e2e_4w, e2e_2w, stats, claim_backlog, memory (default:"
+                                " all)."),
 ]
 
 
@@ -56,7 +57,7 @@ def bench(dsn: Dsn = None, as_json: Json = False, quick: Quick = False, only: On
             table.add_column(name, justify=justify)  # type: ignore[arg-type]
         for row in b.table_rows(report):
             verdict = row[5]
-            style = "green" if verdict == "ok" else "bold red" if verdict else ""
+            style = "green" if verdict == "PASS" else "bold red" if verdict else ""
             table.add_row(*(safe(c) for c in row[:5]), f"[{style}]{verdict}[/]" if style else "")
         show.print(table)
         for name, problem in report.errors.items():
