@@ -15,6 +15,7 @@ from helpers import wait_until
 from forklift import Worker
 from forklift._session import Session
 from forklift._worker import settle
+from forklift._worker.claim import Claimed
 
 pytestmark = pytest.mark.slow
 db, procs = faults.db, faults.procs  # fixtures
@@ -179,3 +180,73 @@ def test_an_outcome_the_server_refuses_does_not_hold_back_the_others(
     j = faults.job(db, bad)
     assert j["state"] == "retryable" and j["result"] is None
     assert [e["code"] for e in j["errors"]] == ["internal_error"]
+
+
+def _running(db: psycopg.Connection[Any], n: int, max_attempts: int) -> list[Claimed]:
+    """n faults.quick jobs made running under fences of worker 'w' (attempt 1)."""
+    ids = [faults.enqueue(db, "faults.quick", {}, max_attempts=max_attempts) for _ in range(n)]
+    rows = db.execute(
+        "UPDATE forklift.jobs SET state = 'running', attempt = 1, worker_id = 'w',"
+        " attempted_at = now(), fence = nextval('forklift.fence_seq'),"
+        " lease_expires_at = now() + interval '1 minute'"
+        " WHERE id = ANY(%s) RETURNING id, fence, retry", (ids,)).fetchall()
+    return sorted((Claimed(i, "default", "faults.quick", {}, 1, max_attempts, f, r, {}, None, 0)
+                   for i, f, r in rows), key=lambda c: c.id)
+
+
+class _Flaky(Session):
+    """A real session whose ``fail_at``-th operation fails as a dropped connection would."""
+
+    def __init__(self, dsn: str, fail_at: int) -> None:
+        super().__init__(dsn, "complete", "w", timeout=10)
+        self.calls, self.fail_at = 0, fail_at
+
+    async def run(self, op: Any, *, timeout: float | None = None) -> Any:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise psycopg.OperationalError("injected: the connection dropped")
+        return await super().run(op, timeout=timeout)
+
+
+def _flush(dsn: str, batch: list[settle.Outcome], session: Session) -> Worker:
+    async def go() -> Worker:
+        worker = Worker(faults.app, worker_id="w")
+        worker._settle_db = session
+        worker.completer.outcomes = list(batch)
+        worker._held = {o.fence: o.job_id for o in batch}
+        try:
+            assert await worker.completer.flush(deadline=None) is True
+        finally:
+            await session.close()
+        return worker
+
+    return asyncio.run(go())
+
+
+def test_an_outcome_that_cannot_be_stored_is_an_ordinary_failed_attempt(
+    db: psycopg.Connection[Any], dsn: str
+) -> None:
+    (last,) = _running(db, 1, max_attempts=1)
+    (more,) = _running(db, 1, max_attempts=5)
+    batch = [settle.Outcome(j.id, j.fence, "completed", result="{not json", job=j)
+             for j in (last, more)]
+    _flush(dsn, batch, Session(dsn, "complete", "w", timeout=10))
+    dead, retry = faults.job(db, last.id), faults.job(db, more.id)
+    assert (dead["state"], [e["code"] for e in dead["errors"]]) == ("dead", ["internal_error"])
+    # Retried by the kind's backoff (default: at least half a second), not at a fixed second.
+    assert retry["state"] == "retryable" and [e["code"] for e in retry["errors"]] == [
+        "internal_error"]
+    assert retry["attempt"] == 1
+
+
+def test_a_dropped_connection_during_the_one_by_one_writes_resends_only_the_rest(
+    db: psycopg.Connection[Any], dsn: str
+) -> None:
+    jobs = _running(db, 4, max_attempts=3)
+    batch = [settle.Outcome(j.id, j.fence, "completed", result='{"ok": 1}', job=j) for j in jobs]
+    batch[0].result = "{not json"  # the batch is refused: written one by one
+    # Calls: 1 the batch (refused), 2 job 0 (refused), 3 its fallback, 4 job 1, 5 job 2: dropped.
+    worker = _flush(dsn, batch, _Flaky(dsn, fail_at=5))
+    assert worker.stats.stale_writes == 0  # nothing accepted was sent again
+    states = [faults.job(db, j.id)["state"] for j in jobs]
+    assert states == ["retryable", "completed", "completed", "completed"]

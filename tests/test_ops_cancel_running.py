@@ -54,7 +54,7 @@ def test_a_running_job_ends_cancelled(app: Forklift, dsn: str, conn: psycopg.Con
     assert op.explain(job).codes == ["cancelled"]
 
 
-def test_a_handler_that_finishes_anyway_ends_completed(
+def test_a_handler_that_returns_after_the_cancel_ends_cancelled_its_value_kept(
     app: Forklift, dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
     with running_worker(app, queues=["ops"], lease=30), Operator(dsn) as op:
@@ -62,9 +62,13 @@ def test_a_handler_that_finishes_anyway_ends_completed(
         assert op.cancel(job).outcome == "cancel_requested"
         wait_until(lambda: job_state(conn, job) not in ("running", None), timeout=15,
                    message=lambda: f"job {job} is {job_state(conn, job)}")
+    # Once the worker signalled the attempt, the signal decides: the handler's return is not a
+    # success, and what it returned is kept as the partial result.
     after = row(conn, job)
-    assert after["state"] == "completed"
-    assert after["result"] == {"finished": "after the cancel request"}
+    assert after["state"] == "cancelled" and after["result"] is None
+    assert after["errors"][-1]["code"] == "cancelled"
+    partial = conn.execute("SELECT partial FROM forklift.jobs WHERE id = %s", (job,)).fetchone()
+    assert partial == ({"finished": "after the cancel request"},)
 
 
 def test_the_heartbeat_carries_a_cancel_whose_notify_was_missed(

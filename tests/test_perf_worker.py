@@ -44,9 +44,11 @@ def _insert(conn: psycopg.Connection[Any], queue: str, count: int) -> list[int]:
 
 async def _claim(dsn: str, n: int, *, locked: bool, queues: list[str]) -> tuple[list[Any], bool]:
     async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ac:
-        return await claim_batch(
-            ac, "forklift", worker_id="w-test", queues=queues, n=n, lease=30.0, locked=locked
+        answer = await claim_batch(
+            ac, "forklift", worker_id="w-test", queues=queues, n=n, lease=30.0, locked=locked,
+            kinds=["perf.noop"],
         )
+        return answer.jobs, answer.limited
 
 
 # -- the claim ----------------------------------------------------------------------------------
@@ -113,7 +115,7 @@ def test_the_claim_session_plans_once_and_reads_jobs_only_through_indexes(
         plans = []
         for sql in (CLAIM_FREE_SQL, CLAIM_SQL):
             text = render(sql, "forklift")
-            for k, name in enumerate(("n", "queues", "w", "lease"), start=1):
+            for k, name in enumerate(("n", "start", "queues", "kinds", "w", "lease"), start=1):
                 text = text.replace(f"%({name})s", f"${k}")
             rows = session.execute("EXPLAIN (GENERIC_PLAN) " + text).fetchall()
             plans.append("\n".join(r[0] for r in rows))
@@ -124,7 +126,7 @@ def test_the_claim_session_plans_once_and_reads_jobs_only_through_indexes(
             for _ in range(rounds):
                 for locked in (False, True):
                     await claim_batch(ac, "forklift", worker_id="w", queues=["open", "lim"],
-                                      n=3, lease=30.0, locked=locked)
+                                      n=3, lease=30.0, locked=locked, kinds=["perf.noop"])
             cur = await ac.execute("SELECT generic_plans, custom_plans, statement"
                                    " FROM pg_prepared_statements")
             return list(await cur.fetchall())

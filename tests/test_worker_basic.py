@@ -15,6 +15,7 @@ from apps import basic
 from helpers import wait_until
 
 from forklift import Forklift, SchemaOutdated, Worker
+from forklift.ops import Operator
 
 TERMINAL = ("completed", "cancelled", "dead")
 
@@ -129,16 +130,32 @@ def test_completions_are_written_in_batches(app: Forklift, conn: psycopg.Connect
 
 
 # -- bad input at run time ----------------------------------------------------------------------
-def test_a_kind_the_worker_does_not_know_goes_dead(app: Forklift, conn: psycopg.Connection[Any]) -> None:
+def test_a_kind_no_worker_knows_waits_and_explain_says_so(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    # A rolling deploy: a new kind's job reaches a worker that does not have it yet. It is not
+    # claimed (never dead-lettered as unknown_kind); a job behind it runs.
     job_id = conn.execute(
-        "INSERT INTO forklift.jobs (kind, args) VALUES ('basic.retired', '{}') RETURNING id"
+        "INSERT INTO forklift.jobs (kind, args, priority) VALUES ('basic.retired', '{}', -5)"
+        " RETURNING id"
     ).fetchone()[0]  # type: ignore[index]
-    with basic.running_worker(app):
-        wait_terminal(conn, [job_id])
-    row = basic.job_row(conn, job_id)
-    assert (row["state"], row["attempt"]) == ("dead", 1)
-    assert [e["code"] for e in row["errors"]] == ["unknown_kind"]
-    assert "basic.retired" in row["errors"][0]["message"]
+    with basic.running_worker(app, queues=["default"]) as worker:
+        behind = basic.echo.enqueue({"name": "behind"})
+        wait_terminal(conn, [behind.id])
+        assert basic.job_row(conn, behind.id)["state"] == "completed"
+        row = basic.job_row(conn, job_id)
+        assert (row["state"], row["attempt"], row["errors"]) == ("available", 0, [])
+        assert "basic.retired" not in worker.kinds
+        with Operator(dsn) as op:
+            wait_until(lambda: any(w.live for w in op.workers()), timeout=30)
+            job = op.explain(job_id)
+            assert job.reasons[0].code == "unknown_kind", job
+            assert "no worker knows kind 'basic.retired'" in job.summary
+            queue = op.explain_queue("default")
+            unknown = [r for r in queue.reasons if r.code == "unknown_kind"]
+            assert [(r.facts["kind"], r.facts["waiting"]) for r in unknown] == [
+                ("basic.retired", 1)]
+    assert basic.job_row(conn, job_id)["state"] == "available"
 
 
 def test_a_payload_that_no_longer_validates_goes_dead(app: Forklift, conn: psycopg.Connection[Any]) -> None:
@@ -223,7 +240,7 @@ def test_nothing_a_handler_does_kills_the_worker(app: Forklift, conn: psycopg.Co
 
 
 # -- registration and the schema check ------------------------------------------------------
-def test_a_worker_registers_itself_and_deregisters_on_drain(
+def test_a_worker_registers_itself_and_its_kinds_and_records_its_exit(
     app: Forklift, conn: psycopg.Connection[Any]
 ) -> None:
     with basic.running_worker(app, queues=["orders", "default"], concurrency=3) as worker:
@@ -235,7 +252,13 @@ def test_a_worker_registers_itself_and_deregisters_on_drain(
         )
         assert row == (worker.id, socket.gethostname(), os.getpid(), ["default", "orders"], 3,
                        "running")
-    assert conn.execute("SELECT count(*) FROM forklift.workers").fetchone() == (0,)
+        kinds = conn.execute("SELECT kinds FROM forklift.workers").fetchone()[0]  # type: ignore[index]
+        assert set(kinds) == set(app.kinds)
+        assert kinds["basic.echo"]["retry"] == basic.echo.retry.to_json()
+    # The row stays as history: exited, when, and how.
+    assert conn.execute(
+        "SELECT state, exit_reason, exited_at IS NOT NULL, in_use FROM forklift.workers"
+    ).fetchone() == ("exited", "drained", True, 0)
 
 
 def test_a_worker_listens_on_every_declared_queue_by_default(app: Forklift) -> None:

@@ -24,13 +24,28 @@ class Progress:
         return {"done": self.done, "total": self.total, "note": self.note}
 
 
+class JobCancelled(Exception):
+    """Raised by :meth:`JobContext.raise_if_cancelled`: the worker told the attempt to stop.
+
+    The worker records the attempt by ``reason`` (``cancelled``, ``timeout``, ``interrupted``,
+    ``lease_lost``), as it does for a handler that returns after being told; let it propagate.
+    """
+
+    code = "cancelled"
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"the attempt was told to stop ({reason})")
+        self.reason = reason
+
+
 class JobContext:
     """Facts about the running attempt, and the handler's lines back to forklift.
 
     ``cancelled`` is set when the job is cancelled by an operator, times out, loses its lease
     or is interrupted by a draining worker. Async handlers are also cancelled outright; a sync
-    handler runs in a thread that cannot be stopped from outside, so it should check
-    ``ctx.is_cancelled()`` (or ``ctx.cancelled.wait(timeout)``) between units of work.
+    handler runs in a thread that cannot be stopped from outside, so it should call
+    ``ctx.raise_if_cancelled()`` (or check ``ctx.is_cancelled()``) between units of work. Once
+    told, the signal decides the attempt's outcome whatever the handler returns.
     """
 
     def __init__(
@@ -82,6 +97,12 @@ class JobContext:
 
     def is_cancelled(self) -> bool:
         return self.cancel_reason is not None
+
+    def raise_if_cancelled(self) -> None:
+        """Raise :class:`JobCancelled` if the attempt was told to stop; call it between units
+        of work. However the handler ends once told, the signal decides the outcome."""
+        if self.cancel_reason is not None:
+            raise JobCancelled(self.cancel_reason)
 
     async def wait_cancelled(self) -> None:
         """Await until the job is cancelled (for async handlers that select on it)."""

@@ -39,6 +39,7 @@ CREATE TABLE {s}.jobs (
     meta                jsonb       NOT NULL DEFAULT '{}',
     retry               jsonb,
     batch_index         integer,  -- a batch target's place in its batch
+    lost                integer     NOT NULL DEFAULT 0,  -- attempts in a row ended by lease expiry
     -- key values computed at enqueue ('name' || chr(31) || 'value'; the first is the partition);
     -- NULL unless the kind declares keys (forklift._flow)
     keys                text[],
@@ -58,8 +59,8 @@ CREATE TABLE {s}.jobs (
     autovacuum_vacuum_cost_delay = 0
 );
 
--- The claim: one index, per queue in claim order, live rows only.
-CREATE INDEX jobs_claim_idx ON {s}.jobs (queue, priority, run_at, id) WHERE state = 'available';
+-- The claim: one index, per queue and kind in claim order, live rows only.
+CREATE INDEX jobs_claim_idx ON {s}.jobs (queue, kind, priority, run_at, id) WHERE state = 'available';
 -- The stager: due scheduled and retryable jobs.
 CREATE INDEX jobs_due_idx ON {s}.jobs (run_at) WHERE state IN ('scheduled', 'retryable');
 -- Rescue, concurrency limits and the running list.
@@ -123,12 +124,16 @@ CREATE TABLE {s}.workers (
     queues          text[]      NOT NULL,
     slots           integer     NOT NULL,
     in_use          integer     NOT NULL DEFAULT 0,
-    state           text        NOT NULL DEFAULT 'running' CHECK (state IN ('running', 'draining')),
+    state           text        NOT NULL DEFAULT 'running'
+                    CHECK (state IN ('running', 'draining', 'exited')),
     started_at      timestamptz NOT NULL DEFAULT now(),
     heartbeat_at    timestamptz NOT NULL DEFAULT now(),
     drain_deadline  timestamptz,
     version         text,
-    restarts        jsonb       NOT NULL DEFAULT '{}'
+    restarts        jsonb       NOT NULL DEFAULT '{}',  -- service -> restarts after its loop died
+    kinds           jsonb,      -- kind -> {"retry": backoff, "lease_expiries": n}
+    exited_at       timestamptz,
+    exit_reason     text CHECK (exit_reason IN ('drained', 'lease_lost', 'killed'))
 ) WITH (fillfactor = 50);
 
 -- One elected leader per schema: a lease row with an expiry, not a session-scoped lock.

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import random
 import signal
@@ -189,6 +190,53 @@ def slow_sync(ctx: JobContext, h: HoldSync) -> dict[str, Any]:
     return hold_sync.fn(ctx, HoldSync(gate=h.gate, cooperative=False))  # type: ignore[no-any-return]
 
 
+# -- the edges of issue 11: cooperative stops, crashes, stubborn handlers ------------------------
+@dataclass
+class Coop:
+    gate: str = ""
+    how: str = "return"  # when told to stop: "return" a partial result, or "raise" (raise_if_cancelled)
+
+
+@app.job(name="faults.coop", max_attempts=3, timeout=30)
+def coop(ctx: JobContext, c: Coop) -> dict[str, Any]:
+    """Works in steps until its gate opens; stops when told, the way README says to."""
+    note(ctx, "start")
+    steps = 0
+    while not gate_open(c.gate):
+        if ctx.is_cancelled():
+            note(ctx, f"saw-cancel:{ctx.cancel_reason}")
+            if c.how == "raise":
+                ctx.raise_if_cancelled()
+            return {"steps": steps, "stopped": True}
+        steps += 1
+        ctx.cancelled.wait(0.05)
+    return {"steps": steps, "stopped": False}
+
+
+@app.job(name="faults.coop_timeout", max_attempts=2, timeout=0.5, retry=Backoff("fixed", 60))
+def coop_timeout(ctx: JobContext, c: Coop) -> dict[str, Any]:
+    return coop.fn(ctx, c)  # type: ignore[no-any-return]
+
+
+@app.job(name="faults.crash", max_attempts=10, retry=Backoff("fixed", 1.0, jitter="none"))
+def crash(ctx: JobContext, args: dict[str, Any]) -> None:
+    """Kills the process that runs it, the moment it starts (a poison job: OOM, segfault)."""
+    note(ctx, "start")
+    os._exit(17)
+
+
+@app.job(name="faults.stubborn", max_attempts=5)
+async def stubborn(ctx: JobContext, h: Hold) -> dict[str, Any]:
+    """Async, and ignores cancellation: ticks (a note every 0.1 s) until its gate opens."""
+    await asyncio.to_thread(note, ctx, "start")
+    while not await asyncio.to_thread(gate_open, h.gate):
+        await asyncio.to_thread(note, ctx, "tick")
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.1)
+    await asyncio.to_thread(note, ctx, "end")
+    return _result(ctx)
+
+
 # -- error text -----------------------------------------------------------------------------------
 CANARY = "s3cr3t-CANARY-7f1e9c"  # what must never reach the database
 
@@ -298,9 +346,18 @@ class WorkerProc:
     queues: str | None = None
     extra: list[str] = field(default_factory=list)
     app: str = "apps.faults:app"
+    #: Worker options the CLI has no flag for (prefetch...): run apps/worker_main.py instead.
+    options: dict[str, Any] | None = None
     popen: subprocess.Popen[bytes] = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.options is not None:
+            opts = {"concurrency": self.concurrency, "lease": self.lease,
+                    "drain_timeout": self.drain_timeout, "poll_interval": self.poll_interval,
+                    **({"queues": self.queues.split(",")} if self.queues else {}),
+                    **self.options}
+            self._spawn([sys.executable, "-m", "apps.worker_main", self.app, json.dumps(opts)])
+            return
         cmd = [
             sys.executable, "-m", "forklift_console.cli", "worker",
             "--app", self.app,
@@ -309,6 +366,9 @@ class WorkerProc:
             "--poll-interval", str(self.poll_interval), "--log-level", "INFO",
             *(["--queues", self.queues] if self.queues else []), *self.extra,
         ]  # fmt: skip
+        self._spawn(cmd)
+
+    def _spawn(self, cmd: list[str]) -> None:
         env = dict(os.environ, FORKLIFT_DSN=self.dsn, PYTHONUNBUFFERED="1")
         env.pop("FORKLIFT_APP", None)
         with open(self.log_path, "ab") as out:

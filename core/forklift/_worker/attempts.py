@@ -15,6 +15,7 @@ import asyncio
 import contextvars
 import functools
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -84,6 +85,8 @@ class Attempts:
         self.running[job.fence] = rec
         w._held[job.fence] = job.id
         w._idle.clear()
+        if not job.started:
+            w._starts.append((job.id, job.fence, time.monotonic()))
         if self.hooks.on_start:
             for hook in self.hooks.on_start:
                 hook(rec)
@@ -123,6 +126,7 @@ class Attempts:
 
     def record(self, rec: Running, outcome: settle.Outcome) -> None:
         """Queue an attempt's outcome for the completer."""
+        outcome.job = rec.job
         if self.hooks.on_settle:
             for hook in self.hooks.on_settle:
                 hook(rec, outcome)
@@ -158,7 +162,8 @@ class Attempts:
             return
         if rec.dirty:
             outcome.progress = rec.progress
-            outcome.partial = rec.partial if outcome.next != "completed" else None
+            if outcome.next != "completed" and outcome.partial is None:
+                outcome.partial = rec.partial
         if outcome.next == "completed":
             w.stats.completed += 1
         else:

@@ -9,11 +9,28 @@ autocommit statement (:data:`CLAIM_FREE_SQL`, about half the round trip of the p
 transaction). That statement gives limited queues no room at all and answers with a marker row
 when it met one, so a worker that believed its queues unlimited switches to the locked claim on
 its next pass: a stale belief can delay a newly limited queue by one claim, never overfill it.
+
+Kinds
+    A worker claims only the kinds it registered: the claim walks the claim index (queue, kind,
+    priority, run_at, id) once per (queue, kind) pair, so a backlog of a kind no worker here
+    knows is never read, let alone locked. The walks are merged in claim order, and only then
+    are rows locked (``FOR UPDATE SKIP LOCKED`` on at most twice the batch of candidates): a
+    lock inside each walk would lock a batch per pair for one batch taken.
+
+What else the answer carries
+    Marker rows (``id`` NULL): ``!paused`` for each of the worker's queues that is paused (the
+    worker gives back jobs of that queue it holds in its local buffer) and ``!limited`` (the
+    lock-free statement met a limited queue). The first ``start`` rows of the batch in claim
+    order are stamped ``attempted_at`` (their handlers start at once); the others wait in the
+    worker's buffer with ``attempted_at`` NULL until it records their start.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -30,85 +47,108 @@ LOCK_LIMITED_SQL = (
 class Clause:
     """One condition of the claim, composed into the one claim statement.
 
-    ``where`` is a predicate on a candidate row ``jobs`` of the per-queue scan (it must be
-    served by the claim index, or the plan test fails); ``params`` are the named parameters it
-    uses. Later conditions (per-key limits, rate limits, fair share, dependencies) plug in
-    here as clauses; the statement is composed once per worker and planned once per session.
+    ``axis`` (optional) is a set the per-queue walk of the claim index is repeated over, and
+    ``match`` the predicate that ties a candidate row ``jobs`` to it (the kinds: ``unnest(...) AS
+    k(kind)`` and ``kind = k.kind``); ``where`` is a plain predicate on a candidate row (it must
+    be served by the claim index, or the plan test fails); ``params`` are the named parameters
+    it uses. Later conditions (per-key limits, rate limits, fair share, dependencies) plug in
+    here; the statement is composed once per worker and planned once per session.
     """
 
     name: str
+    axis: str = ""
+    match: str = ""
     where: str = ""
     params: tuple[tuple[str, Any], ...] = ()
 
 
-# The worker's queues that are not paused (a pause that has expired no longer holds).
-_OPEN_QUEUES = """    FROM unnest(%(queues)s::text[]) AS w(name)
-    LEFT JOIN {s}.queues qs ON qs.name = w.name
-    WHERE qs.name IS NULL OR NOT qs.paused
-       OR (qs.pause_expires_at IS NOT NULL AND qs.pause_expires_at <= now())"""
+def kinds_clause(kinds: Sequence[str]) -> Clause:
+    """Claim only these kinds (a worker's registered handlers)."""
+    return Clause("kinds", axis="unnest(%(kinds)s::text[]) AS k(kind)", match="kind = k.kind",
+                  params=(("kinds", sorted(set(kinds))),))
 
 
-def _pick(room: str, where: str) -> str:
-    """Up to ``room`` waiting jobs per queue, row-locked, the batch in claim order."""
-    return """    SELECT j.id FROM q CROSS JOIN LATERAL (
-        SELECT id, priority, run_at FROM {s}.jobs
-        WHERE state = 'available' AND queue = q.name""" + where + """
-        ORDER BY priority, run_at, id
-        LIMIT """ + room + """
-        FOR UPDATE SKIP LOCKED
-    ) j
-    ORDER BY j.priority, j.run_at, j.id
-    LIMIT %(n)s"""
+# The worker's queues: open (not paused, or the pause has expired) or not, limited or not.
+_QUEUES = """    FROM unnest(%(queues)s::text[]) AS w(name)
+    LEFT JOIN {s}.queues qs ON qs.name = w.name"""
+_OPEN = """(qs.name IS NULL OR NOT qs.paused
+                   OR (qs.pause_expires_at IS NOT NULL AND qs.pause_expires_at <= now()))"""
 
-
-# Claimed rows are stamped with a fresh fence and a lease; shared by both claim statements.
-# They are found by id through an array (not a join with c), so that a generic plan, which
-# cannot know how few rows c holds, still reads them from the primary key.
+# Claimed rows are stamped with a fresh fence and a lease. They are found by id through an
+# array (not a join with c), so that a generic plan, which cannot know how few rows c holds,
+# still reads them from the primary key. json columns come back as text: the worker decodes
+# them row by row, so one row it cannot decode fails that job alone.
 _TAKE = """UPDATE {s}.jobs AS t
-SET state = 'running', attempt = t.attempt + 1, attempted_at = now(), worker_id = %(w)s,
+SET state = 'running', attempt = t.attempt + 1, worker_id = %(w)s,
+    attempted_at = CASE WHEN t.id = ANY (ARRAY(SELECT s.id FROM s)) THEN now() END,
     fence = nextval('{s}.fence_seq'), lease_expires_at = now() + make_interval(secs => %(lease)s),
     cancel_requested_at = NULL
 WHERE t.id = ANY (ARRAY(SELECT c.id FROM c))
-RETURNING t.id, t.queue, t.kind, t.args, t.attempt, t.max_attempts, t.fence, t.retry, t.meta,
-          t.batch_id, t.priority, t.traceparent, extract(epoch FROM now() - t.run_at)::float8"""
+RETURNING t.id, t.queue, t.kind, t.args::text, t.attempt, t.max_attempts, t.fence, t.retry::text,
+          t.meta::text, t.batch_id, t.priority, t.run_at, t.attempted_at IS NOT NULL, t.traceparent,
+          extract(epoch FROM now() - t.run_at)::float8"""
+
+_MARKER = ("NULL::bigint, q.name, {what}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
+           " NULL, NULL, NULL")
 
 
 def compose(clauses: tuple[Clause, ...] = (), *, locked: bool) -> str:
     """The claim statement with ``clauses``: under the limit locks, or the lock-free one."""
-    where = "".join(f"\n          AND ({c.where})" for c in clauses if c.where)
+    axes = "".join(f" CROSS JOIN {c.axis}" for c in clauses if c.axis)
+    where = "".join(f"\n          AND ({c.match})" for c in clauses if c.match)
+    where += "".join(f"\n          AND ({c.where})" for c in clauses if c.where)
     if locked:
-        return """
-WITH q AS (
-    SELECT w.name,
-           CASE WHEN qs.concurrency IS NULL THEN %(n)s
+        room = """CASE WHEN NOT """ + _OPEN + """ THEN 0
+                WHEN qs.concurrency IS NULL THEN %(n)s
                 ELSE greatest(0, least(%(n)s, qs.concurrency - (
                     SELECT count(*) FROM {s}.jobs r WHERE r.state = 'running' AND r.queue = w.name)))
-           END AS room
-""" + _OPEN_QUEUES + """
-), c AS (
-""" + _pick("q.room", where) + """
-)
-""" + _TAKE + "\n"
-    # The lock-free claim: unlimited queues only; a marker row (id NULL) says a limited one was
-    # seen.
+           END"""
+    else:
+        room = "CASE WHEN NOT " + _OPEN + " OR qs.concurrency IS NOT NULL THEN 0 ELSE %(n)s END"
+    # A queue's room caps what the merged walks take from it (several kinds share one queue).
+    ranked = """SELECT id, priority, run_at FROM (
+        SELECT cand.*, row_number() OVER (PARTITION BY cand.queue
+                                          ORDER BY cand.priority, cand.run_at, cand.id) AS rn
+        FROM cand) r JOIN q ON q.name = r.queue
+    WHERE r.rn <= q.room""" if locked else "SELECT id, priority, run_at FROM cand"
+    markers = ("CASE WHEN NOT q.open THEN '!paused' ELSE '!limited' END",
+               "NOT q.open" + ("" if locked else " OR q.limited"))
     return """
 WITH q AS (
-    SELECT w.name, qs.concurrency IS NOT NULL AS limited
-""" + _OPEN_QUEUES + """
+    SELECT w.name, """ + _OPEN + """ AS open, qs.concurrency IS NOT NULL AS limited,
+           """ + room + """ AS room
+""" + _QUEUES + """
+), cand AS (
+    SELECT j.id, j.queue, j.priority, j.run_at FROM q""" + axes + """ CROSS JOIN LATERAL (
+        SELECT id, queue, priority, run_at FROM {s}.jobs
+        WHERE state = 'available' AND queue = q.name""" + where + """
+        ORDER BY priority, run_at, id
+        LIMIT 2 * q.room
+    ) j
+), picked AS (
+    """ + ranked + """
+    ORDER BY priority, run_at, id
+    LIMIT 2 * %(n)s
 ), c AS (
-""" + _pick("CASE WHEN q.limited THEN 0 ELSE %(n)s END", where) + """
+    SELECT id, priority, run_at FROM {s}.jobs
+    WHERE id = ANY (ARRAY(SELECT picked.id FROM picked)) AND state = 'available'
+    ORDER BY priority, run_at, id
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+), s AS (
+    SELECT id FROM c ORDER BY priority, run_at, id LIMIT %(start)s
 ), u AS (
 """ + _TAKE + """
 )
 SELECT * FROM u
 UNION ALL
-(SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
- FROM q WHERE q.limited LIMIT 1)
-"""
+SELECT """ + _MARKER.format(what=markers[0]) + """ FROM q WHERE """ + markers[1] + "\n"
 
 
-CLAIM_SQL = compose(locked=True)
-CLAIM_FREE_SQL = compose(locked=False)
+#: The claim statements of a worker (what the plan tests EXPLAIN); parameters: n, start,
+#: queues, kinds, w, lease.
+CLAIM_SQL = compose((kinds_clause(()),), locked=True)
+CLAIM_FREE_SQL = compose((kinds_clause(()),), locked=False)
 
 
 # Jobs claimed into a worker's local buffer but never started go back as they were: available,
@@ -143,10 +183,43 @@ class Claimed:
     meta: dict[str, Any]
     batch_id: int | None
     priority: int
+    run_at: datetime | None = None
+    #: The claim stamped this attempt started (it went straight to a free slot).
+    started: bool = True
+    #: Why the row's json could not be decoded (the job then fails ``invalid_payload``).
+    undecodable: str | None = None
     #: W3C trace context of the enqueue that made the job (migration 0010), if it was traced
     traceparent: str | None = None
     #: seconds from when the job was due (run_at) to this claim, by the server's clock
     lag: float | None = None
+
+    @property
+    def order(self) -> tuple[Any, ...]:
+        """The claim order: priority, run_at, id."""
+        return (self.priority, self.run_at, self.id)
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> Claimed:
+        """A row of the claim, its json decoded here: a row that cannot be decoded (e.g. an
+        integer longer than Python's digit limit) is returned with ``undecodable`` set, so it
+        fails alone instead of failing the claim of its whole batch."""
+        (id_, queue, kind, args, attempt, max_attempts, fence, retry, meta, batch_id, priority,
+         run_at, started, traceparent, lag) = row
+        broken = None
+        try:
+            args = json.loads(args)
+        except (ValueError, RecursionError) as exc:
+            broken, args = f"the stored args cannot be decoded: {exc}", None
+        try:
+            retry = json.loads(retry) if retry is not None else None
+        except (ValueError, RecursionError):
+            retry = None  # the kind's own backoff applies
+        try:
+            meta = json.loads(meta)
+        except (ValueError, RecursionError) as exc:
+            broken, meta = broken or f"the stored meta cannot be decoded: {exc}", {}
+        return cls(id_, queue, kind, args, attempt, max_attempts, fence, retry, meta, batch_id,
+                   priority, run_at, started, broken, traceparent, lag)
 
 
 class ClaimStatement:
@@ -163,25 +236,41 @@ class ClaimStatement:
             self.params.update(clause.params)
 
     async def run(
-        self, conn: psycopg.AsyncConnection[Any], schema: str, *, n: int, locked: bool
-    ) -> tuple[list[Claimed], bool]:
-        """Claim up to ``n`` jobs; also says whether any of the queues has a concurrency limit.
+        self, conn: psycopg.AsyncConnection[Any], schema: str, *, n: int, locked: bool,
+        start: int | None = None,
+    ) -> Answer:
+        """Claim up to ``n`` jobs, the first ``start`` (default all) of them starting now.
 
         ``locked=False`` is the single statement that leaves limited queues alone; when the
         answer says a limit exists, claim again with ``locked=True``.
         """
-        params = {**self.params, "n": n}
+        params = {**self.params, "n": n, "start": n if start is None else start}
         if not locked:
             cur = await conn.execute(render(self.free_sql, schema), params)
-            rows = await cur.fetchall()
-            jobs = [Claimed(*r) for r in rows if r[0] is not None]
-            return jobs, len(jobs) != len(rows)
+            return Answer.of(await cur.fetchall())
         # One round trip: BEGIN, the limit locks, the claim and COMMIT travel together.
         async with conn.pipeline(), conn.transaction():
             locks = await conn.execute(render(LOCK_LIMITED_SQL, schema), (self.queues,))
             cur = await conn.execute(render(self.locked_sql, schema), params)
-        rows = await cur.fetchall()
-        return [Claimed(*r) for r in rows], locks.rowcount > 0
+        answer = Answer.of(await cur.fetchall())
+        answer.limited = locks.rowcount > 0
+        return answer
+
+
+@dataclass
+class Answer:
+    """What one claim returned: the jobs, the paused queues, whether a limit was met."""
+
+    jobs: list[Claimed]
+    paused: set[str]
+    limited: bool
+
+    @classmethod
+    def of(cls, rows: list[tuple[Any, ...]]) -> Answer:
+        jobs = [Claimed.from_row(r) for r in rows if r[0] is not None]
+        markers = [(r[1], r[2]) for r in rows if r[0] is None]
+        return cls(jobs, {q for q, what in markers if what == "!paused"},
+                   any(what == "!limited" for _, what in markers))
 
 
 async def claim(
@@ -192,12 +281,14 @@ async def claim(
     queues: list[str],
     n: int,
     lease: float,
+    kinds: Sequence[str] | None = None,
 ) -> list[Claimed]:
     """Claim up to ``n`` jobs under the limit locks (always correct, one round trip)."""
-    jobs, _ = await claim_batch(
-        conn, schema, worker_id=worker_id, queues=queues, n=n, lease=lease, locked=True
+    answer = await claim_batch(
+        conn, schema, worker_id=worker_id, queues=queues, n=n, lease=lease, locked=True,
+        kinds=kinds,
     )
-    return jobs
+    return answer.jobs
 
 
 async def claim_batch(
@@ -209,11 +300,20 @@ async def claim_batch(
     n: int,
     lease: float,
     locked: bool,
+    kinds: Sequence[str] | None = None,
     clauses: tuple[Clause, ...] = (),
-) -> tuple[list[Claimed], bool]:
-    """One claim with a statement composed for this call (tests, scripts)."""
-    statement = ClaimStatement(clauses, worker_id=worker_id, queues=queues, lease=lease)
-    return await statement.run(conn, schema, n=n, locked=locked)
+    start: int | None = None,
+) -> Answer:
+    """One claim with a statement composed for this call (tests, scripts). ``kinds`` None: the
+    kinds waiting in ``queues`` now (a worker always names its own)."""
+    if kinds is None:
+        cur = await conn.execute(render(
+            "SELECT DISTINCT kind FROM {s}.jobs WHERE state = 'available' AND queue = ANY(%s)",
+            schema), (queues,))
+        kinds = [str(r[0]) for r in await cur.fetchall()]
+    statement = ClaimStatement((kinds_clause(kinds), *clauses), worker_id=worker_id,
+                               queues=queues, lease=lease)
+    return await statement.run(conn, schema, n=n, locked=locked, start=start)
 
 
 async def release(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from forklift._scrub import error_entry
 from forklift._session import TRANSIENT
 from forklift._worker import settle
+from forklift._worker.execute import backoff_for
 from forklift._worker.producer import FLUSH_MAX
 from forklift._worker.util import why
 
@@ -24,6 +25,15 @@ if TYPE_CHECKING:
     from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")
+
+
+class _Interrupted(Exception):
+    """A transient failure part way through writing a batch one outcome at a time."""
+
+    def __init__(self, done: list[settle.Outcome], accepted: dict[int, str],
+                 rest: list[settle.Outcome], cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.done, self.accepted, self.rest, self.cause = done, accepted, rest, cause
 
 
 class Completer:
@@ -64,7 +74,6 @@ class Completer:
     async def flush(self, *, deadline: float | None) -> bool:
         """Write every buffered outcome. Without a deadline, retries until it succeeds or the
         worker closes; with one, gives up when it passes (the jobs are rescued later)."""
-        w = self.w
         backoff = 0.05
         while self.outcomes:
             batch, self.outcomes = self.outcomes[:FLUSH_MAX], self.outcomes[FLUSH_MAX:]
@@ -73,9 +82,14 @@ class Completer:
             try:
                 accepted = await self._write(batch, limit)
             except BaseException as exc:
+                if isinstance(exc, _Interrupted):
+                    # Part of the batch was written one by one before a transient failure: settle
+                    # those, and send only the rest again.
+                    self._settled(exc.done, exc.accepted)
+                    batch, exc = exc.rest, exc.cause
                 self.outcomes = batch + self.outcomes
                 if not isinstance(exc, TRANSIENT):
-                    raise
+                    raise exc
                 if deadline is not None and time.monotonic() + backoff >= deadline:
                     log.warning("final outcome writes failed (%s); %d job(s) will be rescued"
                                 " when their leases expire", why(exc), len(self.outcomes))
@@ -86,22 +100,26 @@ class Completer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
-            refused = 0
-            for o in batch:
-                w._held.pop(o.fence, None)
-                if o.fence not in accepted:
-                    refused += 1
-                    w.stats.stale_writes += 1
-                    log.warning(
-                        "job %s: outcome %s refused (fence %s is stale: the lease was lost)",
-                        o.job_id, o.next, o.fence,
-                        extra={"job_id": o.job_id, "fence": o.fence, "state": o.next},
-                    )
-            if w.attempts.hooks.on_flush:
-                for hook in w.attempts.hooks.on_flush:
-                    hook(len(batch), refused)
-            w.producer.slot_free.set()  # the claimer may have been waiting for the flush
+            self._settled(batch, accepted)
         return True
+
+    def _settled(self, batch: list[settle.Outcome], accepted: dict[int, str]) -> None:
+        w = self.w
+        refused = 0
+        for o in batch:
+            w._held.pop(o.fence, None)
+            if o.fence not in accepted:
+                refused += 1
+                w.stats.stale_writes += 1
+                log.warning(
+                    "job %s: outcome %s refused (fence %s is stale: the lease was lost)",
+                    o.job_id, o.next, o.fence,
+                    extra={"job_id": o.job_id, "fence": o.fence, "state": o.next},
+                )
+        if w.attempts.hooks.on_flush:
+            for hook in w.attempts.hooks.on_flush:
+                hook(len(batch), refused)
+        w.producer.slot_free.set()  # the claimer may have been waiting for the flush
 
     async def _write(self, batch: list[settle.Outcome], limit: float | None) -> dict[int, str]:
         """One statement for the batch. A batch the server refuses for its content (not for a
@@ -127,11 +145,13 @@ class Completer:
         for i, o in enumerate(batch):
             try:
                 accepted.update(await write([o]))
-            except TRANSIENT:
-                self.outcomes = batch[i:] + self.outcomes
-                raise
+            except TRANSIENT as exc:
+                raise _Interrupted(batch[:i], accepted, batch[i:], exc) from exc
             except Exception as exc:
-                accepted.update(await self._write_fallback(o, exc, write))
+                try:
+                    accepted.update(await self._write_fallback(o, exc, write))
+                except TRANSIENT as again:
+                    raise _Interrupted(batch[:i], accepted, batch[i:], again) from again
         return accepted
 
     async def _write_fallback(
@@ -140,14 +160,7 @@ class Completer:
     ) -> dict[int, str]:
         log.error("job %s: outcome %s could not be stored (%s); recording internal_error",
                   o.job_id, o.next, why(exc), extra={"job_id": o.job_id, "fence": o.fence})
-        attempt = o.error.get("attempt", 0) if o.error else 0
-        entry = error_entry(
-            None, code="internal_error", attempt=int(attempt), worker_id=self.w.id,
-            message=f"forklift could not store this attempt's outcome ({o.next}):"
-                    f" {type(exc).__name__}",
-        )
-        plain = settle.Outcome(o.job_id, o.fence, "retryable", delay=1.0, error=entry,
-                               code="internal_error")
+        plain = self._internal_error(o, exc)
         try:
             return await write([plain])
         except TRANSIENT:
@@ -157,3 +170,23 @@ class Completer:
                       " lease expires", o.job_id, why(again),
                       extra={"job_id": o.job_id, "fence": o.fence})
             return {}
+
+    def _internal_error(self, o: settle.Outcome, exc: BaseException) -> settle.Outcome:
+        """An outcome the server refused becomes an ordinary failed attempt: internal_error,
+        retried by the kind's backoff, dead after the last attempt."""
+        job = o.job
+        attempt = job.attempt if job is not None else int((o.error or {}).get("attempt", 0))
+        entry = error_entry(
+            None, code="internal_error", attempt=attempt, worker_id=self.w.id,
+            message=f"forklift could not store this attempt's outcome ({o.next}):"
+                    f" {type(exc).__name__}",
+        )
+        if job is None:  # not an attempt of this worker's (tests): retry it soon
+            return settle.Outcome(o.job_id, o.fence, "retryable", delay=1.0, error=entry,
+                                  code="internal_error")
+        if job.attempt >= job.max_attempts:
+            return settle.Outcome(o.job_id, o.fence, "dead", error=entry, code="internal_error",
+                                  job=job)
+        delay = backoff_for(job, self.w.app.kinds.get(job.kind)).delay(job.attempt)
+        return settle.Outcome(o.job_id, o.fence, "retryable", delay=delay, error=entry,
+                              code="internal_error", job=job)

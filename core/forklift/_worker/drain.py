@@ -30,6 +30,10 @@ from forklift._worker.execute import stopped
 from forklift._worker.util import why
 from forklift.logs import job_fields
 
+#: Most seconds from the final writes' deadline to the end of Worker.run(): recording the exit
+#: and resigning (at least 0.5 s each), closing sessions (1 s), cancelling loops (1.5 s).
+TEARDOWN_BOUND = 4.0
+
 if TYPE_CHECKING:
     from forklift._worker.worker import Worker
 
@@ -90,15 +94,20 @@ class DrainCoordinator:
                 log.warning("job %s: handler ignored the drain; abandoning it", rec.job.id,
                             extra=job_fields(rec.job))
                 if outcome.next in ("retryable", "scheduled"):
-                    outcome.delay = max(outcome.delay, w.release_hold)
+                    # Nobody may start it while this process (and the handler) may be alive:
+                    # at most final_timeout + TEARDOWN_BOUND from here (run_worker exits then).
+                    outcome.delay = max(outcome.delay, w.release_hold,
+                                        w.final_timeout + TEARDOWN_BOUND + 1.0)
+                outcome.job = rec.job
                 w.completer.outcomes.append(outcome)
         deadline = time.monotonic() + w.final_timeout
         await w.completer.stop(completer_task, deadline)
         await w.completer.flush(deadline=deadline)
         # Even past the deadline each of these gets a moment: on a healthy server it is plenty.
+        how = "lease_lost" if w.stats.lease_lost else "drained"
         await bounded(
-            "deregistering", w._beat_db,
-            lambda c: registry.deregister(c, w.schema, w.id),
+            "recording the exit", w._beat_db,
+            lambda c: registry.exited(c, w.schema, w.id, how),
             max(0.5, deadline - time.monotonic()),
         )
         if w.elector is not None:

@@ -22,7 +22,7 @@ from forklift._worker.claim import Claimed
 from forklift._worker.settle import Outcome
 
 
-def _backoff(job: Claimed, kind: JobKind[Any, Any] | None) -> Backoff:
+def backoff_for(job: Claimed, kind: JobKind[Any, Any] | None) -> Backoff:
     if job.retry:
         try:
             return Backoff.from_json(job.retry)
@@ -64,7 +64,7 @@ def failed(
     entry = _entry(job, ctx, kind, exc, code, message)
     if terminal or job.attempt >= job.max_attempts:
         return Outcome(job.id, job.fence, "dead", error=entry, code=code)
-    wait = _backoff(job, kind).delay(job.attempt) if delay is None else delay
+    wait = backoff_for(job, kind).delay(job.attempt) if delay is None else delay
     return Outcome(job.id, job.fence, "retryable", delay=wait, error=entry, code=code)
 
 
@@ -74,7 +74,7 @@ def classify(
     if isinstance(exc, Snooze):
         return Outcome(job.id, job.fence, "scheduled", delay=exc.delay, refund=1, code="snoozed")
     if isinstance(exc, Retry):
-        after = min(exc.after, _backoff(job, kind).max)
+        after = min(exc.after, backoff_for(job, kind).max)
         return failed(job, ctx, kind, exc, "error", message=exc.reason, delay=after)
     if isinstance(exc, Fail):
         if exc.code in kind.failure_codes:
@@ -99,6 +99,9 @@ async def run_attempt(
 
     Raises ``CancelledError`` only when the worker itself is being torn down.
     """
+    if job.undecodable is not None:
+        return failed(job, ctx, kind, None, "invalid_payload", message=job.undecodable,
+                      terminal=True)
     if kind is None:
         return failed(
             job, ctx, None, None, "unknown_kind",
@@ -157,6 +160,9 @@ def stopped(
 ) -> Outcome | None:
     """The outcome of an attempt, given why (if at all) its handler was told to stop.
 
+    Once the worker has signalled the attempt (drain cutoff, cancel, timeout, lease lost), the
+    signal decides, whatever the handler then did: a handler that stops when told and returns
+    has not finished its work. What it returned is kept as the attempt's partial result.
     ``completed`` is what the handler produced when it returned normally; ``abandoned`` says
     the handler is still running and is being left behind by a draining worker.
     """
@@ -172,29 +178,31 @@ def stopped(
             message="a lock the handler held was lost (its lease ran out or was taken) before"
                     " the handler finished",
         )
-    if reason in ("cancelled", "interrupted") and completed is not None:
-        return completed  # it finished its work before it could be stopped
     if reason == "cancelled":
-        return Outcome(
+        outcome = Outcome(
             job.id, job.fence, "cancelled",
             error=_entry(job, ctx, kind, None, "cancelled", "cancelled by an operator"),
             code="cancelled",
         )
-    if reason == "interrupted":
+    elif reason == "interrupted":
         # A drain is not the job's fault: the attempt does not count.
         message = "the worker shut down before the job finished"
         if abandoned:
             message += "; the handler ignored the signal and was abandoned with the process"
-        return Outcome(
+        outcome = Outcome(
             job.id, job.fence, "retryable", refund=1,
             error=_entry(job, ctx, kind, None, "interrupted", message),
             code="interrupted",
         )
-    timeout = kind.timeout if kind is not None else None
-    return failed(
-        job, ctx, kind, None, "timeout",
-        message=f"the attempt ran longer than its timeout of {timeout}s",
-    )
+    else:
+        timeout = kind.timeout if kind is not None else None
+        outcome = failed(
+            job, ctx, kind, None, "timeout",
+            message=f"the attempt ran longer than its timeout of {timeout}s",
+        )
+    if completed is not None and completed.next == "completed":
+        outcome.partial = completed.result
+    return outcome
 
 
 def progress_json(value: Any) -> str | None:

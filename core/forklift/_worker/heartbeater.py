@@ -44,8 +44,25 @@ class Heartbeater:
                 next_beat = time.monotonic() + beat_every
                 await self.beat()
 
+    async def record_starts(self) -> None:
+        """Record the starts of buffered jobs, batched (a few a second at most): the claim
+        recorded those that started at once; until this lands, a crash refunds the attempt."""
+        w = self.w
+        if not w._starts:
+            return
+        now = time.monotonic()
+        starts, w._starts = w._starts, []
+        rows = [(job_id, fence, now - at) for job_id, fence, at in starts]
+        try:
+            await w._beat_db.run(lambda c: leases.record_starts(c, w.schema, rows))
+        except DB_ERRORS as exc:
+            log.warning("recording job starts failed (%s)", why(exc))
+            if isinstance(exc, TRANSIENT):
+                w._starts = starts + w._starts
+
     async def write_progress(self) -> None:
         w = self.w
+        await self.record_starts()
         dirty = [r for r in w.attempts.running.values() if r.dirty and not r.lost]
         if not dirty:
             return

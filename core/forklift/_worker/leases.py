@@ -15,6 +15,14 @@ WHERE t.id = h.id AND t.fence = h.fence AND t.state = 'running'
 RETURNING t.fence, t.cancel_requested_at IS NOT NULL
 """
 
+# Buffered jobs whose handlers started (the claim stamped only those that started at once):
+# from now on a lease expiry charges their attempt (forklift._worker.maintenance.rescuer).
+START_SQL = """
+UPDATE {s}.jobs AS t SET attempted_at = now() - make_interval(secs => a.ago)
+FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS a(id, fence, ago)
+WHERE t.id = a.id AND t.fence = a.fence AND t.state = 'running' AND t.attempted_at IS NULL
+"""
+
 PROGRESS_SQL = """
 UPDATE {s}.jobs AS t SET progress = coalesce(p.progress, t.progress),
                          partial = coalesce(p.partial, t.partial)
@@ -62,3 +70,15 @@ async def write_progress(
         ),
     )
     return {row[0] for row in await cur.fetchall()}
+
+
+async def record_starts(
+    conn: psycopg.AsyncConnection[Any], schema: str, starts: list[tuple[int, int, float]]
+) -> None:
+    """Record (id, fence, seconds ago) starts of buffered jobs, one statement for all."""
+    if not starts:
+        return
+    rows = sorted(starts)
+    await conn.execute(render(START_SQL, schema), (
+        [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+    ))

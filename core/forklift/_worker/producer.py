@@ -60,8 +60,10 @@ class Producer:
         # The local buffer: fence -> entry, and a heap in claim order (priority first). An
         # entry dropped from the dict stays in the heap and is skipped when it surfaces.
         self.waiting: dict[int, Waiting] = {}
-        self._heap: list[tuple[int, int, Waiting]] = []
+        self._heap: list[tuple[tuple[Any, ...], int, Waiting]] = []
         self._seq = itertools.count()
+        self.paused: set[str] = set()  # our queues the last claim found paused
+        self._give_back: list[Waiting] = []
         self.wake = asyncio.Event()
         self.slot_free = asyncio.Event()
         self._limited = False  # whether one of our queues has a concurrency limit (claim path)
@@ -71,9 +73,11 @@ class Producer:
         self._rate = 0.0
         self._rate_at = 0.0
         self._rate_done = 0
-        # Clauses a later feature adds (per-key limits, rate limits...) go in this tuple.
+        # A worker claims only the kinds it has handlers for. Clauses a later feature adds
+        # (per-key limits, rate limits, fair share...) go in this tuple too.
         self.statement = claims.ClaimStatement(
-            (), worker_id=worker.id, queues=worker.queues, lease=worker.lease,
+            (claims.kinds_clause(worker.kinds),),
+            worker_id=worker.id, queues=worker.queues, lease=worker.lease,
         )
 
     # -- signals ------------------------------------------------------------------------------
@@ -94,6 +98,8 @@ class Producer:
         w = self.w
         backoff = 0.05
         while not w._stop_claiming.is_set():
+            if self._give_back:
+                await self.give_back_paused()
             self.fill()
             n = self._claim_size()
             if n <= 0:
@@ -115,6 +121,8 @@ class Producer:
                     hook(len(got))
             for job in got:
                 self._hold(job, sent + w.lease)
+            if self.paused and (self.waiting or self._give_back):
+                await self.give_back_paused()
             self.fill()
             if got and len(got) == n:
                 continue  # there may be more: claim again when the buffer runs low
@@ -128,7 +136,10 @@ class Producer:
             rate = (w._done - self._rate_done) / (now - self._rate_at)
             self._rate = rate if rate > self._rate else 0.5 * (self._rate + rate)
             self._rate_at, self._rate_done = now, w._done
-        self._extra = min(w.prefetch_max, int(self._rate * w.prefetch_horizon))
+        # Limited queues get no buffer: a buffered job would hold a slot of the queue's limit
+        # while other workers sit idle.
+        self._extra = 0 if self._limited else min(w.prefetch_max,
+                                                  int(self._rate * w.prefetch_horizon))
         waiting = len(self.waiting)
         running = len(w.attempts.running)
         if len(w._held) - running - waiting >= FLUSH_MAX:
@@ -142,7 +153,7 @@ class Producer:
         entry = Waiting(job, lease_deadline)
         self.waiting[job.fence] = entry
         self.w._held[job.fence] = job.id
-        heapq.heappush(self._heap, (job.priority, next(self._seq), entry))
+        heapq.heappush(self._heap, (job.order, next(self._seq), entry))
 
     def fill(self) -> None:
         """Start buffered jobs in free slots, most urgent first; never while draining."""
@@ -155,6 +166,11 @@ class Producer:
             entry = heapq.heappop(heap)[2]
             if self.waiting.pop(entry.job.fence, None) is None:
                 continue  # dropped while it waited
+            if entry.job.queue in self.paused:
+                self._give_back.append(entry)  # the loop gives it back before its next claim
+                w._held.pop(entry.job.fence, None)
+                self.slot_free.set()
+                continue
             if time.monotonic() >= entry.lease_deadline:
                 # No heartbeat has renewed it in time: another worker may hold it by now.
                 w._held.pop(entry.job.fence, None)
@@ -172,6 +188,27 @@ class Producer:
             self._extra and len(self.waiting) <= self._extra // 2
         ):
             self.slot_free.set()
+
+    async def give_back_paused(self) -> None:
+        """A pause holds for buffered jobs too: give back those of queues the claim found
+        paused (available, attempt refunded), so they start when the pause ends, anywhere."""
+        w = self.w
+        back = [e for e in self.waiting.values() if e.job.queue in self.paused]
+        for e in back:
+            del self.waiting[e.job.fence]
+            w._held.pop(e.job.fence, None)
+        back += self._give_back
+        self._give_back = []
+        if not back:
+            return
+        pairs = [(e.job.id, e.job.fence) for e in back]
+        log.info("giving back %d buffered job(s) of paused queue(s) %s", len(pairs),
+                 ", ".join(sorted({e.job.queue for e in back})))
+        try:
+            await w._claim_db.run(lambda c: claims.release(c, w.schema, pairs))
+        except DB_ERRORS as exc:
+            # Their leases are no longer renewed: they are rescued when they expire.
+            log.warning("giving back buffered jobs failed (%s)", why(exc))
 
     # -- buffered jobs the heartbeat or an operator changed ------------------------------------
     def drop(self, entry: Waiting, reason: str) -> None:
@@ -193,6 +230,7 @@ class Producer:
         )
         self.w.completer.add(settle.Outcome(
             entry.job.id, entry.job.fence, "cancelled", refund=1, error=err, code="cancelled",
+            job=entry.job,
         ))
 
     def cancel_job(self, job_id: int) -> None:
@@ -230,14 +268,20 @@ class Producer:
     async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
         # One statement while no queue of ours has a limit; the locked claim once one has.
         w = self.w
-        got, limited = await self.statement.run(conn, w.schema, n=n, locked=self._limited)
-        if limited and not self._limited and len(got) < n:
+        # The first jobs in claim order go to the free slots at once (the buffer is empty when
+        # slots are free: fill() ran first); the claim records their start.
+        start = max(0, w.concurrency - len(w.attempts.running) - len(self.waiting))
+        answer = await self.statement.run(conn, w.schema, n=n, locked=self._limited,
+                                          start=start)
+        got = answer.jobs
+        if answer.limited and not self._limited and len(got) < n:
             # The lock-free claim skipped a limited queue: take its share now, under the locks.
-            more, limited = await self.statement.run(
-                conn, w.schema, n=n - len(got), locked=True,
-            )
-            got += more
-        self._limited = limited
+            more = await self.statement.run(conn, w.schema, n=n - len(got), locked=True,
+                                            start=max(0, start - len(got)))
+            got += more.jobs
+            answer.limited = more.limited
+        self._limited = answer.limited
+        self.paused = answer.paused
         return got
 
 

@@ -1,4 +1,10 @@
-"""Workers register themselves so operators can see them, their load and their drain."""
+"""Workers register themselves so operators can see them, their load and their drain.
+
+A worker's row says which queues it serves and which kinds it has handlers for (with what the
+rescuer needs of each: its backoff and its lease-expiry limit). When the worker exits the row
+stays, ``exited`` with when and how, until the leader prunes it (see
+:mod:`forklift._worker.maintenance.workers`).
+"""
 
 from __future__ import annotations
 
@@ -10,18 +16,25 @@ from psycopg.types.json import Jsonb
 from forklift._sqltext import render
 
 REGISTER_SQL = """
-INSERT INTO {s}.workers (id, host, pid, queues, slots, version)
-VALUES (%s, %s, %s, %s, %s, %s)
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()
+INSERT INTO {s}.workers (id, host, pid, queues, slots, version, kinds)
+VALUES (%s, %s, %s, %s, %s, %s, %s)
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), kinds = excluded.kinds, state = 'running',
+                               exited_at = NULL, exit_reason = NULL
 """
+# A row marked exited (the leader took the worker for dead) is not beaten back to life here:
+# the worker registers again, so its row says running.
 BEAT_SQL = (
-    "UPDATE {s}.workers SET heartbeat_at = now(), in_use = %s, restarts = %s WHERE id = %s"
+    "UPDATE {s}.workers SET heartbeat_at = now(), in_use = %s, restarts = %s"
+    " WHERE id = %s AND state <> 'exited'"
 )
 DRAIN_SQL = (
     "UPDATE {s}.workers SET state = 'draining', drain_deadline = now() + make_interval(secs => %s)"
     " WHERE id = %s"
 )
-DEREGISTER_SQL = "DELETE FROM {s}.workers WHERE id = %s"
+EXIT_SQL = (
+    "UPDATE {s}.workers SET state = 'exited', exited_at = now(), exit_reason = %s, in_use = 0"
+    " WHERE id = %s"
+)
 
 
 async def register(
@@ -34,8 +47,10 @@ async def register(
     queues: list[str],
     slots: int,
     version: str,
+    kinds: dict[str, dict[str, Any]] | None = None,
 ) -> None:
-    await conn.execute(render(REGISTER_SQL, schema), (worker_id, host, pid, queues, slots, version))
+    await conn.execute(render(REGISTER_SQL, schema),
+                       (worker_id, host, pid, queues, slots, version, Jsonb(kinds or {})))
 
 
 async def beat(
@@ -43,7 +58,7 @@ async def beat(
     restarts: dict[str, int],
 ) -> bool:
     """Refresh the worker's heartbeat and its services' restart counts; False when its row is
-    gone (pruned as stale)."""
+    gone or marked exited (pruned as stale)."""
     cur = await conn.execute(render(BEAT_SQL, schema), (in_use, Jsonb(restarts), worker_id))
     return cur.rowcount == 1
 
@@ -54,5 +69,8 @@ async def draining(
     await conn.execute(render(DRAIN_SQL, schema), (seconds, worker_id))
 
 
-async def deregister(conn: psycopg.AsyncConnection[Any], schema: str, worker_id: str) -> None:
-    await conn.execute(render(DEREGISTER_SQL, schema), (worker_id,))
+async def exited(
+    conn: psycopg.AsyncConnection[Any], schema: str, worker_id: str, how: str
+) -> None:
+    """The worker is leaving: ``drained``, or ``lease_lost`` when some of its leases were lost."""
+    await conn.execute(render(EXIT_SQL, schema), (how, worker_id))

@@ -13,7 +13,14 @@ log = logging.getLogger("forklift.worker")
 
 
 def run_worker(worker: Worker) -> int:
-    """Run a worker until SIGTERM/SIGINT (drain; a second signal skips the wait). Exit code."""
+    """Run a worker until SIGTERM/SIGINT (drain; a second signal skips the wait). Exit code.
+
+    The process leaves within the drain's bound whatever its handlers do: a sync handler that
+    ignores its cancellation holds a thread, an async one that swallows it holds a task, and
+    Python would wait for either at exit (``asyncio.run`` cancels and awaits every task). Their
+    jobs were released held back (``release_hold``) until this process is surely gone, so it
+    leaves without them.
+    """
     import signal
     import threading
 
@@ -24,14 +31,20 @@ def run_worker(worker: Worker) -> int:
         await worker.run()
 
     code = 0
+    loop = asyncio.new_event_loop()
     try:
-        asyncio.run(main())
+        loop.run_until_complete(main())
     except ForkliftError as exc:  # unreachable database, outdated schema: one line, exit 1
         log.error("%s", exc.message)
         code = 1
-    if any(t.name.startswith("forklift-job") and t.is_alive() for t in threading.enumerate()):
-        # A sync handler ignored its cancellation; its job was released. Python would wait for
-        # the thread at exit, so leave without it.
+    stuck = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    threads = [t for t in threading.enumerate()
+               if t.name.startswith("forklift-job") and t.is_alive()]
+    if stuck or threads:
+        log.warning("leaving %d handler(s) that ignored their cancellation",
+                    len(stuck) + len(threads))
         logging.shutdown()
         os._exit(code)
+    loop.run_until_complete(loop.shutdown_asyncgens())
+    loop.close()
     return code

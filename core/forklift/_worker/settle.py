@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 
 from forklift._sqltext import render
+
+if TYPE_CHECKING:
+    from forklift._worker.claim import Claimed
 
 Next = Literal["completed", "retryable", "dead", "scheduled", "cancelled"]
 
@@ -30,7 +33,7 @@ UPDATE {s}.jobs AS t SET
     errors = CASE WHEN o.error IS NULL THEN t.errors ELSE t.errors || jsonb_build_array(o.error) END,
     progress = coalesce(o.progress, t.progress),
     partial = CASE WHEN o.st = 'completed' THEN NULL ELSE coalesce(o.partial, t.partial) END,
-    lease_expires_at = NULL
+    lease_expires_at = NULL, attempted_at = coalesce(t.attempted_at, now()), lost = 0
 FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::float8[], %b::int4[], %b::jsonb[],
             %b::jsonb[], %b::jsonb[], %b::jsonb[])
      AS o(id, fence, st, delay, refund, result, error, progress, partial)
@@ -43,7 +46,7 @@ RETURNING t.fence, t.state
 COMPLETE_SQL = """
 UPDATE {s}.jobs AS t SET
     state = 'completed', finished_at = now(), result = o.result, partial = NULL,
-    lease_expires_at = NULL
+    lease_expires_at = NULL, attempted_at = coalesce(t.attempted_at, now()), lost = 0
 FROM unnest(%b::bigint[], %b::bigint[], %b::jsonb[]) AS o(id, fence, result)
 WHERE t.id = o.id AND t.fence = o.fence AND t.state = 'running'
 RETURNING t.fence, t.state
@@ -62,6 +65,8 @@ class Outcome:
     progress: str | None = None
     partial: str | None = None
     code: str | None = field(default=None, compare=False)  # for logs and metrics
+    #: The attempt's job, when the worker has it (the fallback needs its attempts and backoff).
+    job: Claimed | None = field(default=None, compare=False, repr=False)
 
     @property
     def plain_completion(self) -> bool:

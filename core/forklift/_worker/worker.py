@@ -49,6 +49,7 @@ from forklift._worker.completer import Completer
 from forklift._worker.drain import DrainCoordinator
 from forklift._worker.heartbeater import Heartbeater, LeaseWatchdog
 from forklift._worker.listener import Listener
+from forklift._worker.maintenance.rescuer import LEASE_EXPIRIES
 from forklift._worker.producer import (
     CLAIM_GRACE,
     FLUSH_MAX,
@@ -64,6 +65,7 @@ log = logging.getLogger("forklift.worker")
 
 VERSION = "0.1.0"
 OP_TIMEOUT = 15.0  # above every server-side statement timeout of the worker's sessions
+
 
 
 @dataclass
@@ -108,6 +110,8 @@ class Worker:
         self.app = app
         self.schema = app.schema
         self.queues = sorted(set(queues or {k.queue for k in app.kinds.values()} or {"default"}))
+        #: The kinds this worker claims: those it has handlers for (registered on its row).
+        self.kinds = sorted(app.kinds)
         self.concurrency = concurrency
         self.lease = lease
         self.poll_interval = poll_interval
@@ -134,6 +138,8 @@ class Worker:
 
         self._held: dict[int, int] = {}  # fence -> job id: every lease we still need
         self._done = 0  # attempts finished, for the completion rate
+        # (id, fence, monotonic start) of buffered jobs started since the last record_starts
+        self._starts: list[tuple[int, int, float]] = []
         self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="forklift-job")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle = asyncio.Event()
@@ -223,19 +229,24 @@ class Worker:
 
     async def _teardown(self, loops: list[asyncio.Task[Any]]) -> None:
         """Stop every loop without cancelling anything in the middle of a query: sessions are
-        closed first (in-flight calls fail at once), then the now idle loops are cancelled."""
+        closed first (in-flight calls fail at once), then the now idle loops are cancelled.
+        Bounded (within drain.TEARDOWN_BOUND): a handler that ignores its cancellation is not waited for."""
         self._closing = True
         self.listener.stop()
         await asyncio.gather(*(s.close() for s in self._sessions))
-        tasks = [*loops, *(r.task for r in self.attempts.running.values() if r.task is not None)]
-        for _ in range(5):  # a task may swallow one cancellation (asyncio.wait_for in 3.11)
-            pending = [t for t in tasks if not t.done()]
+        jobs = [r.task for r in self.attempts.running.values() if r.task is not None]
+        for task in jobs:
+            task.cancel()
+        for _ in range(3):  # a task may swallow one cancellation (asyncio.wait_for in 3.11)
+            pending = [t for t in loops if not t.done()]
             if not pending:
                 break
             for task in pending:
                 task.cancel()
-            await asyncio.wait(pending, timeout=1.0)
-        stuck = [t.get_name() for t in tasks if not t.done()]
+            await asyncio.wait(pending, timeout=0.5)
+        if jobs:
+            await asyncio.wait(jobs, timeout=0.5)
+        stuck = [t.get_name() for t in [*loops, *jobs] if not t.done()]
         if stuck:
             log.warning("tasks still running at exit: %s", ", ".join(stuck))
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -250,6 +261,9 @@ class Worker:
         await registry.register(
             conn, self.schema, worker_id=self.id, host=self.host, pid=self.pid,
             queues=self.queues, slots=self.concurrency, version=VERSION,
+            kinds={name: {"retry": k.retry.to_json(),
+                          "lease_expiries": getattr(k, "lease_expiries", LEASE_EXPIRIES)}
+                   for name, k in self.app.kinds.items()},
         )
 
     def _on_control(self, message: dict[str, Any]) -> None:

@@ -3,7 +3,9 @@
 Each :class:`Reason` has a stable ``code`` (for scripts and tests), a sentence for people, and
 the facts it was built from. Codes: scheduled, backing_off, due, queue_paused, pause_expired,
 concurrency_full, no_worker, workers_busy, no_leader, jobs_ahead, next_in_line, running,
-cancel_requested, worker_stale, lease_expired, completed, cancelled, dead, idle, moving.
+cancel_requested, worker_stale, lease_expired, completed, cancelled, dead, idle, moving,
+unknown_kind (live workers listen on the queue, but none registered the job's kind: it waits
+for one that does, e.g. until a rolling deploy finishes).
 """
 
 from __future__ import annotations
@@ -43,6 +45,11 @@ SELECT
     (SELECT worker_id FROM {s}.leader WHERE name = 'leader' AND expires_at > now())
 """
 NOW_SQL = "SELECT now()"
+# Available jobs per kind (the claim index leads with queue, kind).
+KINDS_SQL = """
+SELECT kind, count(*) FROM {s}.jobs WHERE state = 'available' AND queue = %s
+GROUP BY kind ORDER BY kind
+"""
 
 
 @dataclass(frozen=True)
@@ -145,9 +152,9 @@ def _blockers(f: _QueueFacts, queue: str) -> list[Reason]:
             f" {info.concurrency}",
             {"running": f.running, "limit": info.concurrency},
         ))
-    live = [w for w in f.workers if not w.stale and w.state == "running"]
+    live = [w for w in f.workers if w.live and w.state == "running"]
     if not live:
-        draining = [w.id for w in f.workers if not w.stale and w.state == "draining"]
+        draining = [w.id for w in f.workers if w.live and w.state == "draining"]
         text = f"no live worker listens on queue {queue!r}"
         if draining:
             text += f" (draining, not claiming: {', '.join(draining)})"
@@ -164,6 +171,28 @@ def _blockers(f: _QueueFacts, queue: str) -> list[Reason]:
     return [r for r in out if r.code != "pause_expired"] + [
         r for r in out if r.code == "pause_expired"
     ]
+
+
+def _unknown_kinds(f: _QueueFacts, kinds: list[str]) -> list[str]:
+    """Kinds no live worker of the queue has a handler for (when some live worker listens:
+    with none at all, no_worker says it). A worker claims only the kinds it registered."""
+    live = [w for w in f.workers if w.live]
+    if not live or any(not w.kinds for w in live):  # a row without kinds: an older worker
+        return []
+    known = {k for w in live for k in w.kinds}
+    return [k for k in kinds if k not in known]
+
+
+def _unknown_reason(f: _QueueFacts, queue: str, kind: str, waiting: int | None) -> Reason:
+    count = f" ({waiting:,} job(s) wait)" if waiting is not None else ""
+    return Reason(
+        "unknown_kind",
+        f"no worker knows kind {kind!r}{count}: the live workers on queue {queue!r} have no"
+        " handler for it, so none claims it; it waits for a worker that registers the kind"
+        " (e.g. until a rolling deploy finishes)",
+        {"kind": kind, "waiting": waiting,
+         "workers": [w.id for w in f.workers if w.live]},
+    )
 
 
 # -- one job ----------------------------------------------------------------------------------
@@ -253,6 +282,9 @@ def _job_reasons(
                 {},
             ))
     reasons += _blockers(f, job.queue)
+    unknown = _unknown_kinds(f, [job.kind])
+    if unknown:
+        reasons.insert(0, _unknown_reason(f, job.queue, job.kind, None))
     if job.state == "available":
         row = conn.execute(
             render(AHEAD_SQL, ctx.schema),
@@ -267,7 +299,7 @@ def _job_reasons(
                 f" are ahead of it at higher or equal priority",
                 {"ahead": min(ahead, COUNT_CAP), "capped": capped, "priority": job.priority},
             ))
-        elif not [r for r in reasons if r.code != "pause_expired"]:
+        elif not [r for r in reasons if r.code not in ("pause_expired", "unknown_kind")]:
             reasons.append(Reason(
                 "next_in_line",
                 f"job {job.id} is next in line on queue {job.queue!r}: a worker should claim it"
@@ -304,7 +336,7 @@ def _running_reasons(job: Job, f: _QueueFacts) -> list[Reason]:
         ))
         return reasons
     holder = next((w for w in f.workers if w.id == job.worker_id), None)
-    if holder is None or holder.stale:
+    if holder is None or not holder.live:
         reasons.append(Reason(
             "worker_stale",
             f"worker {job.worker_id} is not heartbeating; if it is gone the job is rescued when"
@@ -342,6 +374,10 @@ def explain_queue(conn: psycopg.Connection[Any], ctx: OpsContext, queue: str) ->
         ))
         if f.leader is None:
             reasons.append(Reason("no_leader", "no worker is leading: start a worker", {}))
+    if f.available:
+        waiting = dict(conn.execute(render(KINDS_SQL, ctx.schema), (queue,)).fetchall())
+        for kind in _unknown_kinds(f, list(waiting)):
+            reasons.append(_unknown_reason(f, queue, kind, int(waiting[kind])))
     blocked = any(r.code in ("queue_paused", "concurrency_full", "no_worker", "workers_busy")
                   for r in reasons)
     if not blocked:
