@@ -61,8 +61,8 @@ async def failing(ctx: JobContext, work: Work) -> Done:
 def report(ctx: JobContext, work: Work) -> Done:
     steps = 5
     for i in range(steps):
-        if ctx.cancelled.wait(0.05):
-            break
+        ctx.cancelled.wait(0.05)  # a unit of work
+        ctx.raise_if_cancelled()  # told to stop: the worker records why (cancel, drain...)
         ctx.progress(i + 1, steps, f"section {i + 1} of {steps}")
     return Done(work.n, "report written")
 
