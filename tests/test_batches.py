@@ -486,7 +486,8 @@ def test_the_claim_uses_only_its_index_with_batches_waiting(
     conn.execute("ANALYZE forklift.jobs")
     plan = conn.execute(
         "EXPLAIN (FORMAT JSON) " + render(CLAIM_SQL, "forklift"),
-        {"n": 10, "queues": ["default"], "w": "w-1", "lease": 30.0},
+        {"n": 10, "start": 10, "queues": ["default"], "kinds": ["batch.step"], "w": "w-1",
+         "lease": 30.0},
     ).fetchone()[0]
     text = json.dumps(plan)
     nodes = _nodes(plan[0]["Plan"])
