@@ -106,7 +106,8 @@ def test_an_ack_in_flight_when_the_job_is_rescued_is_refused(
         # Meanwhile the lease runs out and the job is rescued (the real rescue statement).
         rival.execute("UPDATE forklift.jobs SET lease_expires_at = now() - interval '1 second'"
                       " WHERE id = %s", (job_id,))
-        rescued = rival.execute(render(leader.RESCUE_SQL, "forklift"), ()).fetchall()
+        rescued = rival.execute(render(leader.RESCUE_SQL, "forklift"),
+                                {"batch": 1000, "expiries": 3}).fetchall()
         assert rescued == [(job_id, "retryable")]
         rival.commit()
     after = faults.job(db, job_id)

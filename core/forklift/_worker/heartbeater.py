@@ -92,7 +92,8 @@ class Heartbeater:
                 lambda c: registry.beat(c, w.schema, w.id, len(w.attempts.running),
                                         w.supervisor.restarts)
             )
-            if not present:
+            if not present or w._reregister:
+                w._reregister = False
                 await w._beat_db.run(w.register)
         except DB_ERRORS as exc:
             if not w._closing:

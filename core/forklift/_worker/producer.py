@@ -189,6 +189,15 @@ class Producer:
         ):
             self.slot_free.set()
 
+    def _kinds_changed(self) -> None:
+        """A kind declared after the worker started (same process): claim it from now on, and
+        register it with the next heartbeat."""
+        w = self.w
+        w.kinds = sorted(w.app.kinds)
+        self.statement.params["kinds"] = w.kinds
+        w._reregister = True
+        log.info("worker %s now also claims %s", w.id, ", ".join(w.kinds))
+
     async def give_back_paused(self) -> None:
         """A pause holds for buffered jobs too: give back those of queues the claim found
         paused (available, attempt refunded), so they start when the pause ends, anywhere."""
@@ -268,6 +277,8 @@ class Producer:
     async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
         # One statement while no queue of ours has a limit; the locked claim once one has.
         w = self.w
+        if len(w.app.kinds) != len(w.kinds):
+            self._kinds_changed()
         # The first jobs in claim order go to the free slots at once (the buffer is empty when
         # slots are free: fill() ran first); the claim records their start.
         start = max(0, w.concurrency - len(w.attempts.running) - len(self.waiting))

@@ -112,6 +112,7 @@ class Worker:
         self.queues = sorted(set(queues or {k.queue for k in app.kinds.values()} or {"default"}))
         #: The kinds this worker claims: those it has handlers for (registered on its row).
         self.kinds = sorted(app.kinds)
+        self._reregister = False  # kinds changed since the row was written
         self.concurrency = concurrency
         self.lease = lease
         self.poll_interval = poll_interval
