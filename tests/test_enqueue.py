@@ -233,7 +233,7 @@ def test_claim_order_is_priority_then_run_at_then_id(
                                   at=base + timedelta(seconds=offset)).id
         for label, prio, offset in plan
     }
-    with basic.running_worker(app, concurrency=1):
+    with basic.running_worker(app, concurrency=1, prefetch_max=0):  # no local buffer
         wait_until(
             lambda: one(conn, "SELECT count(*) FROM forklift.jobs WHERE state = 'completed'") == 7,
             timeout=30, message="all seven jobs completed",
