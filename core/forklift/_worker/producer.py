@@ -249,8 +249,9 @@ class Producer:
 
     def take_waiting(self) -> list[tuple[int, int]]:
         """Empty the buffer (drain): the (id, fence) of every buffered job, leases let go."""
-        waiting = [(e.job.id, e.job.fence) for e in self.waiting.values()]
+        waiting = [(e.job.id, e.job.fence) for e in [*self.waiting.values(), *self._give_back]]
         self.waiting.clear()
+        self._give_back = []
         self._heap.clear()
         for _, fence in waiting:
             # Released or not, these leases are no longer renewed: if the release fails they
