@@ -101,10 +101,15 @@ class Faults:
         then wait, as the handler, until the worker notices and cancels the attempt."""
         import psycopg
 
-        from forklift._worker.maintenance.rescuer import RESCUE_SQL
+        from forklift._worker.maintenance.rescuer import (
+            LEASE_EXPIRIES,
+            RESCUE_BATCH,
+            RESCUE_SQL,
+        )
 
         with psycopg.connect(self.app.dsn, autocommit=True) as conn, conn.transaction():
             conn.execute(render(_EXPIRE_SQL, self.app.schema), (ctx.job_id, ctx.fence))
-            conn.execute(render(RESCUE_SQL, self.app.schema), ())
+            conn.execute(render(RESCUE_SQL, self.app.schema),
+                         {"batch": RESCUE_BATCH, "expiries": LEASE_EXPIRIES})
         ctx.cancelled.wait(LEASE_LOST_WAIT)
         return True
