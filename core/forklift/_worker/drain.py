@@ -105,6 +105,7 @@ class DrainCoordinator:
         await w.completer.flush(deadline=deadline)
         # Even past the deadline each of these gets a moment: on a healthy server it is plenty.
         how = "lease_lost" if w.stats.lease_lost else "drained"
+        w._exited = True  # the heartbeater stops touching the row
         await bounded(
             "recording the exit", w._beat_db,
             lambda c: registry.exited(c, w.schema, w.id, how),

@@ -88,11 +88,12 @@ class Heartbeater:
         started = time.monotonic()
         try:
             answer = await w._beat_db.run(lambda c: leases.renew(c, w.schema, held, w.lease))
-            present = await w._beat_db.run(
+            # Once the drain has recorded the exit, the row is history: never revive it.
+            present = w._exited or await w._beat_db.run(
                 lambda c: registry.beat(c, w.schema, w.id, len(w.attempts.running),
                                         w.supervisor.restarts)
             )
-            if not present or w._reregister:
+            if (not present or w._reregister) and not w._exited:
                 w._reregister = False
                 await w._beat_db.run(w.register)
         except DB_ERRORS as exc:

@@ -113,6 +113,7 @@ class Worker:
         #: The kinds this worker claims: those it has handlers for (registered on its row).
         self.kinds = sorted(app.kinds)
         self._reregister = False  # kinds changed since the row was written
+        self._exited = False  # the drain recorded the exit on the row
         self.concurrency = concurrency
         self.lease = lease
         self.poll_interval = poll_interval
