@@ -37,6 +37,13 @@ def rescued(conn: psycopg.Connection[Any]) -> int:
     return int(row[0]) if row else 0
 
 
+def _holds(conn: psycopg.Connection[Any], w: faults.WorkerProc) -> bool:
+    worker_id = w.worker_id(conn)
+    row = conn.execute("SELECT count(*) FROM forklift.jobs WHERE state = 'running'"
+                       " AND worker_id = %s AND lease_expires_at > now()", (worker_id,)).fetchone()
+    return bool(row and row[0])
+
+
 def test_soak_with_random_failures_kills_and_restarts(
     db: psycopg.Connection[Any], procs: faults.Procs
 ) -> None:
@@ -68,6 +75,10 @@ def test_soak_with_random_failures_kills_and_restarts(
         if event == "freeze":
             # Paused past its lease: its jobs are rescued and run elsewhere; when it wakes up,
             # whatever it still writes must be refused.
+            # Only a worker that holds jobs can have any rescued (a worker just thawed from an
+            # earlier freeze may not have claimed again yet on a loaded machine).
+            wait_until(lambda v=victim: _holds(db, v), timeout=60,  # type: ignore[misc]
+                       message="the victim holds no running job")
             before = rescued(db)
             victim.signal(signal.SIGSTOP)
             wait_until(lambda b=before: rescued(db) > b, timeout=60,  # type: ignore[misc]

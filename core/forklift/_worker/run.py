@@ -41,8 +41,8 @@ def run_worker(worker: Worker) -> int:
     threads = [t for t in threading.enumerate()
                if t.name.startswith("forklift-job") and t.is_alive()]
     if stuck or threads:
-        log.warning("leaving %d handler(s) that ignored their cancellation",
-                    len(stuck) + len(threads))
+        if stuck:
+            log.warning("leaving %d task(s) that ignored their cancellation", len(stuck))
         logging.shutdown()
         os._exit(code)
     loop.run_until_complete(loop.shutdown_asyncgens())
