@@ -229,10 +229,14 @@ def crash(ctx: JobContext, args: dict[str, Any]) -> None:
 async def stubborn(ctx: JobContext, h: Hold) -> dict[str, Any]:
     """Async, and ignores cancellation: ticks (a note every 0.1 s) until its gate opens."""
     await asyncio.to_thread(note, ctx, "start")
-    while not await asyncio.to_thread(gate_open, h.gate):
-        await asyncio.to_thread(note, ctx, "tick")
-        with contextlib.suppress(asyncio.CancelledError):
+    while True:
+        try:  # every cancellation swallowed, wherever it lands
+            if await asyncio.to_thread(gate_open, h.gate):
+                break
+            await asyncio.to_thread(note, ctx, "tick")
             await asyncio.sleep(0.1)
+        except asyncio.CancelledError:
+            continue
     await asyncio.to_thread(note, ctx, "end")
     return _result(ctx)
 
