@@ -15,8 +15,10 @@ functions (``forklift.ops.stats.stats(conn, ctx)`` ...) take a connection and an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
@@ -164,6 +166,17 @@ class Operator:
                 raise
 
     # -- reading ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Calls made inside share one read-only snapshot (REPEATABLE READ), so figures read
+        by several calls agree (the stats and the list of running jobs the console shows
+        beside them). Other threads' calls wait until it ends."""
+        with self._lock:
+            conn = self.conn
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield
+
     def stats(
         self,
         *,
