@@ -315,6 +315,27 @@ class ConsoleApp(App[None]):
             log.warning("%s failed", verb, exc_info=exc)
         self.notify(describe_error(exc), title=f"{verb} refused", severity="error")
 
+    # -- screenshots --------------------------------------------------------------------------
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save an SVG of the screen and say where (Textual's own action fails without a word
+        when ~/Downloads is missing): FORKLIFT_SCREENSHOT_DIR, else Downloads if it exists,
+        else the current directory."""
+        import os
+
+        from platformdirs import user_downloads_path
+
+        where = path or os.environ.get("FORKLIFT_SCREENSHOT_DIR")
+        if not where:
+            downloads = user_downloads_path()
+            where = str(downloads) if downloads.is_dir() else os.getcwd()
+        try:
+            saved = self.save_screenshot(filename, where)
+        except OSError as exc:
+            self.notify(f"screenshot not saved in {where}: {exc.strerror or exc}",
+                        title="Screenshot", severity="error")
+            return
+        self.notify(f"screenshot saved: {saved}", title="Screenshot")
+
     # -- command palette ----------------------------------------------------------------------
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         for mode, key, label in TABS:
