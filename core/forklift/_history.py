@@ -121,7 +121,13 @@ ORDER BY a.attnum
 ADD_COLUMN_SQL = "ALTER TABLE {s}.jobs_history ADD COLUMN IF NOT EXISTS {column} {type}"
 
 _NAME = re.compile(r"^jobs_history_(completed|cancelled|dead)_(\d{8})$")
-_JOBS = re.compile(r"\{s\}\.jobs(?![A-Za-z0-9_])")
+_JOBS = re.compile(r"\{s\}\.jobs(?![A-Za-z0-9_])(?=\s+(?:AS\s+)?([A-Za-z_]\w*)|)")
+# Words that may follow a table in FROM without being its alias.
+_NOT_ALIAS = frozenset({
+    "where", "group", "order", "limit", "offset", "fetch", "join", "left", "right", "inner",
+    "full", "cross", "natural", "on", "using", "union", "except", "intersect", "for", "window",
+    "having",
+})
 
 _known: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
@@ -161,7 +167,12 @@ def source(schema: str, partitioned: bool) -> str:
 def render_read(text: str, conn: psycopg.Connection[Any], schema: str) -> str:
     """``render(text, schema)`` for a read: every ``{s}.jobs`` reads :func:`source`."""
     if partitioned(conn, schema):
-        text = _JOBS.sub(lambda _m: source(schema, True), text)
+        def union(m: re.Match[str]) -> str:
+            # A subquery needs an alias before PostgreSQL 16: keep the query's, or name it jobs.
+            aliased = m.group(1) is not None and m.group(1).lower() not in _NOT_ALIAS
+            return source(schema, True) + ("" if aliased else " AS jobs")
+
+        text = _JOBS.sub(union, text)
     return render(text, schema)
 
 
