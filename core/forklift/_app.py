@@ -150,6 +150,7 @@ class Forklift:
         failure_codes: Sequence[str] = (),
         errors: ErrorsMode = "full",
         extra: Extra = "forbid",
+        lease_expiries: int = 3,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -166,6 +167,7 @@ class Forklift:
         failure_codes: Sequence[str] = (),
         errors: ErrorsMode = "full",
         extra: Extra = "forbid",
+        lease_expiries: int = 3,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -173,6 +175,8 @@ class Forklift:
         pydantic model or any type pydantic validates) is enforced at enqueue and at run time,
         and so is the return annotation for the result. ``extra="ignore"`` drops payload
         fields the type does not declare instead of refusing them at enqueue.
+        ``lease_expiries`` is how many attempts in a row may end by lease expiry (the process
+        running the job died) before the job goes ``dead`` with ``worker_lost``.
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -193,6 +197,7 @@ class Forklift:
                 failure_codes=failure_codes,
                 errors=errors,
                 extra=extra,
+                lease_expiries=lease_expiries,
             )
             self.kinds[kind_name] = kind
             return kind

@@ -225,6 +225,14 @@ def crash(ctx: JobContext, args: dict[str, Any]) -> None:
     os._exit(17)
 
 
+@app.job(name="faults.crash_fragile", max_attempts=10, lease_expiries=1,
+         retry=Backoff("fixed", 1.0, jitter="none"))
+def crash_fragile(ctx: JobContext, args: dict[str, Any]) -> None:
+    """A poison job of a kind that allows a single lost worker (``lease_expiries=1``)."""
+    note(ctx, "start")
+    os._exit(17)
+
+
 @app.job(name="faults.stubborn", max_attempts=5)
 async def stubborn(ctx: JobContext, h: Hold) -> dict[str, Any]:
     """Async, and ignores cancellation: ticks (a note every 0.1 s) until its gate opens."""
