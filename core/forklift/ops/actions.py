@@ -57,7 +57,7 @@ WITH picked AS (
 
 REQUEUE_SQL = _PICKED + """
 UPDATE {{s}}.jobs AS t SET
-    state = 'available', attempt = 0, run_at = now(), finished_at = NULL,
+    state = 'available', attempt = 0, lost = 0, run_at = now(), finished_at = NULL,
     worker_id = NULL, fence = nextval('{{s}}.fence_seq'), lease_expires_at = NULL,
     cancel_requested_at = NULL, result = NULL, partial = NULL, progress = NULL
 FROM picked WHERE t.id = picked.id AND t.state IN ('completed', 'cancelled', 'dead')
