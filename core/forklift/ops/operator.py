@@ -18,37 +18,44 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import _config as config
 from forklift import _pooler as pooler
-from forklift._batches import Batch
 from forklift._db import connect, connect_kwargs, unavailable
 from forklift.ops import actions as _actions
 from forklift.ops import audit as _audit
-from forklift.ops import backfills as _backfills
-from forklift.ops import batches as _batches
 from forklift.ops import explain as _explain
 from forklift.ops import health as _health
 from forklift.ops import horizon as _horizon
 from forklift.ops import jobs as _jobs
 from forklift.ops import locks as _locks
-from forklift.ops import prune as _prune
 from forklift.ops import queues as _queues
 from forklift.ops import retention as _retention
 from forklift.ops import roles as _roles
-from forklift.ops import schedules as _schedules
 from forklift.ops import stats as _stats
 from forklift.ops import workers as _workers
 from forklift.ops.context import OpsContext
 from forklift.ops.filters import JobFilter, Sort
 
+if TYPE_CHECKING:
+    # Loaded by the calls that use them: batches, backfills, schedules and prune pull in the
+    # payload and scheduling machinery, which a stats read or a job list never needs.
+    from forklift._batches import Batch
+    from forklift.ops import backfills as _backfills
+    from forklift.ops import batches as _batches
+    from forklift.ops import dead as _dead
+    from forklift.ops import prune as _prune
+    from forklift.ops import schedules as _schedules
+
+T = TypeVar("T")
 
 class Operator:
     """Operator calls against one database and schema, as ``actor``.
@@ -70,14 +77,25 @@ class Operator:
         read_only: bool | None = None,
         conn: psycopg.Connection[Any] | None = None,
     ) -> None:
-        self.ctx = OpsContext.from_env(schema=schema, actor=actor, read_only=read_only)
+        self._ctx = OpsContext.from_env(schema=schema, actor=actor, read_only=read_only)
         self._dsn = dsn
         self._conn = conn
         self._own = conn is None
         self._lock = threading.RLock()
         self._window = _stats.WindowCache()
+        #: Inside dry_run(), on the thread running it: the context its calls act with.
+        self._rehearsal = threading.local()
 
     # -- connection -------------------------------------------------------------------------
+    @property
+    def ctx(self) -> OpsContext:
+        """Schema, actor and read-only mode (inside :meth:`dry_run`, on its thread, writable)."""
+        return getattr(self._rehearsal, "ctx", None) or self._ctx
+
+    @ctx.setter
+    def ctx(self, value: OpsContext) -> None:
+        self._ctx = value
+
     @property
     def schema(self) -> str:
         return self.ctx.schema
@@ -164,6 +182,25 @@ class Operator:
                 if self._own and conn.closed:
                     self._conn = None  # reopened on the next call
                 raise
+
+    def dry_run(self, fn: Callable[[Operator], T]) -> T:
+        """Rehearse ``fn(self)``: its calls run for real inside one transaction that is always
+        rolled back, so the result (and any refusal) is exactly what acting would give, and
+        nothing changes: no row, no audit entry, no NOTIFY. Works in read-only mode too (the
+        rehearsal may write; it can never commit). Sequences (ids, fences) still advance.
+
+            after = op.dry_run(lambda o: o.pause("mail", for_="30m"))   # a QueueInfo
+        """
+        with self._lock:
+            conn = self.conn
+            try:
+                with conn.transaction(force_rollback=True):
+                    if self._ctx.read_only:
+                        conn.execute("SET TRANSACTION READ WRITE")
+                    self._rehearsal.ctx = replace(self._ctx, read_only=False)
+                    return fn(self)
+            finally:
+                self._rehearsal.ctx = None
 
     # -- reading ----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -298,7 +335,34 @@ class Operator:
 
     def prune(self, **kw: Any) -> _prune.PruneReport:
         """See :func:`forklift.ops.prune.prune` for the arguments."""
+        from forklift.ops import prune as _prune
+
         return self._run(_prune.prune, **kw)  # type: ignore[no-any-return]
+
+    # -- dead letters (forklift.ops.dead) -----------------------------------------------------
+    def dead_groups(
+        self, *, queue: str | None = None, kind: str | None = None, limit: int = 100
+    ) -> _dead.DeadGroups:
+        """Every dead job grouped by kind, error code and message shape (all of them)."""
+        from forklift.ops import dead as _dead
+
+        return self._run(_dead.groups, queue=queue, kind=kind, limit=limit)  # type: ignore[no-any-return]
+
+    def dead_group(self, group: str) -> _dead.DeadGroup:
+        from forklift.ops import dead as _dead
+
+        return self._run(_dead.get_group, group)  # type: ignore[no-any-return]
+
+    def requeue_dead_group(self, group: str, **kw: Any) -> _actions.BulkReport:
+        """``dry_run``, ``cap``, ``batch_size``, ``reason``: as :meth:`bulk`."""
+        from forklift.ops import dead as _dead
+
+        return self._run(_dead.act_on_group, "requeue", group, **kw)  # type: ignore[no-any-return]
+
+    def delete_dead_group(self, group: str, **kw: Any) -> _actions.BulkReport:
+        from forklift.ops import dead as _dead
+
+        return self._run(_dead.act_on_group, "delete", group, **kw)  # type: ignore[no-any-return]
 
     # -- queues -----------------------------------------------------------------------------
     def pause(
@@ -333,6 +397,8 @@ class Operator:
         limit: int = 50,
         before_id: int | None = None,
     ) -> list[Batch]:
+        from forklift.ops import batches as _batches
+
         return self._run(  # type: ignore[no-any-return]
             _batches.list_batches, state=state, caller=caller, limit=limit, before_id=before_id
         )
@@ -346,62 +412,96 @@ class Operator:
         limit: int = 100,
     ) -> _batches.BatchDetail:
         """Progress, rate, ETA and a page of targets (with result or error)."""
+        from forklift.ops import batches as _batches
+
         return self._run(  # type: ignore[no-any-return]
             _batches.show, batch_id, states=states, after_index=after_index, limit=limit
         )
 
     def live_batches(self) -> int:
+        from forklift.ops import batches as _batches
+
         return self._run(_batches.count_live)  # type: ignore[no-any-return]
 
     def cancel_batch(self, batch_id: int, *, reason: str | None = None) -> bool:
         """Waiting targets end at once; in-flight ones finish. False if unknown or finished."""
+        from forklift.ops import batches as _batches
+
         return self._run(_batches.cancel, batch_id, reason=reason)  # type: ignore[no-any-return]
 
     def retry_batch(self, batch_id: int, *, reason: str | None = None) -> int:
         """Requeue the batch's failed targets; returns how many."""
+        from forklift.ops import batches as _batches
+
         return self._run(_batches.retry_failed, batch_id, reason=reason)  # type: ignore[no-any-return]
 
     # -- schedules and backfills (forklift.ops.schedules, forklift.ops.backfills) ---------------
     def schedules(self) -> list[_schedules.ScheduleInfo]:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.list_schedules)  # type: ignore[no-any-return]
 
     def schedule(self, name: str) -> _schedules.ScheduleInfo:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.get_schedule, name)  # type: ignore[no-any-return]
 
     def pause_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.pause, name, reason=reason)  # type: ignore[no-any-return]
 
     def resume_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.resume, name, reason=reason)  # type: ignore[no-any-return]
 
     def run_schedule_now(self, name: str, *, reason: str | None = None) -> _schedules.RunNow:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.run_now, name, reason=reason)  # type: ignore[no-any-return]
 
     def backfills(self) -> list[_backfills.BackfillInfo]:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.list_backfills)  # type: ignore[no-any-return]
 
     def backfill(self, name: str) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.get_backfill, name)  # type: ignore[no-any-return]
 
     def backfill_runs(self, name: str, limit: int = 10) -> list[_backfills.BackfillInfo]:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.history, name, limit)  # type: ignore[no-any-return]
 
     def start_backfill(self, name: str, **kw: Any) -> _backfills.StartResult:
         """``from_cursor``, ``rate``, ``force``, ``definition``, ``reason``: see ops.backfills.start."""
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.start, name, **kw)  # type: ignore[no-any-return]
 
     def pause_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.pause, name, reason=reason)  # type: ignore[no-any-return]
 
     def resume_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.resume, name, reason=reason)  # type: ignore[no-any-return]
 
     def cancel_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.cancel, name, reason=reason)  # type: ignore[no-any-return]
 
     def set_backfill_rate(
         self, name: str, rate: float, *, reason: str | None = None
     ) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.set_rate, name, rate, reason=reason)  # type: ignore[no-any-return]
 
     def scale_backfill_rate(
