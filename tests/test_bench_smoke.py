@@ -6,11 +6,13 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
+from forklift._embedded import files
 from forklift_console.bench import (
     SCENARIOS,
     TABLE_KEYS,
@@ -142,3 +144,25 @@ def test_the_command_prints_json_and_refuses_unknown_scenarios(dsn: str) -> None
     assert figure["unit"] == "jobs/s" and figure["forklift"] > 0 and figure["reference"] > 0
     assert figure["verdict"] in ("PASS", "SHORT")
     assert doc["server"]["fsync"] in ("on", "off") and doc["errors"] == {}
+
+
+def test_without_a_configured_server_the_bench_runs_on_a_throwaway_one_and_removes_it(
+    scratch_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = scratch_home / "bench-home"
+    home.mkdir(mode=0o700)  # as root, unreachable by the server's account: data goes outside
+    root_base = scratch_home / "var-lib-forklift-bench"
+    monkeypatch.setattr(files, "ROOT_BASE", root_base)
+    monkeypatch.setenv("FORKLIFT_HOME", str(home))
+    monkeypatch.delenv("FORKLIFT_DSN", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    seen: list[str] = []
+
+    report = run_bench(None, scenarios=["bulk"], sizes=tiny_sizes(), progress=seen.append)
+
+    assert report.errors == {} and report.server.origin == "embedded (throwaway)"
+    assert any("throwaway embedded server" in m for m in seen)
+    assert not (home / "bench").exists()  # its home, data and server are gone
+    assert list(home.iterdir()) == []
+    outside = root_base / "embedded"
+    assert not outside.exists() or list(outside.iterdir()) == []

@@ -6,8 +6,10 @@ import contextlib
 import logging
 import os
 import platform
+import secrets
+import shutil
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import psutil
@@ -57,8 +59,6 @@ def run_bench(
     Needs the right to create databases on that server: each scenario runs in a fresh one,
     dropped afterwards. Figures are measured, never asserted.
     """
-    from forklift.ops import connect as config
-
     known = scenario_names()
     wanted = set(known if scenarios is None else scenarios)
     unknown = wanted - set(known)
@@ -66,25 +66,25 @@ def run_bench(
         raise ValueError(f"unknown scenario(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}")
     chosen = [s for s in registry.scenarios() if s.name in wanted]
     sz = sizes or (QUICK if quick else FULL)
-    source = config.resolve(dsn, schema=SCHEMA)
     started = time.time()
     t0 = time.perf_counter()
     note = progress or (lambda _m: None)
-    server = Server(source.dsn, source.origin)
     figures: list[Figure] = []
     errors: dict[str, str] = {}
-    info = server.info()
-    try:
-        bench = Bench(server, sz)
-        for s in chosen:
-            note(f"running {s.name}")
-            try:
-                figures.extend(f.judged() for f in s.run(bench))
-            except Exception as exc:  # one scenario failing still reports the others
-                log.exception("scenario %s failed", s.name)
-                errors[s.name] = f"{type(exc).__name__}: {exc}"
-    finally:
-        server.close()
+    with _server_for(dsn, note) as (target, origin):
+        server = Server(target, origin)
+        info = server.info()
+        try:
+            bench = Bench(server, sz)
+            for s in chosen:
+                note(f"running {s.name}")
+                try:
+                    figures.extend(f.judged() for f in s.run(bench))
+                except Exception as exc:  # one scenario failing still reports the others
+                    log.exception("scenario %s failed", s.name)
+                    errors[s.name] = f"{type(exc).__name__}: {exc}"
+        finally:
+            server.close()
     return BenchReport(
         started_at=started,
         seconds=time.perf_counter() - t0,
@@ -96,3 +96,26 @@ def run_bench(
         errors=errors,
     )
 
+
+@contextlib.contextmanager
+def _server_for(dsn: str | None, note: Callable[[str], None]) -> Iterator[tuple[str, str]]:
+    """The server to measure on: the one configured (``dsn``, FORKLIFT_DSN, DATABASE_URL), else
+    a throwaway embedded server under ``<FORKLIFT_HOME>/bench/``, removed afterwards with its
+    data (also what root keeps under /var/lib/forklift), so a bench leaves nothing behind."""
+    from forklift.ops import connect as config
+
+    if dsn or os.environ.get("FORKLIFT_DSN") or os.environ.get("DATABASE_URL"):
+        source = config.resolve(dsn, schema=SCHEMA, migrate=False)
+        yield source.dsn, source.origin
+        return
+    from forklift import embedded
+
+    scratch = config.home() / "bench" / f"{os.getpid()}-{secrets.token_hex(3)}"
+    note(f"starting a throwaway embedded server in {scratch}")
+    try:
+        yield embedded.ensure_server(scratch), "embedded (throwaway)"
+    finally:
+        embedded.remove_server(scratch)
+        shutil.rmtree(scratch, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            scratch.parent.rmdir()  # only when no other bench is running
