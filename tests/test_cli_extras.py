@@ -52,10 +52,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def path(site: Path) -> str:
+    """The blocker first, then this checkout's sources (whatever the virtualenv points at)."""
+    return os.pathsep.join(str(p) for p in (site, ROOT / "core", ROOT / "console", ROOT))
+
+
 def forklift(site: Path, dsn: str, *args: str, block: str = "textual",
              modules: Path | None = None, **kw: Any) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "FORKLIFT_DSN": dsn,
-           "FORKLIFT_TEST_BLOCK": block}
+    env = {**os.environ, "PYTHONPATH": path(site), "FORKLIFT_DSN": dsn, "FORKLIFT_TEST_BLOCK": block}
     if modules is not None:
         env["FORKLIFT_TEST_MODULES"] = str(modules)
     return subprocess.run([sys.executable, "-m", "forklift_console.cli", *args], cwd=ROOT,
@@ -89,7 +93,7 @@ def test_without_textual_the_scripting_cli_and_the_worker_work(
     assert made.returncode == 0, made.stderr
     job_id = json.loads(made.stdout)["id"]
 
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "FORKLIFT_DSN": dsn,
+    env = {**os.environ, "PYTHONPATH": path(site), "FORKLIFT_DSN": dsn,
            "FORKLIFT_TEST_BLOCK": "textual"}
     worker = subprocess.Popen(
         [sys.executable, "-m", "forklift_console.cli", "worker", "--app", "tests.apps.basic:app"],
