@@ -30,6 +30,7 @@ ACTIONS = {
     "queues resume", "queues limit", "dead requeue", "dead delete", "batches cancel",
     "batches retry-failed", "schedules pause", "schedules resume", "schedules run-now",
     "backfills start", "backfills pause", "backfills resume", "backfills cancel", "backfills rate",
+    "health set", "retention set", "retention reset",
 }
 #: ... and those that change something outside the audit trail.
 UNAUDITED = {"migrate", "db stop", "db remove"}

@@ -196,3 +196,79 @@ def test_grouping_reads_the_narrow_table_and_a_group_by_index(
     selecting = plan("SELECT t.id FROM forklift.jobs t WHERE " + where.replace("{s}", "forklift")
                      + " ORDER BY t.id LIMIT 10001", params)
     assert "dead_letters_group_idx" in selecting and "Seq Scan on jobs" not in selecting, selecting
+
+
+def test_dead_jobs_in_partitioned_history_stay_in_their_groups(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    import asyncio
+
+    from forklift import _history as history
+    from forklift._worker.maintenance import history as upkeep
+
+    def run_upkeep() -> int:
+        async def go() -> int:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as a:
+                return await upkeep.upkeep(a, "forklift")
+        return asyncio.run(go())
+
+    def all_dead_in_sync() -> bool:
+        row = conn.execute(
+            "SELECT (SELECT array_agg(id ORDER BY id) FROM (SELECT id FROM forklift.jobs"
+            "  WHERE state = 'dead' UNION ALL SELECT id FROM forklift.jobs_history"
+            "  WHERE state = 'dead') d),"
+            " (SELECT array_agg(job_id ORDER BY job_id) FROM forklift.dead_letters)").fetchone()
+        assert row is not None
+        return bool(row[0] == row[1])
+
+    history.enable(conn, "forklift")
+    conn.execute("INSERT INTO forklift.settings (name, value) VALUES ('history.move_after', 0),"
+                 " ('history.partitioned_since', 0) ON CONFLICT (name) DO UPDATE"
+                 " SET value = excluded.value")
+    today = datetime.now(UTC).date()
+    old = today - timedelta(days=40)
+    conn.execute(history.render(history.CREATE_SQL.format(
+        s="{s}", name=history.partition_name("dead", old), state="dead", day=old.isoformat(),
+        next=(old + timedelta(days=1)).isoformat()), "forklift"))
+    recent = [dead(conn, f"user {n} not found") for n in range(3)]
+    ancient = insert_job(conn, state="dead", errors=[error("error", "user 9 not found")],
+                         finished_at=datetime(old.year, old.month, old.day, 12, tzinfo=UTC))
+    conn.execute("WITH m AS (DELETE FROM forklift.jobs WHERE id = %s RETURNING *)"
+                 " INSERT INTO forklift.jobs_history SELECT * FROM m", (ancient,))
+    assert all_dead_in_sync()
+    run_upkeep()  # moves the recent ones into history, drops the 40-day-old partition
+    assert conn.execute("SELECT count(*) FROM forklift.jobs_history WHERE id = ANY(%s)",
+                        (recent,)).fetchone() == (3,)
+    assert history.partition_name("dead", old) not in {
+        r[0] for r in conn.execute("SELECT relname FROM pg_class WHERE relkind = 'r'")}
+    assert all_dead_in_sync()
+    with Operator(dsn) as op:
+        g = op.dead_groups().groups[0]
+        assert (g.count, g.fingerprint) == (3, "user <n> not found")
+        report = op.requeue_dead_group(g.id)
+    assert report.done == 3 and all_dead_in_sync()
+    assert conn.execute("SELECT count(*) FROM forklift.dead_letters").fetchone() == (0,)
+
+
+def test_migration_0008_takes_in_history_enabled_before_it(empty_dsn: str) -> None:
+    from forklift import _history as history
+    from forklift import _migrate
+
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        _migrate.apply(c, "forklift", fresh_from_schema_file=False)
+        # As a version-7 schema with partitioned history had it: no dead letters at all.
+        c.execute("DROP TABLE forklift.dead_letters; DROP FUNCTION forklift.jobs_dead_moved()"
+                  " CASCADE; DROP FUNCTION forklift.jobs_dead_truncated() CASCADE;"
+                  " DELETE FROM forklift.schema_version WHERE version = 8")
+        c.execute(history.render(history.ENABLE_SQL.replace(history.DEAD_LETTERS_SQL, ""),
+                                 "forklift"))
+        for step in history.upkeep_ddl("forklift", set(), datetime.now(UTC).date(), {}):
+            c.execute(step)
+        gone = insert_job(c, state="dead", errors=[error("error", "disk 3 full")])
+        c.execute("WITH m AS (DELETE FROM forklift.jobs RETURNING *)"
+                  " INSERT INTO forklift.jobs_history SELECT * FROM m")
+        assert [m.version for m in _migrate.apply(c, "forklift")] == [8]
+        assert c.execute("SELECT job_id, fingerprint FROM forklift.dead_letters").fetchall() == [
+            (gone, "disk <n> full")]
+        c.execute("DELETE FROM forklift.jobs_history")
+        assert c.execute("SELECT count(*) FROM forklift.dead_letters").fetchone() == (0,)

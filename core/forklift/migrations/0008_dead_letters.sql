@@ -39,3 +39,26 @@ CREATE TRIGGER jobs_dead_deleted AFTER DELETE ON {s}.jobs
     EXECUTE FUNCTION {s}.jobs_dead_moved();
 CREATE TRIGGER jobs_dead_truncated AFTER TRUNCATE ON {s}.jobs
     FOR EACH STATEMENT EXECUTE FUNCTION {s}.jobs_dead_truncated();
+
+-- Partitioned history (forklift migrate --partitioned-history) enabled before this version:
+-- its dead jobs join their groups, and the same triggers keep them (forklift._history).
+DO $$
+BEGIN
+    IF to_regclass('{s}.jobs_history') IS NOT NULL THEN
+        INSERT INTO {s}.dead_letters (job_id, group_key, kind, code, fingerprint, queue,
+                                      finished_at)
+        SELECT id, {s}.dead_group_key(kind, code, shape), kind, code, shape, queue, finished_at
+        FROM (
+            SELECT id, kind, queue, finished_at,
+                   coalesce(errors -> -1 ->> 'code', 'unknown') AS code,
+                   {s}.error_fingerprint(errors -> -1 ->> 'message') AS shape
+            FROM {s}.jobs_history WHERE state = 'dead'
+        ) d
+        ON CONFLICT (job_id) DO NOTHING;
+        CREATE TRIGGER jobs_history_dead_in AFTER INSERT ON {s}.jobs_history
+            FOR EACH ROW WHEN (NEW.state = 'dead') EXECUTE FUNCTION {s}.jobs_dead_moved();
+        CREATE TRIGGER jobs_history_dead_out AFTER DELETE ON {s}.jobs_history
+            FOR EACH ROW WHEN (OLD.state = 'dead') EXECUTE FUNCTION {s}.jobs_dead_moved();
+    END IF;
+END
+$$;
