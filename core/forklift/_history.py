@@ -42,6 +42,16 @@ LOCK_TIMEOUT_MS = 2000
 SINCE_SETTING = "history.partitioned_since"
 MOVE_AFTER_SETTING = "history.move_after"
 
+# Dead jobs in history stay in the dead-letter groups (forklift.ops.dead): the same triggers as
+# on the jobs table (migration 0008), so a move into history keeps the job in its group and a
+# delete from history takes it out.
+DEAD_LETTERS_SQL = """
+CREATE OR REPLACE TRIGGER jobs_history_dead_in AFTER INSERT ON {s}.jobs_history
+    FOR EACH ROW WHEN (NEW.state = 'dead') EXECUTE FUNCTION {s}.jobs_dead_moved();
+CREATE OR REPLACE TRIGGER jobs_history_dead_out AFTER DELETE ON {s}.jobs_history
+    FOR EACH ROW WHEN (OLD.state = 'dead') EXECUTE FUNCTION {s}.jobs_dead_moved();
+"""
+
 ENABLE_SQL = """
 CREATE TABLE IF NOT EXISTS {s}.jobs_history (LIKE {s}.jobs INCLUDING DEFAULTS)
     PARTITION BY LIST (state);
@@ -60,7 +70,7 @@ CREATE TABLE IF NOT EXISTS {s}.jobs_history_dead PARTITION OF {s}.jobs_history
 INSERT INTO {s}.settings (name, value, updated_by)
 VALUES ('history.partitioned_since', extract(epoch FROM now()), 'forklift migrate')
 ON CONFLICT (name) DO NOTHING;
-"""
+""" + DEAD_LETTERS_SQL
 
 EXISTS_SQL = "SELECT to_regclass(%s) IS NOT NULL"
 
@@ -80,6 +90,12 @@ CREATE TABLE IF NOT EXISTS {s}.{name} PARTITION OF {s}.jobs_history_{state}
     FOR VALUES FROM ('{day} 00:00:00+00') TO ('{next} 00:00:00+00')
 """
 DROP_SQL = "DROP TABLE IF EXISTS {s}.{name}"
+# Dropping rows fires no trigger: a dead partition's jobs leave their dead-letter groups first,
+# in the same transaction.
+DROP_DEAD_SQL = """
+DELETE FROM {s}.dead_letters d USING {s}.{name} p WHERE d.job_id = p.id;
+DROP TABLE IF EXISTS {s}.{name}
+"""
 
 # Finished jobs into history, oldest first, within the days that have partitions for every
 # state (%(until)s); one statement, so a job is in exactly one table whatever happens.
@@ -212,7 +228,8 @@ def upkeep_ddl(
     for state, day in sorted(have):
         keep = keep_days.get(state)
         if keep is not None and day + timedelta(days=1) < today - timedelta(days=keep):
-            out.append(render(DROP_SQL.format(s="{s}", name=partition_name(state, day)), schema))
+            drop = DROP_DEAD_SQL if state == "dead" else DROP_SQL
+            out.append(render(drop.format(s="{s}", name=partition_name(state, day)), schema))
     return out
 
 
