@@ -508,4 +508,6 @@ class Operator:
         self, name: str, factor: float, *, reason: str | None = None
     ) -> _backfills.BackfillInfo:
         """Multiply the live run's rate by ``factor``, from its value when the change lands."""
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.scale_rate, name, factor, reason=reason)  # type: ignore[no-any-return]
