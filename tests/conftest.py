@@ -50,7 +50,7 @@ from typing import Any
 import psutil
 import psycopg
 import pytest
-from pgbouncer import mark_pooled, pgbouncer, routed  # noqa: F401 (fixture; tests/pgbouncer.py)
+from pgbouncer import mark_pooled, pgbouncer, prepare_threshold, routed  # noqa: F401 (fixture; tests/pgbouncer.py)
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -440,9 +440,10 @@ def empty_dsn(_databases: _Databases) -> Iterator[str]:
 
 
 @pytest.fixture
-def conn(dsn: str) -> Iterator[psycopg.Connection[Any]]:
-    """An autocommit connection to ``dsn``."""
-    with psycopg.connect(dsn, autocommit=True, application_name="forklift:tests") as c:
+def conn(dsn: str, request: pytest.FixtureRequest) -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit connection to ``dsn`` (preparing nothing when that is PgBouncer)."""
+    with psycopg.connect(dsn, autocommit=True, application_name="forklift:tests",
+                         prepare_threshold=prepare_threshold(request)) as c:
         yield c
 
 

@@ -46,6 +46,7 @@ def audit(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
 # -- stats, workers ---------------------------------------------------------------------------
 def test_stats(dsn: str, conn: psycopg.Connection[Any]) -> None:
     insert_job(conn, queue="mail")
+    insert_job(conn, queue="mail", state="running", worker_id="w1")  # in_use: jobs w1 holds
     insert_job(conn, queue="[red]boom[/red]", state="dead", errors=[error()])
     register_worker(conn, "w1", ["mail"], slots=3, in_use=1)
     data = as_json(run(dsn, "stats", "--json", "--window", "10m"))

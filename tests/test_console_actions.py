@@ -62,12 +62,17 @@ def audit(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
 
 async def confirm(app: ConsoleApp, pilot: Pilot[None], typed: int | None = None) -> ConfirmScreen:
     dialog = await on_screen(app, ConfirmScreen)
-    assert app.focused is dialog.query_one("#cancel", Button), "focus must start on Cancel"
     if typed is not None:
+        # What the person must do next has the focus: typing the count.
+        await wait_until_async(lambda: app.focused is dialog.query_one("#typed", Input),
+                               timeout=10, message="focus must start in the count field")
         assert dialog.query_one("#confirm", Button).disabled
-        dialog.query_one("#typed", Input).value = str(typed)
-        await pilot.pause()
+        await pilot.press(*str(typed))
         assert not dialog.query_one("#confirm", Button).disabled
+        await pilot.press("enter")
+        return dialog
+    await wait_until_async(lambda: app.focused is dialog.query_one("#cancel", Button),
+                           timeout=10, message="focus must start on Cancel")
     dialog.query_one("#confirm", Button).press()
     return dialog
 
@@ -93,7 +98,7 @@ def test_requeue_one_dead_job_asks_first_then_acts_and_audits(
         await confirm(app, pilot)
         await wait_until_async(lambda: state_of(conn, hostile) == "available", timeout=20)
         await wait_until_async(lambda: app.last_command is not None, timeout=10)
-        assert app.last_command == f"forklift jobs retry {hostile} --yes"
+        assert app.last_command == f"forklift jobs retry --yes {hostile}"
 
     drive(make_app(dsn), scenario)
     assert audit(conn) == [("tester", "requeue", {"job": hostile}, 1, None, "requeued")]
@@ -273,18 +278,27 @@ def test_pause_with_a_reason_then_resume(
         assert table.move_to_key("default")
         await pilot.press("p")
         dialog = await on_screen(app, ReasonScreen)
-        dialog.query_one("#reason", Input).value = "deploy in progress [red]x[/]"
-        dialog.query_one("#for", Input).value = "30m"
+        await pilot.press(*"deploy in progress [red]x[/]")
+        await pilot.press("enter")  # 17.5: Enter in the reason moves on to the expiry...
+        assert app.focused is dialog.query_one("#for", Input)
+        assert isinstance(app.screen, ReasonScreen)
+        await pilot.press(*"30m")
+        cli_line = str(dialog.query_one("#cli").render())
+        assert "--for 30m" in cli_line  # ...and the shown CLI follows what is typed
         await pilot.press("enter")
         await wait_until_async(lambda: paused() == (True, "deploy in progress [red]x[/]",
                                                     "tester"), timeout=20)
         await wait_until_async(lambda: app.last_command is not None, timeout=10)
         assert app.last_command == (
-            "forklift queues pause default --reason 'deploy in progress [red]x[/]' --for 30m"
+            "forklift queues pause --reason 'deploy in progress [red]x[/]' --for 30m default"
         )
         await loaded(app, queues)
         assert table.move_to_key("default")
-        await pilot.press("p")  # resuming asks nothing: it is not destructive
+        await pilot.press("p")  # resuming asks too: whose pause it ends, and why
+        dialog = await on_screen(app, ReasonScreen)
+        context = str(dialog.query_one("#context").render())
+        assert "paused by tester" in context and "deploy in progress [red]x[/]" in context
+        await pilot.press("enter")
         await wait_until_async(lambda: paused() == (False, None, None), timeout=20)
 
     drive(make_app(dsn), scenario)
@@ -552,5 +566,24 @@ def test_enter_on_an_alert_shows_the_jobs_behind_it(
         jobs.query_one("#jobs", LiveTable).focus()
         await pilot.press("escape")
         assert app.current_mode == "overview"
+
+    drive(make_app(dsn), scenario)
+
+
+def test_a_dead_job_holds_no_lease(dsn: str, conn: psycopg.Connection[Any], seeded: Seeded) -> None:
+    """17.7: a dead job still carrying its last worker id and fence shows where it last ran,
+    never "Lease: held by worker ... (fence N)"."""
+    dead = seeded.ids["dead_smtp"]
+    conn.execute(f"UPDATE {SCHEMA}.jobs SET worker_id = 'web-1:4242:a1', fence = 7 WHERE id = %s",
+                 (dead,))
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await jobs_filtered(app, pilot, f"id:{dead}")
+        await pilot.press("enter")
+        detail = await on_screen(app, JobScreen)
+        await loaded(app, detail)
+        lease = str(detail.query_one("#lease").render())
+        assert "Last ran on: worker web-1:4242:a1" in lease
+        assert "held by" not in lease and "fence" not in lease
 
     drive(make_app(dsn), scenario)

@@ -84,8 +84,16 @@ def test_batches_screen_shows_progress_and_cancels_after_confirmation(
         await pilot.press("C")
         dialog = await on_screen(console, ConfirmScreen)
         assert dialog.plan.title == "Cancel 1 batch?" and dialog.plan.ids == (running.id,)
-        assert dialog.plan.cli == f"forklift batches cancel {running.id}"
-        assert console.focused is dialog.query_one("#cancel", Button)
+        # 17.6: the CLI would run in a script (--yes), and the dialog says how many targets
+        # it cancels and what happens to the rest.
+        assert dialog.plan.cli == f"forklift batches cancel --yes {running.id}"
+        scope = str(dialog.query_one("#scope", Static).render())
+        assert "6 waiting targets end cancelled now" in scope
+        assert "1 running target finishes and keeps its result" in scope
+        assert "3 already settled" in scope
+        assert not dialog.plan.typed
+        await wait_until_async(lambda: console.focused is dialog.query_one("#cancel", Button),
+                               timeout=10)
         await pilot.press("enter")  # Enter on Cancel: nothing happens
         await on_screen(console, BatchesScreen)
         assert batch_state(conn, running.id) == ("running", None)
@@ -114,7 +122,7 @@ def test_batches_screen_retries_failed_targets_and_drills_down(
         screen = await batches_screen(console, pilot)
         await pilot.press("r")
         dialog = await on_screen(console, ConfirmScreen)
-        assert dialog.plan.cli == f"forklift batches retry-failed {batch.id}"
+        assert dialog.plan.cli == f"forklift batches retry-failed --yes {batch.id}"
         dialog.query_one("#confirm", Button).press()
         await on_screen(console, BatchesScreen)
         await wait_until_async(lambda: batch_state(conn, batch.id)[0] == "running", timeout=20)

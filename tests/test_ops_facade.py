@@ -92,3 +92,24 @@ def test_abort_cuts_off_a_hung_call_and_the_next_call_reconnects(dsn: str) -> No
     assert op.stats().totals is not None  # a fresh session
     assert op.conn is not first
     op.close()
+
+
+def test_every_operator_method_imports_the_modules_it_loads_lazily() -> None:
+    """batches, backfills, schedules, prune, dead, keys and rates load on first use: a method
+    naming one must import it itself (mypy cannot tell, the module is imported for type
+    checking only)."""
+    import ast
+    import inspect
+
+    from forklift.ops import operator as module
+
+    tree = ast.parse(inspect.getsource(module))
+    lazy = {"_batches", "_backfills", "_schedules", "_prune", "_dead", "_keys", "_rates"}
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Operator")
+    for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
+        used = {n.value.id for n in ast.walk(ast.Module(body=fn.body, type_ignores=[]))
+                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                and n.value.id in lazy}
+        imported = {a.asname for n in ast.walk(fn) if isinstance(n, ast.ImportFrom)
+                    for a in n.names}
+        assert used <= imported, (fn.name, used - imported)

@@ -21,7 +21,7 @@ def test_counts_lag_pause_limit_and_workers(dsn: str, conn: psycopg.Connection[A
     insert_job(conn, queue="mail", state="available", run_at=now - timedelta(minutes=5))
     insert_job(conn, queue="mail", state="available")
     insert_job(conn, queue="mail", state="scheduled")
-    insert_job(conn, queue="mail", state="running")
+    insert_job(conn, queue="mail", state="running", worker_id="w1")
     insert_job(conn, queue="mail", state="retryable", errors=[error()])
     insert_job(conn, queue="mail", state="dead", errors=[error()])
     insert_job(conn, queue="sms", state="completed")
@@ -182,3 +182,35 @@ def test_a_cache_follows_a_change_of_window(dsn: str, conn: psycopg.Connection[A
         short = stats(op.conn, op.ctx, window=timedelta(minutes=10), cache=cache)
         wide = stats(op.conn, op.ctx, window=timedelta(minutes=30), cache=cache)
     assert short.totals.completed == 0 and wide.totals.completed == 1
+
+
+def test_queue_states_failing_and_no_worker(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """17.8: a queue where every job dies is failing, not active; work waiting with no live
+    worker listening is no_worker at once, not active until the lag passes a minute."""
+    now = datetime.now(UTC)
+    for i in range(4):
+        at = now - timedelta(minutes=i + 1)
+        insert_job(conn, queue="doomed", state="dead", errors=[error(at=at)], finished_at=at)
+    insert_job(conn, queue="orphan", state="available")  # nobody listens on orphan
+    insert_job(conn, queue="flowing", state="available")
+    insert_job(conn, queue="flowing", state="completed", finished_at=now)
+    register_worker(conn, "w1", ["doomed", "flowing"], slots=4)
+    with Operator(dsn) as op:
+        s = op.stats()
+    states = {q.name: q.state for q in s.queues}
+    assert states == {"doomed": "failing", "orphan": "no_worker", "flowing": "active"}
+    assert s.to_json()["queues"][0]["state"] == "failing"
+
+
+def test_counts_agree_within_one_snapshot(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """17.16: in_use is the running jobs live workers hold, read in the same snapshot as the
+    running count; a worker's own in_use (as old as its last heartbeat) does not leak in."""
+    for _ in range(10):
+        insert_job(conn, queue="q", state="running", worker_id="w1")
+    register_worker(conn, "w1", ["q"], slots=12, in_use=11)  # its last beat said 11
+    with Operator(dsn) as op:
+        s = op.stats()
+    assert s.totals.counts["running"] == 10
+    assert s.totals.in_use == 10 == s.held_by("w1")
+    q = s.queue("q")
+    assert q is not None and q.free_slots == 2

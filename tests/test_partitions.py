@@ -194,3 +194,13 @@ def test_the_worker_role_keeps_partitioned_history(dsn: str, conn: psycopg.Conne
         conn.execute(f"REASSIGN OWNED BY {names} TO CURRENT_USER")
         conn.execute(f"DROP OWNED BY {names}")
         conn.execute(f"DROP ROLE {names}")
+
+
+def test_a_column_added_to_jobs_later_reaches_history(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    enable(conn)
+    conn.execute("ALTER TABLE forklift.jobs ADD COLUMN shard integer")  # a later migration
+    job = insert_job(conn, state="completed")
+    run_upkeep(dsn)
+    assert where(conn, [job]) == {job: "history"}
+    with Operator(dsn, actor="tester") as op:
+        assert op.job(job).job.state == "completed"  # both tables still read as one

@@ -27,7 +27,7 @@ READS = {
     "stats", "audit", "jobs list", "jobs show", "jobs explain", "schedules list",
     "backfills list", "backfills show", "batches list", "batches show", "health",
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
-    "locks list", "keys list", "keys show",
+    "locks list", "keys list", "keys show", "dead groups",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete",
@@ -35,11 +35,11 @@ WRITES = {
     "backfills pause", "backfills resume", "backfills cancel", "backfills rate",
     "batches cancel", "batches retry-failed", "health set", "retention set", "retention reset",
     "queues pause", "queues resume", "queues limit", "queues rate", "queues fair",
-    "keys limit", "keys rate", "keys reset",
+    "keys limit", "keys rate", "keys reset", "dead requeue", "dead delete",
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
-OTHER = {"console", "bench", "worker", "demo", "db status", "db stop", "roles create"}
+OTHER = {"console", "bench", "worker", "demo", "db status", "db stop", "db remove", "roles create"}
 KNOWN_WORDS = {w for c in READS | WRITES for w in c.split()}
 
 
@@ -163,8 +163,12 @@ def seed(conn: psycopg.Connection[Any], dsn: str) -> dict[str, str]:
     conn.execute("INSERT INTO forklift.queues (name) VALUES ('mail')")
     conn.execute("INSERT INTO forklift.flow_keys (name, concurrency) VALUES ('tenant', 2)")
     register_worker(conn, "w1", ["mail"])
+    dead = insert_job(conn, state="dead", errors=[error()])
+    with Operator(dsn) as op:
+        group = op.dead_groups().groups[0].id
     return {
-        "dead": str(insert_job(conn, state="dead", errors=[error()])),
+        "dead": str(dead),
+        "group": group,
         "live": str(insert_job(conn, queue="mail")),
         "done": str(insert_job(conn, state="completed")),
         "batch": str(batch[0]),
@@ -201,6 +205,8 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["keys", "limit", "tenant", "3"],
         ["keys", "rate", "tenant", "5/s"],
         ["keys", "reset", "tenant"],
+        ["dead", "requeue", t["group"], "--yes"],
+        ["dead", "delete", t["group"], "--yes"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
@@ -213,6 +219,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["health"], ["health", "horizon"], ["retention", "show"], ["queues", "list"],
         ["queues", "explain", "mail"], ["workers", "list"], ["locks", "list"],
         ["keys", "list"], ["keys", "show", "tenant"],
+        ["dead", "groups"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 

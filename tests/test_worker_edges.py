@@ -45,9 +45,10 @@ def _starts(conn: psycopg.Connection[Any], ids: list[int]) -> list[int]:
 
 
 def _buffered(conn: psycopg.Connection[Any], ids: list[int]) -> bool:
-    n = conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s) AND state = 'running'"
-                     " AND attempted_at IS NULL", (ids,)).fetchone()
-    return n == (len(ids),)
+    """Claimed (running) and not started: held in the worker's local buffer."""
+    n = conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s) AND state = 'running'",
+                     (ids,)).fetchone()
+    return n == (len(ids),) and not _starts(conn, ids)
 
 
 # -- 11.7: the buffer ---------------------------------------------------------------------------

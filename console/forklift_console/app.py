@@ -30,6 +30,7 @@ from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.batches import BatchesScreen
 from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.flow import FlowScreen
+from forklift_console.screens.health import HealthScreen
 from forklift_console.screens.help import HelpScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import JobsScreen, bulk_cli, bulk_report
@@ -89,6 +90,7 @@ class ConsoleApp(App[None]):
         Binding("f", "freeze", "Freeze", show=False),
         Binding("plus,equals_sign", "faster", "Faster refresh", show=False, key_display="+"),
         Binding("minus", "slower", "Slower refresh", show=False, key_display="-"),
+        Binding("h", "go('health')", "Health", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -120,6 +122,7 @@ class ConsoleApp(App[None]):
             "schedules": SchedulesScreen(),
             "backfills": BackfillsScreen(),
             "flow": FlowScreen(),
+            "health": HealthScreen(),
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]
@@ -314,6 +317,27 @@ class ConsoleApp(App[None]):
         if not isinstance(exc, ForkliftError):
             log.warning("%s failed", verb, exc_info=exc)
         self.notify(describe_error(exc), title=f"{verb} refused", severity="error")
+
+    # -- screenshots --------------------------------------------------------------------------
+    def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
+        """Save an SVG of the screen and say where (Textual's own action fails without a word
+        when ~/Downloads is missing): FORKLIFT_SCREENSHOT_DIR, else Downloads if it exists,
+        else the current directory."""
+        import os
+
+        from platformdirs import user_downloads_path
+
+        where = path or os.environ.get("FORKLIFT_SCREENSHOT_DIR")
+        if not where:
+            downloads = user_downloads_path()
+            where = str(downloads) if downloads.is_dir() else os.getcwd()
+        try:
+            saved = self.save_screenshot(filename, where)
+        except OSError as exc:
+            self.notify(f"screenshot not saved in {where}: {exc.strerror or exc}",
+                        title="Screenshot", severity="error")
+            return
+        self.notify(f"screenshot saved: {saved}", title="Screenshot")
 
     # -- command palette ----------------------------------------------------------------------
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:

@@ -38,6 +38,16 @@ def progress_bar(batch: Batch, width: int = 20) -> Text:
     return bar
 
 
+def run_rate(b: Batch) -> float | None:
+    """Targets run per second: for a finished batch over its whole run, counting the targets
+    that ran (completed or failed), not the ones a cancel ended unrun."""
+    if not b.is_terminal:
+        return b.rate
+    ran = b.completed + b.failed
+    span = ((b.finished_at or b.observed_at) - b.created_at).total_seconds()
+    return ran / span if ran and span > 0 else None
+
+
 def rate_label(rate: float | None) -> str:
     if rate is None:
         return "–"

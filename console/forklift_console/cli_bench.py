@@ -10,45 +10,46 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from forklift_console.opskit import Dsn, Json, emit_json, err, handled, out, safe, usage
+from forklift_console.opskit import Call, Dsn, command, emit_json, err, out, safe
 
 Quick = Annotated[
     bool, typer.Option("--quick", help="Smaller runs (about a minute) for a first look.")
 ]
 Only = Annotated[
     str | None,
-    typer.Option("--only", help="Comma-separated scenarios: e2e, e2e_2w, enqueue, bulk, latency,"
-                                " memory, db_cpu, flow_keyed, flow_fair (default: all)."),
+    typer.Option("--only", help="Comma-separated scenarios: e2e, c1, enqueue, enqueue_16, bulk,"
+                                " latency, e2e_4w, e2e_2w, stats, claim_backlog, memory, flow_keyed,"
+                                " flow_fair (default: all)."),
 ]
 
 
-def bench(dsn: Dsn = None, as_json: Json = False, quick: Quick = False, only: Only = None) -> None:
+@command(database=False)
+def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None) -> None:
     """Measure forklift against plain SQL on the same server: throughput, latency, memory, CPU.
 
-    Each scenario runs in a fresh database it creates on the server and drops afterwards (the role needs CREATEDB). Without --dsn: FORKLIFT_DSN, DATABASE_URL, else the embedded server.
+    Each scenario runs in a fresh database it creates on the server and drops afterwards (the
+    role needs CREATEDB). The server: --dsn, FORKLIFT_DSN or DATABASE_URL; else a throwaway
+    embedded server, removed with its data when the bench ends.
     """
+    from rich.table import Table
+
     from forklift_console import bench as b
 
     names = [n.strip() for n in only.split(",") if n.strip()] if only else list(b.SCENARIOS)
     unknown = sorted(set(names) - set(b.SCENARIOS))
     if unknown or not names:
-        raise usage(f"unknown scenario(s) {', '.join(unknown) or '(none given)'}:"
-                    f" choose from {', '.join(b.SCENARIOS)}", as_json)
-    with handled(as_json):
-        report = b.run_bench(
-            dsn, scenarios=names, quick=quick,
-            progress=None if as_json else (lambda m: err.print(f"[dim]{safe(m)}[/]")),
-        )
-    if as_json:
+        raise cx.usage(f"unknown scenario(s) {', '.join(unknown) or '(none given)'}:"
+                       f" choose from {', '.join(b.SCENARIOS)}")
+    report = b.run_bench(
+        dsn, scenarios=names, quick=quick,
+        progress=None if cx.as_json else (lambda m: err.print(f"[dim]{safe(m)}[/]")),
+    )
+    if cx.as_json:
         emit_json(report.to_json())
     else:
-        # Piped output would otherwise be folded to 80 columns.
-        show = out if out.is_terminal else Console(highlight=False, width=120)
         for line in b.header_lines(report):
-            show.print(safe(line))
+            out.print(safe(line))
         table = Table(show_edge=False, pad_edge=False)
         for name, justify in (("figure", "left"), ("forklift", "right"),
                               ("reference (same run)", "right"), ("ratio", "right"),
@@ -56,9 +57,9 @@ def bench(dsn: Dsn = None, as_json: Json = False, quick: Quick = False, only: On
             table.add_column(name, justify=justify)  # type: ignore[arg-type]
         for row in b.table_rows(report):
             verdict = row[5]
-            style = "green" if verdict == "ok" else "bold red" if verdict else ""
+            style = "green" if verdict == "PASS" else "bold red" if verdict else ""
             table.add_row(*(safe(c) for c in row[:5]), f"[{style}]{verdict}[/]" if style else "")
-        show.print(table)
+        out.print(table)
         for name, problem in report.errors.items():
             err.print(f"[bold red]scenario {safe(name)} failed:[/] {safe(problem)}")
     if report.errors:

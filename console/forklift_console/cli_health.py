@@ -8,30 +8,21 @@ the alerts (exit 0; with ``--fail-on-alert`` exit 1 when there is one, for a cro
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from forklift.ops.health import THRESHOLDS, Health
-from forklift.ops.horizon import HorizonHolder
-from forklift_console.cli_retention import window
-from forklift_console.opskit import (
-    Actor,
-    Dsn,
-    Json,
-    ReadOnlyOpt,
-    Reason,
-    Schema,
-    emit_json,
-    handled,
-    operator,
-    out,
-    safe,
-    seconds,
-    stamp,
-    usage,
-)
+from forklift_console.cliformat import seconds, stamp
+from forklift_console.opskit import Call, command, ident, out, safe, usage
+
+if TYPE_CHECKING:
+    from forklift.ops.health import Health
+    from forklift.ops.horizon import HorizonHolder
+
+#: The thresholds `health set` takes (forklift.ops.health.THRESHOLDS; a test keeps them equal).
+THRESHOLD_NAMES = ("dead_tuple_ratio", "dead_tuple_min", "hot_ratio_min", "hot_min_updates",
+                   "notify_queue_usage", "connections_ratio", "lock_wait_seconds",
+                   "horizon_seconds", "horizon_xids")
 
 health_app = typer.Typer(
     help="Database health: bloat, vacuum, HOT updates, NOTIFY queue, connections, locks, and"
@@ -70,33 +61,30 @@ def _parse(pairs: list[str] | None, as_json: bool) -> dict[str, float]:
 
 
 @health_app.callback()
+@command()
 def health_cmd(
+    cx: Call,
     ctx: typer.Context,
     threshold: ThresholdOpt = None,
     fail_on_alert: Annotated[
         bool, typer.Option("--fail-on-alert", help="Exit 1 when there is an alert.")
     ] = False,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
 ) -> None:
     """Tables (dead rows, last vacuum and analyze, HOT ratio), indexes, NOTIFY queue,
     connections by purpose, lock waits, the xmin-horizon holder, and alerts with what to do."""
     if ctx.invoked_subcommand is not None:
         return
-    overrides = _parse(threshold, as_json)
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        report = op.health(overrides=overrides)
-    if as_json:
-        emit_json(report.to_json())
-    else:
-        print_health(report)
+    report = cx.op.health(overrides=_parse(threshold, cx.as_json))
+    cx.show(report, print_health)
     if fail_on_alert and report.alerts:
         raise typer.Exit(1)
 
 
 def print_health(r: Health) -> None:
+    from rich.table import Table
+
+    from forklift_console.cli_retention import window
+
     t = Table(box=None, header_style="bold", pad_edge=False, title="tables", title_justify="left")
     for col in ("table", "live", "dead", "dead%", "HOT%", "last vacuum", "last analyze", "size"):
         t.add_column(col, justify="left" if col in ("table", "last vacuum", "last analyze")
@@ -140,26 +128,22 @@ def _holder(x: HorizonHolder) -> str:
 
 
 @health_app.command("horizon")
+@command()
 def horizon_cmd(
-    limit: Annotated[int, typer.Option(min=1, max=100, help="Holders to show.")] = 5,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
+    cx: Call, limit: Annotated[int, typer.Option(min=1, max=100, help="Holders to show.")] = 5
 ) -> None:
     """Who holds back vacuum: the oldest transactions, replication slots and prepared
     transactions, each with the SQL that ends it."""
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        holders = op.horizon(limit=limit)
-    if as_json:
-        emit_json({"holders": [x.to_json() for x in holders]})
+    holders = cx.op.horizon(limit=limit)
+    if cx.as_json:
+        cx.show({"holders": [x.to_json() for x in holders]})
         return
     if not holders:
         out.print("nothing holds the xmin horizon back: vacuum can remove every dead row")
         return
     for x in holders:
         out.print(f"[bold]{_holder(x)}[/]")
-        out.print(f"  client {safe(x.client or 'local')}, role {safe(x.role or '?')},"
+        out.print(f"  client {safe(x.client or 'local')}, role {ident(x.role or '?')},"
                   f" since {stamp(x.since)}, query start {stamp(x.query_start)}")
         if x.query:
             out.print(f"  query: {safe(x.query)}")
@@ -167,15 +151,11 @@ def horizon_cmd(
 
 
 @health_app.command("set")
+@command(acts=True)
 def set_cmd(
-    name: Annotated[str, typer.Argument(help="Threshold: " + ", ".join(THRESHOLDS) + ".")],
+    cx: Call,
+    name: Annotated[str, typer.Argument(help="Threshold: " + ", ".join(THRESHOLD_NAMES) + ".")],
     value: Annotated[str, typer.Argument(help="A number, or 'default'.")],
-    reason: Reason = None,
-    actor: Actor = None,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
 ) -> None:
     """Change an alert threshold for everyone (stored in the database, audited)."""
     if value.strip().lower() == "default":
@@ -184,10 +164,7 @@ def set_cmd(
         try:
             number = float(value)
         except ValueError:
-            raise usage(f"{value!r} is not a number or 'default'", as_json) from None
-    with handled(as_json), operator(dsn, schema, actor, read_only) as op:
-        values = op.set_health_threshold(name, number, reason=reason)
-    if as_json:
-        emit_json({"thresholds": values})
-    else:
-        out.print(f"{safe(name)} = {values.get(name, number)}")
+            raise cx.usage(f"{value!r} is not a number or 'default'") from None
+    values = cx.act(lambda op: op.set_health_threshold(name, number, reason=cx.reason))
+    cx.done({"thresholds": values},
+            lambda _: f"{ident(name)} = {values.get(name, number)}")

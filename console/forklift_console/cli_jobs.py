@@ -4,35 +4,23 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from forklift import ForkliftError
-from forklift.ops import BulkReport, JobFilter, Operator
-from forklift.ops.actions import DEFAULT_CAP
-from forklift.ops.filters import SORT_KEYS, TIME_FIELDS
-from forklift_console.opskit import (
-    Actor,
-    DryRun,
-    Dsn,
-    Json,
-    ReadOnlyOpt,
-    Reason,
-    Schema,
-    Yes,
-    confirm,
-    emit_json,
-    err,
-    handled,
-    operator,
-    out,
-    safe,
-    stamp,
-    usage,
-)
-from forklift_console.opskit import state as state_text
+from forklift_console.cliformat import plural, stamp
+from forklift_console.cliformat import state as state_text
+from forklift_console.opskit import Call, command, ident, out, safe, say_error
+
+if TYPE_CHECKING:
+    from forklift.ops import BulkReport, Explanation, JobFilter, Operator
+
+#: Defaults shown in --help without importing the operator API (a test keeps them in step).
+DEFAULT_CAP = 10_000
+SORT_KEYS = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority")
+TIME_FIELDS = ("created_at", "run_at", "attempted_at", "finished_at")
+
+jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)
 
 # -- filter options (shared by list and the bulk actions) ----------------------------------
 States = Annotated[
@@ -74,6 +62,8 @@ def build_filter(
     time_field: str,
     ids: list[int] | None = None,
 ) -> JobFilter:
+    from forklift.ops import JobFilter
+
     return JobFilter.build(
         states=state, queues=queue, kinds=kind, tags=tag, batch_id=batch, text=search,
         id_min=id_min, id_max=id_max, after=after, before=before, time_field=time_field,
@@ -81,17 +71,11 @@ def build_filter(
     )
 
 
-def register(jobs_app: typer.Typer) -> None:
-    jobs_app.command("list")(jobs_list)
-    jobs_app.command("show")(jobs_show)
-    jobs_app.command("explain")(jobs_explain)
-    jobs_app.command("retry")(_action_command("requeue"))
-    jobs_app.command("cancel")(_action_command("cancel"))
-    jobs_app.command("delete")(_action_command("delete"))
-
-
 # -- list ----------------------------------------------------------------------------------
+@jobs_app.command("list")
+@command()
 def jobs_list(
+    cx: Call,
     state: States = None,
     queue: Queues = None,
     kind: Kinds = None,
@@ -111,32 +95,28 @@ def jobs_list(
     cursor: Annotated[
         str | None, typer.Option(help="Continue after this page (next_cursor of the last one).")
     ] = None,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
 ) -> None:
     """List jobs matching a filter, a page at a time (keyset pagination)."""
-    with handled(as_json):
-        flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
-                           before, time_field)
-        with operator(dsn, schema, None, read_only) as op:
-            page = op.jobs(flt, sort=sort, limit=limit, cursor=cursor)
-    if as_json:
-        emit_json(page.to_json())
+    flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after, before,
+                       time_field)
+    page = cx.op.jobs(flt, sort=sort, limit=limit, cursor=cursor)
+    if cx.as_json:
+        cx.show(page)
         return
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("id", "state", "queue", "kind", "attempt", "created", "run at / finished",
-                "last error"):
+                "last error (code: message)"):
         table.add_column(col, justify="right" if col == "id" else "left", overflow="fold")
     for j in page.jobs:
         last = ""
         if j.last_error_code:
-            last = f"{j.last_error_code}: {(j.last_error_message or '')[:60]}"
+            last = f"{ident(j.last_error_code)}: {safe((j.last_error_message or '')[:60])}"
         table.add_row(
-            str(j.id), state_text(j.state), safe(j.queue), safe(j.kind),
+            str(j.id), state_text(j.state), ident(j.queue), ident(j.kind),
             f"{j.attempt}/{j.max_attempts}", stamp(j.created_at),
-            stamp(j.finished_at or j.run_at), safe(last),
+            stamp(j.finished_at or j.run_at), last,
         )
     out.print(table)
     line = f"{len(page.jobs)} shown of {page.count_text} matching"
@@ -146,46 +126,48 @@ def jobs_list(
 
 
 # -- show ----------------------------------------------------------------------------------
-def jobs_show(
-    job_id: Annotated[int, typer.Argument(help="The job's id.")],
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
-) -> None:
+JobId = Annotated[int, typer.Argument(help="The job's id.")]
+
+
+def _json_text(value: Any) -> str:
+    return safe(json.dumps(value, ensure_ascii=False))
+
+
+@jobs_app.command("show")
+@command()
+def jobs_show(cx: Call, job_id: JobId) -> None:
     """Show one job in full: args, meta, tags, errors with tracebacks, result, lease, timeline."""
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        detail = op.job(job_id)
-    if as_json:
-        emit_json(detail.to_json())
+    detail = cx.op.job(job_id)
+    if cx.as_json:
+        cx.show(detail)
         return
     job = detail.job
-    out.print(f"[bold]job {job.id}[/]  {safe(job.kind)}  {state_text(job.state)}")
-    out.print(f"queue {safe(job.queue)}  priority {job.priority}  attempt"
+    out.print(f"[bold]job {job.id}[/]  {ident(job.kind)}  {state_text(job.state)}")
+    out.print(f"queue {ident(job.queue)}  priority {job.priority}  attempt"
               f" {job.attempt}/{job.max_attempts}")
     if job.tags:
-        out.print(f"tags: {safe(', '.join(job.tags))}")
+        out.print(f"tags: {', '.join(ident(t) for t in job.tags)}")
     if job.unique_key:
-        out.print(f"unique key: {safe(job.unique_key)}")
+        out.print(f"unique key: {ident(job.unique_key)}")
     if job.batch_id is not None:
         out.print(f"batch: {job.batch_id}")
-    out.print(f"args: {safe(json.dumps(job.args, ensure_ascii=False))}")
+    out.print(f"args: {_json_text(job.args)}")
     if job.meta:
-        out.print(f"meta: {safe(json.dumps(job.meta, ensure_ascii=False))}")
+        out.print(f"meta: {_json_text(job.meta)}")
     if job.result is not None:
-        out.print(f"result: {safe(json.dumps(job.result, ensure_ascii=False))}")
+        out.print(f"result: {_json_text(job.result)}")
     if job.partial is not None:
-        out.print(f"partial result: {safe(json.dumps(job.partial, ensure_ascii=False))}")
+        out.print(f"partial result: {_json_text(job.partial)}")
     if job.progress:
-        out.print(f"progress: {safe(json.dumps(job.progress, ensure_ascii=False))}")
-    if job.worker_id:
-        out.print(f"lease: worker {safe(job.worker_id)}, fence {job.fence}, until"
+        out.print(f"progress: {_json_text(job.progress)}")
+    if job.worker_id and job.state == "running":
+        out.print(f"lease: worker {ident(job.worker_id)}, fence {job.fence}, until"
                   f" {stamp(job.lease_expires_at)}")
     if job.errors:
         out.print("[bold]errors[/]")
         for e in job.errors:
             out.print(f"  attempt {safe(e.get('attempt'))} at {stamp(e.get('at'))}:"
-                      f" [bold]{safe(e.get('code'))}[/] {safe(e.get('type') or '')}"
+                      f" [bold]{ident(e.get('code'))}[/] {safe(e.get('type') or '')}"
                       f" {safe(e.get('message') or '')}")
             for frame in e.get("traceback") or []:
                 out.print(f"      {safe(frame.get('file'))}:{safe(frame.get('line'))}"
@@ -197,26 +179,22 @@ def jobs_show(
 
 
 # -- explain -------------------------------------------------------------------------------
-def jobs_explain(
-    job_id: Annotated[int, typer.Argument(help="The job's id.")],
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
-) -> None:
+@jobs_app.command("explain")
+@command()
+def jobs_explain(cx: Call, job_id: JobId) -> None:
     """Why isn't this job running? Plain sentences from facts in the database."""
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        ex = op.explain(job_id)
-    if as_json:
-        emit_json(ex.to_json())
-        return
-    out.print(f"[bold]job {ex.job_id}[/] ({state_text(ex.state or '')}, queue {safe(ex.queue)}):")
+    ex = cx.op.explain(job_id)
+    cx.show(ex, lambda e: print_explanation(
+        f"[bold]job {e.job_id}[/] ({state_text(e.state or '')}, queue {ident(e.queue)}):", e))
+
+
+def print_explanation(header: str, ex: Explanation) -> None:
+    out.print(header)
     for r in ex.reasons:
         out.print(f"  • {safe(r.text)} [dim]({r.code})[/]")
 
 
 # -- retry / cancel / delete ---------------------------------------------------------------
-_VERB = {"requeue": "requeue", "cancel": "cancel", "delete": "delete"}
 _HELP = {
     "requeue": "Requeue finished jobs (completed, cancelled, dead): they run again with a fresh"
     " attempt budget; their error history is kept. A live job, or one whose unique key a live"
@@ -230,7 +208,8 @@ _HELP = {
 
 
 def _action_command(action: str) -> Any:
-    def command(
+    def body(
+        cx: Call,
         job_ids: Annotated[
             list[int] | None, typer.Argument(help="Job ids; or select jobs with the filter options.")
         ] = None,
@@ -248,98 +227,94 @@ def _action_command(action: str) -> Any:
         all_jobs: Annotated[
             bool, typer.Option("--all", help="With no filter: every job the action applies to.")
         ] = False,
-        dry_run: DryRun = False,
         cap: Annotated[
             int, typer.Option(min=1, max=1_000_000, help="Most jobs acted on per call.")
         ] = DEFAULT_CAP,
-        reason: Reason = None,
-        yes: Yes = False,
-        actor: Actor = None,
-        read_only: ReadOnlyOpt = False,
-        dsn: Dsn = None,
-        schema: Schema = None,
-        as_json: Json = False,
     ) -> None:
-        with handled(as_json):
-            flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
-                               before, time_field)
-            ids = list(dict.fromkeys(job_ids or []))
-            if not ids and flt.is_empty() and not all_jobs:
-                raise usage(
-                    f"name job ids, or select jobs with a filter (e.g. --state dead --queue"
-                    f" mail); pass --all to {_VERB[action]} every job it applies to",
-                    as_json,
-                )
-            with operator(dsn, schema, actor, read_only) as op:
-                if ids and flt.is_empty() and not dry_run:
-                    _one_by_one(op, action, ids, reason, yes, as_json)
-                    return
-                if ids:
-                    flt = replace(flt, ids=tuple(ids))
-                _bulk(op, action, flt, dry_run, cap, reason, yes, as_json)
+        flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
+                           before, time_field)
+        ids = list(dict.fromkeys(job_ids or []))
+        if not ids and flt.is_empty() and not all_jobs:
+            raise cx.usage(
+                f"name job ids, or select jobs with a filter (e.g. --state dead --queue mail);"
+                f" pass --all to {action} every job it applies to"
+            )
+        if ids and flt.is_empty() and not cx.dry_run:
+            _one_by_one(cx, action, ids)
+            return
+        if ids:
+            flt = replace(flt, ids=tuple(ids))
+        bulk(cx, action, lambda op, **kw: op.bulk(action, flt, **kw), cap)
 
-    command.__doc__ = _HELP[action]
-    command.__name__ = f"jobs_{action}"
-    return command
+    body.__doc__ = _HELP[action]
+    body.__name__ = f"jobs_{action}"
+    return command(acts=True, confirms=True)(body)
 
 
-def _one_by_one(
-    op: Operator, action: str, ids: list[int], reason: str | None, yes: bool, as_json: bool
-) -> None:
+def _one_by_one(cx: Call, action: str, ids: list[int]) -> None:
+    from forklift import ForkliftError
+
+    op = cx.op
     op.ctx.require_write(action)
     what = f"job {ids[0]}" if len(ids) == 1 else f"{len(ids)} jobs ({', '.join(map(str, ids[:10]))})"
-    confirm(f"{_VERB[action].capitalize()} {what}?", yes, as_json)
+    cx.confirm(f"{action.capitalize()} {what}?")
     results: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     for job_id in ids:
         try:
-            r = getattr(op, action)(job_id, reason=reason)
+            r = getattr(op, action)(job_id, reason=cx.reason)
             results.append(r.to_json())
-            if not as_json:
+            if not cx.as_json:
                 out.print(f"job {job_id}: {r.outcome} (was {r.previous_state})")
         except ForkliftError as exc:
             errors.append({"job_id": job_id, **exc.to_dict()})
-            err.print(f"[bold red]job {job_id}:[/] {safe(exc.message)} [dim]({exc.code})[/]")
-    if as_json:
-        emit_json({"action": action, "results": results, "errors": errors})
+            say_error(f"job {job_id}: {exc.message}", exc.code, as_json=False)
+    if cx.as_json:
+        cx.show({"action": action, "results": results, "errors": errors})
     if errors:
         raise typer.Exit(1)
 
 
-def _bulk(
-    op: Operator, action: str, flt: JobFilter, dry_run: bool, cap: int, reason: str | None,
-    yes: bool, as_json: bool,
-) -> None:
-    if dry_run:
-        _print_report(op.bulk(action, flt, dry_run=True, cap=cap), as_json)
+def bulk(cx: Call, action: str, run: Any, cap: int) -> None:
+    """A bulk action: ``run(op, dry_run=, cap=, reason=)`` gives its BulkReport. Without --yes
+    the dry run is shown first and confirmed (and nothing is asked when nothing matches)."""
+    op: Operator = cx.op
+    if cx.dry_run:
+        print_report(run(op, dry_run=True, cap=cap), cx.as_json)
         return
     op.ctx.require_write(action)
-    if not yes:
-        preview = op.bulk(action, flt, dry_run=True, cap=cap)
+    if not cx.yes:
+        preview = run(op, dry_run=True, cap=cap)
         if preview.matched == 0:
-            _print_report(preview, as_json)
+            print_report(preview, cx.as_json)
             return
-        if not as_json:
-            _print_report(preview, False)
-        confirm(f"{_VERB[action].capitalize()} these {preview.matched:,} jobs?", yes, as_json)
-    report = op.bulk(action, flt, cap=cap, reason=reason)
-    _print_report(report, as_json)
+        if not cx.as_json:
+            print_report(preview, False)
+        cx.confirm(f"{action.capitalize()} these {preview.matched:,} jobs?")
+    print_report(run(op, cap=cap, reason=cx.reason), cx.as_json)
 
 
-def _print_report(r: BulkReport, as_json: bool) -> None:
+def print_report(r: BulkReport, as_json: bool) -> None:
     if as_json:
+        from forklift_console.opskit import emit_json
+
         emit_json(r.to_json())
         return
     states = ", ".join(f"{n:,} {s}" for s, n in sorted(r.by_state.items())) or "none"
     more = f" (capped at {r.cap:,}: more match, run again)" if r.more else ""
     sample = ", ".join(map(str, r.sample_ids)) + (" ..." if r.matched > len(r.sample_ids) else "")
     if r.dry_run:
-        out.print(f"dry run: {r.action} would act on {r.matched:,} job(s){more}: {states}")
+        out.print(f"dry run: {r.action} would act on {plural(r.matched, 'job')}{more}: {states}")
         if r.sample_ids:
             out.print(f"  ids: {sample}")
         return
     how = ", ".join(f"{n:,} {o}" for o, n in sorted(r.outcomes.items())) or "nothing"
-    out.print(f"{r.action}: {how} in {r.batches} batch(es){more}")
+    out.print(f"{r.action}: {how} in {plural(r.batches, 'batch', 'batches')}{more}")
     if r.skipped:
         out.print(f"  skipped {r.skipped:,} that changed meanwhile:"
                   f" {', '.join(map(str, r.skipped_ids))}")
+
+
+jobs_app.command("retry")(_action_command("requeue"))
+jobs_app.command("cancel")(_action_command("cancel"))
+jobs_app.command("delete")(_action_command("delete"))

@@ -1,7 +1,4 @@
-"""`forklift stats|workers|audit|prune` and `forklift queues ...`: thin doors onto forklift.ops.
-
-:func:`register` adds these commands (and the jobs commands of cli_jobs) to the main app.
-"""
+"""`forklift stats`, `forklift audit` and `forklift prune`: thin doors onto forklift.ops."""
 
 from __future__ import annotations
 
@@ -10,57 +7,25 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Group
-from rich.live import Live
-from rich.table import Table
 
-from forklift.ops import Explanation, PruneReport, QueueInfo, Stats, WorkerInfo
-from forklift.ops.filters import duration
-from forklift_console import cli_jobs, cli_keys
-from forklift_console.cli_retention import window
-from forklift_console.opskit import (
-    Actor,
-    DryRun,
-    Dsn,
-    Json,
-    ReadOnlyOpt,
-    Reason,
-    Schema,
-    Yes,
-    confirm,
-    emit_json,
-    handled,
-    operator,
-    out,
-    safe,
-    seconds,
-    spark,
-    stamp,
-    usage,
-)
+from forklift_console.cliformat import plural, seconds, spark, stamp
+from forklift_console.opskit import Call, command, ident, out, safe
 
-queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit, rate, fair.",
-                         no_args_is_help=True)
-workers_app = typer.Typer(help="Workers: who runs what, heartbeats, drains.", no_args_is_help=True)
+if TYPE_CHECKING:
+    from rich.console import Group
+    from rich.table import Table
 
-
-def register(app: typer.Typer, jobs_app: typer.Typer) -> None:
-    """Add the operator commands to ``app`` (and the jobs verbs to ``jobs_app``)."""
-    cli_jobs.register(jobs_app)
-    app.command("stats")(stats_cmd)
-    app.command("audit")(audit_cmd)
-    app.command("prune")(prune_cmd)
-    queues_app.command("rate")(cli_keys.queues_rate)
-    queues_app.command("fair")(cli_keys.queues_fair)
-    app.add_typer(queues_app, name="queues")
-    app.add_typer(workers_app, name="workers")
+    from forklift.ops import PruneReport, Stats, WorkerInfo
 
 
 # -- stats ---------------------------------------------------------------------------------
 def stats_tables(s: Stats, width: int | None = None) -> Group:
+    from rich.console import Group
+    from rich.table import Table
+
     wide = (width or out.width) >= 110  # room for the sparkline
     q = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
               title=f"queues (rates over the last {s.window_seconds / 60:.0f} min)")
@@ -76,11 +41,11 @@ def stats_tables(s: Stats, width: int | None = None) -> Group:
         limit = f"/{x.concurrency}" if x.concurrency is not None else ""
         paused = ""
         if x.paused:
-            paused = f"[bold yellow]paused[/] by {safe(x.paused_by or '?')}"
+            paused = f"[bold yellow]paused[/] by {ident(x.paused_by or '?')}"
             if x.pause_expires_at:
                 paused += f" until {stamp(x.pause_expires_at)}"
         cells = [
-            safe(x.name), f"{c['available']:,}", f"{c['scheduled']:,}",
+            ident(x.name), f"{c['available']:,}", f"{c['scheduled']:,}",
             f"{c['running']:,}{limit}", f"{c['retryable']:,}", f"{c['dead']:,}",
             seconds(x.pickup_lag_seconds), f"{x.completed:,}", f"{x.failed:,}",
             seconds(x.run_time.p95_seconds),
@@ -94,12 +59,14 @@ def stats_tables(s: Stats, width: int | None = None) -> Group:
         f" {t.counts['dead']:,} dead  |  {t.completed_per_minute:,.1f} completed/min ·"
         f" {t.failed_per_minute:,.1f} failed/min · run time mean"
         f" {seconds(t.run_time.mean_seconds)} p95 {seconds(t.run_time.p95_seconds)}  |"
-        f" {t.live_workers} live worker(s), {t.in_use}/{t.slots} slots busy"
+        f" {plural(t.live_workers, 'live worker')}, {t.in_use}/{t.slots} slots busy"
     )
     return Group(q, "", totals, "", workers_table(s.workers))
 
 
 def workers_table(workers: list[WorkerInfo]) -> Table:
+    from rich.table import Table
+
     w = Table(box=None, header_style="bold", pad_edge=False, title="workers", title_justify="left")
     for col in ("worker", "state", "queues", "slots", "heartbeat", "drain", "leader"):
         w.add_column(col, overflow="fold")
@@ -109,13 +76,15 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
             st = "[red]stale[/]"
         drain = ""
         if x.drain_remaining_seconds is not None:
-            drain = f"cutoff in {seconds(max(0.0, x.drain_remaining_seconds))}"
-        w.add_row(safe(x.id), st, safe(", ".join(x.queues)), f"{x.in_use}/{x.slots}",
+            drain = f"drain cutoff in {seconds(max(0.0, x.drain_remaining_seconds))}"
+        w.add_row(ident(x.id), st, ", ".join(ident(q) for q in x.queues), f"{x.in_use}/{x.slots}",
                   f"{seconds(x.heartbeat_age_seconds)} ago", drain, "★" if x.leader else "")
     return w
 
 
-def stats_cmd(
+@command()
+def stats(
+    cx: Call,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Refresh until Ctrl-C.")] = False,
     interval: Annotated[float, typer.Option(min=0.2, help="Seconds between refreshes.")] = 2.0,
     count: Annotated[
@@ -123,25 +92,18 @@ def stats_cmd(
     ] = 0,
     window: Annotated[str, typer.Option(help="Rates over this recent window (e.g. 30m).")] = "30m",
     bucket: Annotated[str, typer.Option(help="One sparkline point per (e.g. 1m).")] = "1m",
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
 ) -> None:
     """Per queue: depth by state, pickup lag, pause, limit, rates and run times; workers; totals.
 
     With --json --watch, one JSON document per line per refresh.
     """
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        w, b = duration(window, "window"), duration(bucket, "bucket")
-        if not watch:
-            s = op.stats(window=w, bucket=b)
-            if as_json:
-                emit_json(s.to_json())
-            else:
-                out.print(stats_tables(s))
-            return
-        _watch(op.stats, w, b, interval, count, as_json)
+    from forklift.ops.filters import duration
+
+    w, b = duration(window, "window"), duration(bucket, "bucket")
+    if not watch:
+        cx.show(cx.op.stats(window=w, bucket=b), stats_tables)
+        return
+    _watch(cx.op.stats, w, b, interval, count, cx.as_json)
 
 
 def _watch(get: Callable[..., Stats], w: timedelta, b: timedelta, interval: float, count: int,
@@ -157,7 +119,9 @@ def _watch(get: Callable[..., Stats], w: timedelta, b: timedelta, interval: floa
                 if count and n >= count:
                     return
                 time.sleep(interval)
-        with Live(console=out, auto_refresh=False) as live:
+        from rich.live import Live
+
+        with Live(console=out.console, auto_refresh=False) as live:
             while True:
                 live.update(stats_tables(get(window=w, bucket=b)), refresh=True)
                 n += 1
@@ -168,166 +132,10 @@ def _watch(get: Callable[..., Stats], w: timedelta, b: timedelta, interval: floa
         return
 
 
-# -- queues --------------------------------------------------------------------------------
-def _queue_line(q: QueueInfo) -> str:
-    text = f"queue {safe(q.name)}: "
-    if q.paused:
-        text += f"[bold yellow]paused[/] by {safe(q.paused_by or '?')} since {stamp(q.paused_at)}"
-        if q.pause_reason:
-            text += f" ({safe(q.pause_reason)})"
-        if q.pause_expires_at:
-            text += f", until {stamp(q.pause_expires_at)}"
-    else:
-        text += "running"
-    text += f"; concurrency {q.concurrency if q.concurrency is not None else 'unlimited'}"
-    return text
-
-
-def _emit_queue(q: QueueInfo, as_json: bool) -> None:
-    if as_json:
-        emit_json(q.to_json())
-    else:
-        out.print(_queue_line(q))
-
-
-@queues_app.command("list")
-def queues_list(
-    read_only: ReadOnlyOpt = False, dsn: Dsn = None, schema: Schema = None, as_json: Json = False
-) -> None:
-    """Every queue with its pause, concurrency limit and retention (completed/cancelled/dead;
-    depths: `forklift stats`)."""
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        queues = op.queues()
-        kept = op.retention()
-    if as_json:
-        emit_json([{**q.to_json(), "retention": kept.for_queue(q.name)} for q in queues])
-        return
-    t = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("queue", "paused", "by", "since", "until", "reason", "concurrency", "retention"):
-        t.add_column(col)
-    for q in queues:
-        expired = (not q.paused) and q.paused_flag
-        t.add_row(
-            safe(q.name),
-            "[bold yellow]paused[/]" if q.paused else ("expired" if expired else "no"),
-            safe(q.paused_by or "") if q.paused else "",
-            stamp(q.paused_at) if q.paused else "",
-            stamp(q.pause_expires_at) if q.paused and q.pause_expires_at else "",
-            safe(q.pause_reason or "") if q.paused else "",
-            str(q.concurrency) if q.concurrency is not None else "–",
-            "/".join(window(v) for v in kept.for_queue(q.name).values()),
-        )
-    out.print(t)
-
-
-def _print_explanation(ex: Explanation) -> None:
-    out.print(f"[bold]queue {safe(ex.queue)}[/]:")
-    for r in ex.reasons:
-        out.print(f"  • {safe(r.text)} [dim]({r.code})[/]")
-
-
-@queues_app.command("explain")
-def queues_explain(
-    name: Annotated[str, typer.Argument(help="The queue.")],
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
-) -> None:
-    """Why is this queue not moving? Pause, limits, workers, backlog, in plain words."""
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        ex = op.explain_queue(name)
-    if as_json:
-        emit_json(ex.to_json())
-    else:
-        _print_explanation(ex)
-
-
-@queues_app.command("pause")
-def queues_pause(
-    name: Annotated[str, typer.Argument(help="The queue.")],
-    reason: Reason = None,
-    for_: Annotated[
-        str | None, typer.Option("--for", help="Resume by itself after this long (e.g. 30m).")
-    ] = None,
-    until: Annotated[
-        str | None, typer.Option("--until", help="Resume by itself at this time (ISO 8601).")
-    ] = None,
-    create: Annotated[
-        bool, typer.Option("--create", help="Pause a queue that has no jobs or workers yet.")
-    ] = False,
-    actor: Actor = None,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
-) -> None:
-    """Pause a queue: no worker claims from it from its next claim on; running jobs go on."""
-    with handled(as_json), operator(dsn, schema, actor, read_only) as op:
-        q = op.pause(name, reason=reason, for_=for_, until=until, create=create)
-    _emit_queue(q, as_json)
-
-
-@queues_app.command("resume")
-def queues_resume(
-    name: Annotated[str, typer.Argument(help="The queue.")],
-    reason: Reason = None,
-    actor: Actor = None,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
-) -> None:
-    """Resume a paused queue; its workers are woken at once."""
-    with handled(as_json), operator(dsn, schema, actor, read_only) as op:
-        q = op.resume(name, reason=reason)
-    _emit_queue(q, as_json)
-
-
-@queues_app.command("limit")
-def queues_limit(
-    name: Annotated[str, typer.Argument(help="The queue.")],
-    limit: Annotated[
-        str, typer.Argument(help="Most jobs running at once over all workers, or 'none'.")
-    ],
-    reason: Reason = None,
-    create: Annotated[bool, typer.Option("--create", help="Set up a queue not seen yet.")] = False,
-    actor: Actor = None,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
-) -> None:
-    """Set (or with 'none' lift) a queue's concurrency limit across all workers."""
-    with handled(as_json):
-        if limit.strip().lower() in ("none", "off", "unlimited"):
-            value: int | None = None
-        else:
-            try:
-                value = int(limit)
-            except ValueError:
-                raise usage(f"limit {limit!r} is not a whole number or 'none'", as_json) from None
-        with operator(dsn, schema, actor, read_only) as op:
-            q = op.set_concurrency(name, value, reason=reason, create=create)
-    _emit_queue(q, as_json)
-
-
-# -- workers -------------------------------------------------------------------------------
-@workers_app.command("list")
-def workers_list(
-    read_only: ReadOnlyOpt = False, dsn: Dsn = None, schema: Schema = None, as_json: Json = False
-) -> None:
-    """Registered workers: state, queues, slots in use, heartbeat age, drain cutoff, leader."""
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        workers = op.workers()
-    if as_json:
-        emit_json([w.to_json() for w in workers])
-    else:
-        out.print(workers_table(workers))
-
-
 # -- audit ---------------------------------------------------------------------------------
-def audit_cmd(
+@command()
+def audit(
+    cx: Call,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Entries, newest first.")] = 50,
     actor_filter: Annotated[str | None, typer.Option("--by", help="Only this actor's.")] = None,
     action: Annotated[str | None, typer.Option(help="Only this action (e.g. requeue).")] = None,
@@ -337,30 +145,29 @@ def audit_cmd(
     before_id: Annotated[
         int | None, typer.Option(help="Page: entries older than this audit id.")
     ] = None,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
 ) -> None:
     """The audit trail: who did what to which jobs or queues, when, and how it ended."""
-    with handled(as_json), operator(dsn, schema, None, read_only) as op:
-        entries = op.audit(limit=limit, actor=actor_filter, action=action, since=since,
-                           before_id=before_id)
-    if as_json:
-        emit_json([e.to_json() for e in entries])
+    entries = cx.op.audit(limit=limit, actor=actor_filter, action=action, since=since,
+                          before_id=before_id)
+    if cx.as_json:
+        cx.show([e.to_json() for e in entries])
         return
+    from rich.table import Table
+
     t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("id", "at", "actor", "action", "target", "count", "outcome", "reason"):
         t.add_column(col, overflow="fold")
     for e in entries:
-        t.add_row(str(e.id), stamp(e.at), safe(e.actor), safe(e.action),
-                  safe(json.dumps(e.target, ensure_ascii=False)), str(e.count), safe(e.outcome),
+        t.add_row(str(e.id), stamp(e.at), ident(e.actor), ident(e.action),
+                  safe(json.dumps(e.target, ensure_ascii=True)), str(e.count), safe(e.outcome),
                   safe(e.reason or ""))
     out.print(t)
 
 
 # -- prune ---------------------------------------------------------------------------------
-def prune_cmd(
+@command(acts=True, confirms=True)
+def prune(
+    cx: Call,
     completed_older_than: Annotated[
         str | None, typer.Option(help="Delete completed jobs finished longer ago (e.g. 7d).")
     ] = None,
@@ -373,45 +180,36 @@ def prune_cmd(
     max_rows: Annotated[
         int, typer.Option(min=1, max=10_000_000, help="Most jobs deleted per call.")
     ] = 100_000,
-    batch_size: Annotated[int, typer.Option(min=1, max=50_000, help="Rows per transaction.")] = 5_000,
-    dry_run: DryRun = False,
-    reason: Reason = None,
-    yes: Yes = False,
-    actor: Actor = None,
-    read_only: ReadOnlyOpt = False,
-    dsn: Dsn = None,
-    schema: Schema = None,
-    as_json: Json = False,
+    batch_size: Annotated[
+        int, typer.Option(min=1, max=50_000, help="Rows per transaction.")
+    ] = 5_000,
 ) -> None:
     """Delete finished jobs older than a cut-off, in short batches; live jobs are never touched."""
-    kw = {
+    kw: dict[str, Any] = {
         "completed_older_than": completed_older_than,
         "dead_older_than": dead_older_than,
         "cancelled_older_than": cancelled_older_than,
         "max_rows": max_rows,
         "batch_size": batch_size,
-        "reason": reason,
+        "reason": cx.reason,
     }
-    with handled(as_json), operator(dsn, schema, actor, read_only) as op:
-        if dry_run:
-            report = op.prune(dry_run=True, **kw)
-        else:
-            op.ctx.require_write("prune")
-            if not yes:
-                preview = op.prune(dry_run=True, **kw)
-                if not as_json:
-                    _print_prune(preview)
-                confirm(f"Delete these {preview.total:,} jobs?", yes, as_json)
-            report = op.prune(**kw)
-    if as_json:
-        emit_json(report.to_json())
+    op = cx.op
+    if cx.dry_run:
+        report = op.prune(dry_run=True, **kw)
     else:
-        _print_prune(report)
+        op.ctx.require_write("prune")
+        if not cx.yes:
+            preview = op.prune(dry_run=True, **kw)
+            if not cx.as_json:
+                _print_prune(preview)
+            cx.confirm(f"Delete these {preview.total:,} jobs?")
+        report = op.prune(**kw)
+    cx.show(report, _print_prune)
 
 
 def _print_prune(r: PruneReport) -> None:
     parts = ", ".join(f"{n:,} {s} (older than {seconds(r.older_than[s])})"
                       for s, n in r.deleted.items())
-    verb = "would delete" if r.dry_run else "deleted"
+    verb = "dry run: prune would delete" if r.dry_run else "prune deleted"
     more = "; more remain: run again" if r.more else ""
-    out.print(f"prune {verb}: {parts or 'nothing'}{more}")
+    out.print(f"{verb}: {parts or 'nothing'}{more}")

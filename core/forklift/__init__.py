@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from forklift._batch import BatchLimits as BatchLimits
     from forklift._batch import BatchSummary as BatchSummary
     from forklift._batch import Callback as Callback
+    from forklift._context import JobCancelled as JobCancelled
     from forklift._context import JobContext as JobContext
     from forklift._context import Progress as Progress
     from forklift._errors import BatchKeyConflict as BatchKeyConflict
@@ -80,7 +81,7 @@ _WHERE: dict[str, str] = {
     "JobKind": "_kind",
     "Batch": "_batch", "BatchLimits": "_batch", "BatchSummary": "_batch",
     "Callback": "_batch",
-    "JobContext": "_context", "Progress": "_context",
+    "JobCancelled": "_context", "JobContext": "_context", "Progress": "_context",
     **dict.fromkeys(_ERRORS, "_errors"),
     "LIVE_STATES": "_job", "STATES": "_job", "TERMINAL_STATES": "_job", "Job": "_job",
     "State": "_job",
@@ -115,6 +116,7 @@ __all__ = [
     "InvalidOption",
     "InvalidPayload",
     "Job",
+    "JobCancelled",
     "JobContext",
     "JobKind",
     "JobNotFound",

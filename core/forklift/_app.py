@@ -153,6 +153,7 @@ class Forklift:
         extra: Extra = "forbid",
         concurrency: Sequence[Key] | None = None,
         rate: Rate | None = None,
+        lease_expiries: int = 3,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -171,6 +172,7 @@ class Forklift:
         extra: Extra = "forbid",
         concurrency: Sequence[Key] | None = None,
         rate: Rate | None = None,
+        lease_expiries: int = 3,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -180,6 +182,8 @@ class Forklift:
         fields the type does not declare instead of refusing them at enqueue.
         ``concurrency=[Key(...)]`` and ``rate=Rate(...)``: limits across the fleet, per key
         value (README, "Flow control").
+        ``lease_expiries`` is how many attempts in a row may end by lease expiry (the process
+        running the job died) before the job goes ``dead`` with ``worker_lost``.
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -202,6 +206,7 @@ class Forklift:
                 extra=extra,
                 concurrency=concurrency,
                 rate=rate,
+                lease_expiries=lease_expiries,
             )
             self.kinds[kind_name] = kind
             return kind

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from forklift import _pooler as pooler
 from forklift._errors import DatabaseUnavailable
 
 # Per purpose: statement timeout, lock timeout (ms). A claim or a completion flush that waits on
@@ -120,7 +121,7 @@ def connect_kwargs(conninfo: str, purpose: str, worker: str | None = None) -> di
     added = " ".join(f"-c {name}={value}" for name, value in ours if name not in named)
     options = f"{user_options} {added}".strip()
     tag = f"forklift:{worker}:{purpose}" if worker else f"forklift:{purpose}"
-    return {
+    kwargs = {
         "conninfo": make_conninfo(
             conninfo,
             application_name=app_name(_users(parts, "application_name"), tag),
@@ -129,6 +130,7 @@ def connect_kwargs(conninfo: str, purpose: str, worker: str | None = None) -> di
         ),
         "autocommit": True,
     }
+    return pooler.adapt(kwargs) if pooler.pooled(conninfo) else kwargs
 
 
 def unavailable(conninfo: str, exc: BaseException) -> DatabaseUnavailable:
@@ -139,19 +141,28 @@ def unavailable(conninfo: str, exc: BaseException) -> DatabaseUnavailable:
 
 
 def connect(conninfo: str, purpose: str, worker: str | None = None) -> psycopg.Connection[Any]:
-    try:
-        return psycopg.Connection.connect(**connect_kwargs(conninfo, purpose, worker))
-    except psycopg.OperationalError as exc:
-        raise unavailable(conninfo, exc) from None
+    for attempt in (1, 2):  # a pooler that refuses startup options: learned, tried again
+        try:
+            return psycopg.Connection.connect(**connect_kwargs(conninfo, purpose, worker))
+        except psycopg.OperationalError as exc:
+            if attempt == 2 or not pooler.refused_options(exc) or pooler.pooled(conninfo):
+                raise unavailable(conninfo, exc) from None
+            pooler.learn(conninfo)
+    raise AssertionError("unreachable")
 
 
 async def aconnect(
     conninfo: str, purpose: str, worker: str | None = None
 ) -> psycopg.AsyncConnection[Any]:
-    try:
-        return await psycopg.AsyncConnection.connect(**connect_kwargs(conninfo, purpose, worker))
-    except psycopg.OperationalError as exc:
-        raise unavailable(conninfo, exc) from None
+    for attempt in (1, 2):
+        try:
+            return await psycopg.AsyncConnection.connect(
+                **connect_kwargs(conninfo, purpose, worker))
+        except psycopg.OperationalError as exc:
+            if attempt == 2 or not pooler.refused_options(exc) or pooler.pooled(conninfo):
+                raise unavailable(conninfo, exc) from None
+            pooler.learn(conninfo)
+    raise AssertionError("unreachable")
 
 
 @contextlib.contextmanager

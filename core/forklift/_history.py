@@ -24,6 +24,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 from forklift._retention import DEFAULTS
 from forklift._sqltext import render
@@ -40,6 +41,16 @@ LOCK_TIMEOUT_MS = 2000
 #: before stay in the jobs table), and how old a finished job must be to move (seconds).
 SINCE_SETTING = "history.partitioned_since"
 MOVE_AFTER_SETTING = "history.move_after"
+
+# Dead jobs in history stay in the dead-letter groups (forklift.ops.dead): the same triggers as
+# on the jobs table (migration 0008), so a move into history keeps the job in its group and a
+# delete from history takes it out.
+DEAD_LETTERS_SQL = """
+CREATE OR REPLACE TRIGGER jobs_history_dead_in AFTER INSERT ON {s}.jobs_history
+    FOR EACH ROW WHEN (NEW.state = 'dead') EXECUTE FUNCTION {s}.jobs_dead_moved();
+CREATE OR REPLACE TRIGGER jobs_history_dead_out AFTER DELETE ON {s}.jobs_history
+    FOR EACH ROW WHEN (OLD.state = 'dead') EXECUTE FUNCTION {s}.jobs_dead_moved();
+"""
 
 ENABLE_SQL = """
 CREATE TABLE IF NOT EXISTS {s}.jobs_history (LIKE {s}.jobs INCLUDING DEFAULTS)
@@ -59,7 +70,7 @@ CREATE TABLE IF NOT EXISTS {s}.jobs_history_dead PARTITION OF {s}.jobs_history
 INSERT INTO {s}.settings (name, value, updated_by)
 VALUES ('history.partitioned_since', extract(epoch FROM now()), 'forklift migrate')
 ON CONFLICT (name) DO NOTHING;
-"""
+""" + DEAD_LETTERS_SQL
 
 EXISTS_SQL = "SELECT to_regclass(%s) IS NOT NULL"
 
@@ -79,6 +90,12 @@ CREATE TABLE IF NOT EXISTS {s}.{name} PARTITION OF {s}.jobs_history_{state}
     FOR VALUES FROM ('{day} 00:00:00+00') TO ('{next} 00:00:00+00')
 """
 DROP_SQL = "DROP TABLE IF EXISTS {s}.{name}"
+# Dropping rows fires no trigger: a dead partition's jobs leave their dead-letter groups first,
+# in the same transaction.
+DROP_DEAD_SQL = """
+DELETE FROM {s}.dead_letters d USING {s}.{name} p WHERE d.job_id = p.id;
+DROP TABLE IF EXISTS {s}.{name}
+"""
 
 # Finished jobs into history, oldest first, within the days that have partitions for every
 # state (%(until)s); one statement, so a job is in exactly one table whatever happens.
@@ -107,8 +124,26 @@ INSERT INTO {s}.jobs SELECT * FROM back
 
 SETTINGS_SQL = "SELECT name, value FROM {s}.settings WHERE name LIKE 'history.%%'"
 
+# Columns of the jobs table that history lacks (a migration added them after history was
+# switched on): added in the same order, so both tables stay one relation for reads.
+MISSING_COLUMNS_SQL = """
+SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass(%(jobs)s) AND a.attnum > 0 AND NOT a.attisdropped
+  AND NOT EXISTS (SELECT 1 FROM pg_attribute h WHERE h.attrelid = to_regclass(%(history)s)
+                  AND h.attname = a.attname AND NOT h.attisdropped)
+ORDER BY a.attnum
+"""
+ADD_COLUMN_SQL = "ALTER TABLE {s}.jobs_history ADD COLUMN IF NOT EXISTS {column} {type}"
+
 _NAME = re.compile(r"^jobs_history_(completed|cancelled|dead)_(\d{8})$")
-_JOBS = re.compile(r"\{s\}\.jobs(?![A-Za-z0-9_])")
+_JOBS = re.compile(r"\{s\}\.jobs(?![A-Za-z0-9_])(?=\s+(?:AS\s+)?([A-Za-z_]\w*)|)")
+# Words that may follow a table in FROM without being its alias.
+_NOT_ALIAS = frozenset({
+    "where", "group", "order", "limit", "offset", "fetch", "join", "left", "right", "inner",
+    "full", "cross", "natural", "on", "using", "union", "except", "intersect", "for", "window",
+    "having",
+})
 
 _known: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()
 
@@ -148,7 +183,12 @@ def source(schema: str, partitioned: bool) -> str:
 def render_read(text: str, conn: psycopg.Connection[Any], schema: str) -> str:
     """``render(text, schema)`` for a read: every ``{s}.jobs`` reads :func:`source`."""
     if partitioned(conn, schema):
-        text = _JOBS.sub(lambda _m: source(schema, True), text)
+        def union(m: re.Match[str]) -> str:
+            # A subquery needs an alias before PostgreSQL 16: keep the query's, or name it jobs.
+            aliased = m.group(1) is not None and m.group(1).lower() not in _NOT_ALIAS
+            return source(schema, True) + ("" if aliased else " AS jobs")
+
+        text = _JOBS.sub(union, text)
     return render(text, schema)
 
 
@@ -188,7 +228,8 @@ def upkeep_ddl(
     for state, day in sorted(have):
         keep = keep_days.get(state)
         if keep is not None and day + timedelta(days=1) < today - timedelta(days=keep):
-            out.append(render(DROP_SQL.format(s="{s}", name=partition_name(state, day)), schema))
+            drop = DROP_DEAD_SQL if state == "dead" else DROP_SQL
+            out.append(render(drop.format(s="{s}", name=partition_name(state, day)), schema))
     return out
 
 
@@ -204,6 +245,10 @@ def upkeep(
     """One pass: partitions created and dropped, then finished jobs moved, in batches. Returns
     the jobs moved. Every step is idempotent, so a pass cut short (a crash, a lock timeout)
     is finished by the next one, on this leader or another."""
+    names = {"jobs": f"{schema}.jobs", "history": f"{schema}.jobs_history"}
+    for column, type_ in (yield "rows", MISSING_COLUMNS_SQL, names):
+        yield "ddl", render(ADD_COLUMN_SQL.format(
+            s="{s}", column=sql.Identifier(column).as_string(None), type=type_), schema), None
     have = days((yield "rows", render(PARTITIONS_SQL, schema), (schema,)))
     for ddl in upkeep_ddl(schema, have, today, keep):
         yield "ddl", ddl, None

@@ -108,6 +108,7 @@ class JobKind(Generic[P, R]):
         extra: Extra = "forbid",
         concurrency: Sequence[Key] | None = None,
         rate: Rate | None = None,
+        lease_expiries: int = 3,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -118,6 +119,14 @@ class JobKind(Generic[P, R]):
         self.retry = retry
         self.timeout = timeout
         self.errors: ErrorsMode = errors
+        if isinstance(lease_expiries, bool) or not isinstance(lease_expiries, int) \
+                or lease_expiries < 1:
+            raise ConfigError(
+                f"lease_expiries of {name} must be a whole number of at least 1, not"
+                f" {lease_expiries!r}")
+        #: Attempts in a row that may end by lease expiry before the job is ``worker_lost``
+        #: (registered on the worker's row, read by the leader's rescue).
+        self.lease_expiries = lease_expiries
         if extra not in ("forbid", "ignore"):
             raise ConfigError(f"extra must be 'forbid' or 'ignore', not {extra!r}")
         self.extra: Extra = extra

@@ -24,9 +24,9 @@ POOL_TIMEOUT = 15.0
 def _pool_args(dsn: str, size: int) -> dict[str, Any]:
     from forklift._db import connect_kwargs
 
-    return dict(conninfo=connect_kwargs(dsn, "enqueue")["conninfo"],
-                kwargs={"autocommit": True}, min_size=1, max_size=size, open=False,
-                timeout=POOL_TIMEOUT)
+    args = connect_kwargs(dsn, "enqueue")  # prepare_threshold too, behind a pooler
+    return dict(conninfo=args.pop("conninfo"), kwargs=args, min_size=1, max_size=size,
+                open=False, timeout=POOL_TIMEOUT)
 
 
 class Pools:
@@ -46,11 +46,11 @@ class Pools:
 
                 from forklift._db import connect, unavailable
 
+                # One plain attempt first: an unreachable database is reported at once, where
+                # the pool would keep retrying until its timeout (and a pooler is learned).
+                connect(dsn, "enqueue").close()
                 pool: ConnectionPool[Any] = ConnectionPool(**_pool_args(dsn, self.size))
                 try:
-                    # One plain attempt first: an unreachable database is reported at once,
-                    # where the pool would keep retrying until its timeout.
-                    connect(dsn, "enqueue").close()
                     pool.open(wait=True, timeout=POOL_TIMEOUT)
                 except DatabaseUnavailable:
                     pool.close()
@@ -81,9 +81,9 @@ class Pools:
 
         from forklift._db import aconnect, unavailable
 
+        await (await aconnect(dsn, "enqueue")).close()  # see sync()
         apool: AsyncConnectionPool[Any] = AsyncConnectionPool(**_pool_args(dsn, self.size))
         try:
-            await (await aconnect(dsn, "enqueue")).close()
             await apool.open(wait=True, timeout=POOL_TIMEOUT)
         except DatabaseUnavailable:
             await apool.close()

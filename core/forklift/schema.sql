@@ -375,11 +375,29 @@ CREATE TABLE {s}.flow_values (
     created_at   timestamptz      NOT NULL DEFAULT now()
 ) WITH (fillfactor = 50);
 
+-- Dead letters, grouped on the server -----------------------------------------------------------
+
+-- One row per dead job: its group (kind, last error code, message shape) and when it died,
+-- kept by triggers on jobs, so grouping every dead job is a scan of this narrow table and
+-- acting on a group finds its jobs by index, however many dead jobs there are. Only moves into
+-- or out of `dead` touch it (the triggers' WHEN clauses keep every other write out).
+CREATE TABLE {s}.dead_letters (
+    job_id      bigint      PRIMARY KEY,
+    group_key   text        NOT NULL,
+    kind        text        NOT NULL,
+    code        text        NOT NULL,
+    fingerprint text        NOT NULL,
+    queue       text        NOT NULL,
+    finished_at timestamptz NOT NULL
+) WITH (autovacuum_vacuum_scale_factor = 0.05);
+CREATE INDEX dead_letters_group_idx ON {s}.dead_letters (group_key, finished_at, job_id);
+
 -- Functions and triggers ----------------------------------------------------------------------
 
 \ir functions/jobs_wake_v1.sql
 \ir functions/batches_v1.sql
 \ir functions/flow_v1.sql
+\ir functions/dead_letters_v1.sql
 
 CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
     REFERENCING NEW TABLE AS new_jobs
@@ -410,3 +428,19 @@ CREATE TRIGGER jobs_batch_deleted AFTER DELETE ON {s}.jobs
 CREATE TRIGGER jobs_keyed AFTER INSERT ON {s}.jobs
     FOR EACH ROW WHEN (NEW.keys IS NOT NULL)
     EXECUTE FUNCTION {s}.jobs_keyed();
+
+-- Dead letters (see the table above): only a move into or out of `dead` fires these.
+CREATE TRIGGER jobs_dead_moved AFTER UPDATE OF state ON {s}.jobs
+    FOR EACH ROW
+    WHEN ((OLD.state = 'dead') <> (NEW.state = 'dead'))
+    EXECUTE FUNCTION {s}.jobs_dead_moved();
+CREATE TRIGGER jobs_dead_inserted AFTER INSERT ON {s}.jobs
+    FOR EACH ROW
+    WHEN (NEW.state = 'dead')
+    EXECUTE FUNCTION {s}.jobs_dead_moved();
+CREATE TRIGGER jobs_dead_deleted AFTER DELETE ON {s}.jobs
+    FOR EACH ROW
+    WHEN (OLD.state = 'dead')
+    EXECUTE FUNCTION {s}.jobs_dead_moved();
+CREATE TRIGGER jobs_dead_truncated AFTER TRUNCATE ON {s}.jobs
+    FOR EACH STATEMENT EXECUTE FUNCTION {s}.jobs_dead_truncated();

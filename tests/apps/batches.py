@@ -79,7 +79,8 @@ _local = threading.local()
 def sql(query: str, params: Any = None) -> list[tuple[Any, ...]]:
     conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
     if conn is None or conn.closed or conn.broken or getattr(_local, "dsn", None) != app.dsn:
-        conn = psycopg.connect(app.dsn, autocommit=True, application_name="batches-app")
+        conn = psycopg.connect(app.dsn, autocommit=True, application_name="batches-app",
+                               prepare_threshold=None)  # -m pgbouncer: through PgBouncer
         _local.conn, _local.dsn = conn, app.dsn
     cur = conn.execute(query, params)
     return cur.fetchall() if cur.description else []

@@ -75,7 +75,9 @@ _local = threading.local()
 def _db() -> psycopg.Connection[Any]:
     conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
     if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(app.dsn, autocommit=True, application_name="faults-app")
+        # No prepared statements: under -m pgbouncer this connection goes through PgBouncer.
+        conn = psycopg.connect(app.dsn, autocommit=True, application_name="faults-app",
+                               prepare_threshold=None)
         _local.conn = conn
     return conn
 
@@ -223,14 +225,26 @@ def crash(ctx: JobContext, args: dict[str, Any]) -> None:
     os._exit(17)
 
 
+@app.job(name="faults.crash_fragile", max_attempts=10, lease_expiries=1,
+         retry=Backoff("fixed", 1.0, jitter="none"))
+def crash_fragile(ctx: JobContext, args: dict[str, Any]) -> None:
+    """A poison job of a kind that allows a single lost worker (``lease_expiries=1``)."""
+    note(ctx, "start")
+    os._exit(17)
+
+
 @app.job(name="faults.stubborn", max_attempts=5)
 async def stubborn(ctx: JobContext, h: Hold) -> dict[str, Any]:
     """Async, and ignores cancellation: ticks (a note every 0.1 s) until its gate opens."""
     await asyncio.to_thread(note, ctx, "start")
-    while not await asyncio.to_thread(gate_open, h.gate):
-        await asyncio.to_thread(note, ctx, "tick")
-        with contextlib.suppress(asyncio.CancelledError):
+    while True:
+        try:  # every cancellation swallowed, wherever it lands
+            if await asyncio.to_thread(gate_open, h.gate):
+                break
+            await asyncio.to_thread(note, ctx, "tick")
             await asyncio.sleep(0.1)
+        except asyncio.CancelledError:
+            continue
     await asyncio.to_thread(note, ctx, "end")
     return _result(ctx)
 

@@ -26,6 +26,7 @@ from psycopg import sql
 from forklift._migrate import migrate
 from forklift.ops import OpsContext, horizon
 from forklift.ops import health as h
+from forklift.ops import retention as ops_retention
 from forklift.ops import settings as _settings
 
 CTX = OpsContext(actor="bench")
@@ -36,6 +37,7 @@ STATEMENTS = {
     "connections": (h.CONNECTIONS_SQL, None),
     "lock waits": (h.LOCK_WAITS_SQL, ("forklift",)),
     "horizon": (horizon.HOLDERS_SQL, (5,)),
+    "retention": (ops_retention.ROWS_SQL.replace("{s}", "forklift"), None),
 }
 
 

@@ -1,7 +1,7 @@
 """The queue benchmark: forklift against plain SQL in one run (prints figures; asserts nothing).
 
     /work/.venv/bin/python tests/benchmarks/bench_queue.py [--dsn DSN] [--quick] [--json]
-        [--only e2e,e2e_2w,enqueue,bulk,latency,memory,db_cpu]
+        [--only e2e,c1,enqueue,enqueue_16,bulk,latency,e2e_4w,e2e_2w,stats,claim_backlog,memory]
 
 The same as ``forklift bench``: the server is --dsn, else FORKLIFT_DSN / DATABASE_URL, else the
 embedded server (fsync on). Every scenario runs in a fresh database created there and dropped

@@ -18,10 +18,8 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -30,44 +28,12 @@ from forklift._migrate import migrate
 from forklift._sqltext import render
 from forklift.ops import Operator
 from forklift.ops.stats import COUNTS_SQL, WINDOW_SQL, stats
-
-LOAD_FINISHED = """
-INSERT INTO forklift.jobs (queue, kind, args, state, attempt, max_attempts, run_at, created_at,
-                           attempted_at, finished_at, errors)
-SELECT 'queue_' || (i %% 8),
-       'bench.kind_' || (i %% 5),
-       jsonb_build_object('n', i, 'customer', 'c' || (i %% 1000)),
-       CASE WHEN i %% 50 = 0 THEN 'dead' ELSE 'completed' END,
-       CASE WHEN i %% 20 = 1 THEN 2 ELSE 1 END,
-       20,
-       f - interval '2 seconds', f - interval '3 seconds',
-       f - (random() * interval '1 second'), f,
-       CASE WHEN i %% 50 = 0 OR i %% 20 = 1 THEN jsonb_build_array(jsonb_build_object(
-           'code', 'error', 'type', 'RuntimeError', 'message', 'upstream said no to ' || i,
-           'traceback', '[]'::jsonb, 'attempt', 1, 'worker', 'bench',
-           'at', f - interval '1 second'))
-            ELSE '[]'::jsonb END
-FROM (SELECT i, now() - (i::float8 / %(n)s) * interval '24 hours' AS f
-      FROM generate_series(1, %(n)s) AS i) s
-"""
-
-LOAD_LIVE = """
-INSERT INTO forklift.jobs (queue, kind, args, state, attempt, run_at, worker_id, fence,
-                           lease_expires_at, attempted_at, errors)
-SELECT 'queue_' || (i %% 8), 'bench.kind_' || (i %% 5), jsonb_build_object('n', i), st,
-       CASE WHEN st IN ('running', 'retryable') THEN 1 ELSE 0 END,
-       CASE WHEN st IN ('scheduled', 'retryable') THEN now() + interval '1 hour'
-            ELSE now() - interval '1 minute' END,
-       CASE WHEN st = 'running' THEN 'bench-worker' END,
-       CASE WHEN st = 'running' THEN i END,
-       CASE WHEN st = 'running' THEN now() + interval '30 seconds' END,
-       CASE WHEN st = 'running' THEN now() END,
-       CASE WHEN st = 'retryable' THEN jsonb_build_array(jsonb_build_object(
-           'code', 'error', 'message', 'try again', 'attempt', 1, 'at', now())) ELSE '[]' END
-FROM generate_series(1, %(n)s) AS i,
-     LATERAL (SELECT CASE WHEN i %% 100 < 80 THEN 'available' WHEN i %% 100 < 90 THEN 'scheduled'
-                          WHEN i %% 100 < 98 THEN 'retryable' ELSE 'running' END AS st) x
-"""
+from forklift_console.bench.scenarios.stats import (
+    LOAD_FINISHED,
+    LOAD_LIVE,
+    QUEUES_SQL,
+    cpu_per_call,
+)
 
 
 def admin_dsn() -> str:
@@ -87,22 +53,6 @@ def with_db(dsn: str, dbname: str) -> str:
     params = conninfo_to_dict(dsn)
     params["dbname"] = dbname
     return make_conninfo(**params)  # type: ignore[arg-type]
-
-
-def timed(call: Callable[[], object], n: int, backend_pid: int) -> tuple[list[float], float]:
-    """Wall-clock ms of each call, and the mean CPU ms per call (this process + its server
-    backend; the kernel counts CPU in 10 ms ticks, so only the mean over many calls is
-    meaningful). CPU time does not grow while a process waits for a core, so it shows the
-    cost on a busy machine too, where wall time can be several times larger."""
-    backend = psutil.Process(backend_pid)
-    walls = []
-    b0, c0 = sum(backend.cpu_times()[:2]), time.process_time()
-    for _ in range(n):
-        t0 = time.perf_counter()
-        call()
-        walls.append((time.perf_counter() - t0) * 1000)
-    cpu = (sum(backend.cpu_times()[:2]) - b0 + time.process_time() - c0) * 1000 / n
-    return sorted(walls), cpu
 
 
 def report(label: str, figures: tuple[list[float], float]) -> None:
@@ -133,8 +83,7 @@ def main() -> None:
             c.execute(LOAD_FINISHED, {"n": args.finished})
             c.execute(LOAD_LIVE, {"n": args.live})
             load = time.perf_counter() - t0
-            c.execute("INSERT INTO forklift.queues (name) SELECT 'queue_' || i"
-                      " FROM generate_series(0, 7) i ON CONFLICT DO NOTHING")
+            c.execute(QUEUES_SQL)
             t0 = time.perf_counter()
             c.execute("VACUUM (ANALYZE) forklift.jobs")
             vac = time.perf_counter() - t0
@@ -155,10 +104,10 @@ def main() -> None:
             for _ in range(3):
                 stats(op.conn, op.ctx)
             pid = op.conn.info.backend_pid
-            cold = timed(lambda: stats(op.conn, op.ctx), args.calls, pid)
+            cold = cpu_per_call(lambda: stats(op.conn, op.ctx), args.calls, pid)
             report("stats(conn, ctx), every bucket read", cold)
             op.stats()  # fills the Operator's cache of closed buckets
-            warm = timed(op.stats, args.calls, pid)
+            warm = cpu_per_call(op.stats, args.calls, pid)
             report("Operator.stats(), closed buckets cached", warm)
             s = op.stats()
             t = s.totals

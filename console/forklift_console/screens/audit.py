@@ -14,7 +14,13 @@ from textual.widgets import Static
 from forklift.ops import AuditEntry, Operator
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.widgets.table import Column, LiveTable, Row
-from forklift_console.widgets.text import count, one_line, stamp, style_of
+from forklift_console.widgets.text import (
+    count,
+    ident,
+    one_line,
+    stamp,
+    style_of,
+)
 
 PAGE = 200
 
@@ -79,8 +85,8 @@ class AuditScreen(ConsoleScreen[list[AuditEntry]]):
                     e.id,
                     [
                         stamp(e.at, now),  # the date only when it is not today
-                        one_line(e.actor, limit=12),
-                        one_line(e.action, limit=12),
+                        ident(e.actor, limit=12),
+                        ident(e.action, limit=12),
                         count(e.count),
                         outcome,
                         target,

@@ -21,7 +21,16 @@ from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.table import Column, LiveTable, Row
-from forklift_console.widgets.text import NONE, one_line, plain, spark, stamp
+from forklift_console.widgets.text import (
+    NONE,
+    ident,
+    one_line,
+    plain,
+    plural,
+    spark,
+    stamp,
+    style_of,
+)
 
 SPARK_POINTS = 15
 LIVE = ("running", "paused", "failed", "stalled")
@@ -117,7 +126,7 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
                 b.name,
                 [
                     state_text(b.state),
-                    one_line(b.name, limit=60),
+                    ident(b.name, limit=60),
                     progress_bar(b, 12),
                     pages_rate(b.rate),
                     f"{b.items_per_s:,.1f}",
@@ -148,13 +157,13 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
         now = self.console.now()
         text = state_text(b.state)
         text.append(" ")
-        text.append_text(one_line(b.name, limit=60))
+        text.append_text(ident(b.name, limit=60))
         if b.run_id is None:
             text.append(" · declared, never run")
             box.update(text)
             return
         text.append(f" · run {b.run_id} started {stamp(b.created_at, now)} by ")
-        text.append_text(one_line(b.started_by or NONE, limit=30))
+        text.append_text(ident(b.started_by or NONE, limit=30))
         if b.changed:
             text.append(" · its code changed since the last completed run", style="yellow")
         text.append("\n")
@@ -170,13 +179,16 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
             text.append(f" · job {b.job_id} ({b.job_state or NONE})")
         if b.paused_by:
             text.append("\npaused by ")
-            text.append_text(one_line(b.paused_by, limit=40))
+            text.append_text(ident(b.paused_by, limit=40))
             text.append(f" at {stamp(b.paused_at, now)}")
         if b.last_error:
             e = b.last_error
-            text.append(f"\nlast error ({b.error_count} in all), attempt {e.get('attempt')}: ",
-                        style="red")
-            text.append_text(one_line(f"{e.get('type') or e.get('code')}: {e.get('message') or ''}",
+            text.append(f"\nLast error ({plural(b.error_count, 'error')} in all), attempt"
+                        f" {e.get('attempt')}: ", style=style_of("state-dead"))
+            # The code once (never "error error:"), then the exception type, then the message.
+            code, kind = e.get("code") or "error", e.get("type")
+            label = code if not kind or kind == code else f"{code} ({kind})"
+            text.append_text(one_line(f"{label} — {e.get('message') or '(no message)'}",
                                       limit=100))
         box.update(text)
 

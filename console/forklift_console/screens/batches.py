@@ -18,12 +18,21 @@ from textual.widgets import DataTable, Static
 from forklift import Batch
 from forklift.ops import Operator
 from forklift.ops.batches import BatchDetail
-from forklift_console.batchview import mode_label, progress_bar, rate_label, state_text
-from forklift_console.runbook import cli
+from forklift.ops.display import show_id
+from forklift_console.batchview import mode_label, progress_bar, rate_label, run_rate, state_text
+from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.table import Column, LiveTable, Row
-from forklift_console.widgets.text import age, duration, job_state, one_line, plural, until
+from forklift_console.widgets.text import (
+    age,
+    duration,
+    ident,
+    job_state,
+    one_line,
+    plural,
+    until,
+)
 
 #: Targets shown under the highlighted batch: the ones worth a look, in index order.
 WATCHED = ["running", "retryable", "dead", "available", "waiting"]
@@ -104,10 +113,10 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
                     [
                         state_text(b.state),
                         str(b.id),
-                        one_line(b.kind, limit=60),
-                        one_line(b.caller, limit=12),
+                        ident(b.kind, limit=60),
+                        ident(b.caller, limit=12),
                         progress_bar(b, 12),
-                        rate_label(b.rate),
+                        rate_label(run_rate(b)),
                         "–" if b.is_terminal else duration(b.eta_seconds),
                     ],
                 )
@@ -142,12 +151,12 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
         text = Text()
         text.append_text(state_text(b.state))
         text.append(f" batch {b.id} · ")
-        text.append_text(one_line(b.kind, limit=40))
+        text.append_text(ident(b.kind, limit=40))
         text.append(" · caller ")
-        text.append_text(one_line(b.caller, limit=30))
+        text.append_text(ident(b.caller, limit=30))
         text.append(f" · {mode_label(b)} · created {age(b.created_at, now)} ago\n")
         text.append_text(progress_bar(b, 40))
-        text.append(f"\nrate {rate_label(b.rate)}")
+        text.append(f"\nrate {rate_label(run_rate(b))}")
         if not b.is_terminal:
             text.append(f" · ETA {duration(b.eta_seconds)} · {b.in_flight} in flight")
             if b.cancel_requested_at is not None:
@@ -197,17 +206,25 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
         if b is None or b.is_terminal:
             return
         batch_id = b.id
+        waiting = max(0, b.remaining - b.in_flight)
+        scope = (f"batch {batch_id} ({show_id(b.kind)}, caller {show_id(b.caller)}):"
+                 f" {plural(waiting, 'waiting target')} end cancelled now;"
+                 f" {plural(b.in_flight, 'running target')}"
+                 f" {'finishes and keeps its result' if b.in_flight == 1 else 'finish and keep their results'};"
+                 f" {b.settled:,} already settled stay as they are")
         self.console.propose(
             Plan(
                 verb="Cancel",
                 noun="batch",
                 count=1,
                 ids=(batch_id,),
-                cli=cli("batches", "cancel", batch_id),
+                scope=scope,
+                typed_count=False,
+                cli=command("batches", "cancel", args=(batch_id,), options={"--yes": True}),
                 run=lambda op: op.cancel_batch(batch_id),
                 report=lambda done: (
-                    f"batch {batch_id} cancelled: waiting targets will not run; running ones"
-                    " finish and keep their results"
+                    f"batch {batch_id} cancelled: {plural(waiting, 'waiting target')} will not"
+                    " run; running ones finish and keep their results"
                     if done else f"batch {batch_id} had already finished: nothing to cancel"
                 ),
             )
@@ -224,7 +241,7 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
                 noun="batch",
                 count=1,
                 ids=(batch_id,),
-                cli=cli("batches", "retry-failed", batch_id),
+                cli=command("batches", "retry-failed", args=(batch_id,), options={"--yes": True}),
                 run=lambda op: op.retry_batch(batch_id),
                 report=lambda n: f"batch {batch_id}: {plural(n, 'failed target')} requeued",
             )

@@ -27,7 +27,18 @@ from forklift_console.screens.jobs import bulk_report, ids_cli
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import quote
 from forklift_console.widgets.table import Column, LiveTable, Row
-from forklift_console.widgets.text import MARK, age, count, one_line, plain, plural, stamp, style_of
+from forklift_console.widgets.text import (
+    MARK,
+    age,
+    count,
+    ident,
+    idents,
+    one_line,
+    plain,
+    plural,
+    stamp,
+    style_of,
+)
 
 #: Newest dead jobs read per refresh (the API pages by at most 500).
 SCAN = 5_000
@@ -178,8 +189,8 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
                     g.key,
                     [
                         Text(MARK, style="bold") if g.key in self.marks else " ",
-                        one_line(g.kind, limit=14),
-                        one_line(g.code, limit=12),
+                        ident(g.kind, limit=14),
+                        ident(g.code, limit=12),
                         count(g.hour),
                         count(g.day),
                         count(g.week),
@@ -218,7 +229,7 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
             return
         now = self.console.now()
         text = Text()
-        text.append_text(one_line(f"{g.kind} / {g.code}", limit=60))
+        text.append_text(idents([g.kind, g.code], sep=" / ", limit=60))
         text.append(
             f": {plural(len(g.ids), 'dead job')}, first seen {age(g.first, now)} ago,"
             f" last seen {age(g.last, now)} ago\n"
@@ -228,7 +239,7 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
         if j is not None:
             text.append(f" (job {j.id}, attempt {j.attempt}/{j.max_attempts}, died ")
             text.append(f"{stamp(j.finished_at, now)}, queue ")
-            text.append_text(one_line(j.queue, limit=30))
+            text.append_text(ident(j.queue, limit=30))
             text.append(")\n")
             text.append(f"{g.code}: ", style="bold")
             text.append_text(plain(j.last_error_message or "(no message)", limit=600))

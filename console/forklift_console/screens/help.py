@@ -34,6 +34,8 @@ LEGEND_WORDS = {
     ("queues", "active"): "work flowing",
     ("queues", "idle"): "nothing to do",
     ("queues", "lagging"): "oldest job waits > 1 min",
+    ("queues", "failing"): "most recent outcomes failed",
+    ("queues", "no_worker"): "work waits, no worker listens",
     ("queues", "paused"): "no claims until resumed",
     ("workers", "running"): "claiming and running",
     ("workers", "draining"): "finishing, then exits",

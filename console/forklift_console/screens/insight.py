@@ -12,24 +12,28 @@ from datetime import datetime
 from rich.text import Text
 
 from forklift.ops.jobs import JobSummary
-from forklift.ops.stats import QueueStats, Stats
+from forklift.ops.stats import LAG_SECONDS, QueueStats, Stats
 from forklift_console.widgets.filterbar import quote
-from forklift_console.widgets.text import age, duration, one_line, plural, style_of
+from forklift_console.widgets.text import (
+    age,
+    duration,
+    ident,
+    idents,
+    one_line,
+    plural,
+    style_of,
+)
 
 #: The oldest available job of a queue waiting longer than this raises an alert.
-LAG_ALERT_SECONDS = 60.0
+LAG_ALERT_SECONDS = LAG_SECONDS
 #: Dead letters in the most recent buckets that count as "growing".
 DEAD_RECENT_BUCKETS = 10
 
 
 def queue_state(q: QueueStats) -> str:
-    """paused, lagging (work waits too long), active (work flows) or idle."""
-    if q.paused:
-        return "paused"
-    if q.pickup_lag_seconds is not None and q.pickup_lag_seconds > LAG_ALERT_SECONDS:
-        return "lagging"
-    live = sum(q.counts.get(s, 0) for s in ("available", "running", "retryable"))
-    return "active" if live or q.completed else "idle"
+    """paused, no_worker, failing, lagging, active or idle: decided by the operator API
+    (forklift.ops.stats.queue_state), so the CLI, the console and scripts agree."""
+    return q.state
 
 
 def window_label(stats: Stats) -> str:
@@ -57,7 +61,7 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
     if orphans:
         queues = sorted({j.queue for j in orphans})
         text = Text(f"{plural(len(orphans), 'running job')} (queue ")
-        text.append_text(one_line(", ".join(queues), limit=60))
+        text.append_text(idents(queues, sep=", ", limit=60))
         text.append(
             ") held by workers that stopped heartbeating: when the lease expires the leader"
             " rescues it"
@@ -90,11 +94,11 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
     for q in stats.queues:
         if q.paused:
             text = Text("queue ")
-            text.append_text(one_line(q.name, limit=40))
+            text.append_text(ident(q.name, limit=40))
             text.append(" paused")
             if q.paused_by:
                 text.append(" by ")
-                text.append_text(one_line(q.paused_by, limit=30))
+                text.append_text(ident(q.paused_by, limit=30))
             if q.paused_at is not None:
                 text.append(f" {age(q.paused_at, now)} ago")
             if q.pause_reason:
@@ -103,9 +107,23 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
             waiting = q.counts.get("available", 0)
             text.append(f" — {waiting:,} waiting")
             out.append(Alert("‖", style_of("state-paused"), text, f"queue:{quote(q.name)}"))
+        elif q.state == "no_worker":
+            text = Text("queue ")
+            text.append_text(ident(q.name, limit=40))
+            waiting = q.counts.get("available", 0) + q.counts.get("retryable", 0)
+            text.append(f": {plural(waiting, 'job')} waiting and no live worker listens on it"
+                        " (start one with `forklift worker --queue …`)")
+            out.append(Alert("∅", style_of("state-warn"), text, f"queue:{quote(q.name)}"))
+        elif q.state == "failing":
+            text = Text("queue ")
+            text.append_text(ident(q.name, limit=40))
+            text.append(f" failing: {plural(q.failed, 'failed attempt')} and"
+                        f" {q.completed:,} completed, {window_label(stats)}")
+            out.append(Alert("✖", style_of("state-dead"), text,
+                             f"queue:{quote(q.name)} state:dead,retryable"))
         elif q.pickup_lag_seconds is not None and q.pickup_lag_seconds > LAG_ALERT_SECONDS:
             text = Text("queue ")
-            text.append_text(one_line(q.name, limit=40))
+            text.append_text(ident(q.name, limit=40))
             text.append(
                 f": oldest available job has waited {duration(q.pickup_lag_seconds)}"
                 f" ({q.counts.get('available', 0):,} waiting, {q.workers} workers listening,"

@@ -15,10 +15,11 @@ from textual.widgets import ProgressBar, Static
 
 from forklift import LIVE_STATES, TERMINAL_STATES, JobNotFound
 from forklift.ops import ActionResult, Explanation, JobDetail, Operator
-from forklift_console.runbook import cli
+from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.text import (
+    ident,
     job_state,
     one_line,
     plain,
@@ -49,7 +50,7 @@ def job_plan(action: str, job_id: int, state: str) -> Plan:
         noun="job",
         count=1,
         ids=(job_id,),
-        cli=cli("jobs", CLI_VERBS[action], job_id, "--yes"),
+        cli=command("jobs", CLI_VERBS[action], args=(job_id,), options={"--yes": True}),
         run=run,
         report=_result_text,
     )
@@ -135,11 +136,11 @@ class JobScreen(ConsoleScreen[JobView]):
             return
         job = data.detail.job
         text = Text().append(f"job {job.id}  ", style="bold")
-        text.append_text(one_line(job.kind, limit=60))
+        text.append_text(ident(job.kind, limit=60))
         text.append("  ")
         text.append_text(job_state(job.state))
         text.append("  queue ")
-        text.append_text(one_line(job.queue, limit=40))
+        text.append_text(ident(job.queue, limit=40))
         text.append(f"  priority {job.priority}  attempt {job.attempt}/{job.max_attempts}")
         extras = []
         if job.tags:
@@ -165,10 +166,15 @@ class JobScreen(ConsoleScreen[JobView]):
 
         self._show_progress(job.progress)
         lease = Text()
-        if job.worker_id:
+        if job.worker_id and job.state != "running":
+            # A finished or waiting job holds no lease: say where it last ran, not "held by".
+            lease.append("Last ran on: ", style="bold")
+            lease.append("worker ")
+            lease.append_text(ident(job.worker_id, limit=60))
+        elif job.worker_id:
             lease.append("Lease: ", style="bold")
             lease.append("held by worker ")
-            lease.append_text(one_line(job.worker_id, limit=60))
+            lease.append_text(ident(job.worker_id, limit=60))
             lease.append(f" (fence {job.fence})")
             if job.lease_expires_at is not None and job.state == "running":
                 lease.append(f", expires {until(job.lease_expires_at, now)}")
@@ -265,7 +271,7 @@ def _error_text(e: dict[str, Any]) -> Text:
         out.append_text(one_line(str(e["at"]).replace("T", " ")[:19], limit=19))
     if e.get("worker"):
         out.append(" · worker ")
-        out.append_text(one_line(e["worker"], limit=40))
+        out.append_text(ident(e["worker"], limit=40))
     out.append("\n")
     if e.get("message"):
         for line in plain(e["message"]).split("\n")[:8]:

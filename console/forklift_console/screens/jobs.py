@@ -23,6 +23,7 @@ from forklift_console.widgets.table import Column, LiveTable
 from forklift_console.widgets.text import (
     MARK,
     age,
+    ident,
     job_state,
     one_line,
     plural,
@@ -191,8 +192,8 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
             Text(MARK, style="bold") if (j.id in self.marks or self.all_matching) else " ",
             str(j.id),
             job_state(j.state),
-            one_line(j.queue, limit=8),
-            one_line(j.kind, limit=12),
+            ident(j.queue, limit=8),
+            ident(j.kind, limit=12),
             f"{j.attempt}/{j.max_attempts}",
             age(when, now),
             info,

@@ -43,9 +43,13 @@ class Plan:
     #: The CLI command that does what was done, when only the result tells (a relative change).
     cli_of: Callable[[Any], str] | None = None
 
+    #: With a ``scope``: whether the count must be typed (an action on "all N matching");
+    #: False for a scope that only explains (a batch's cancel).
+    typed_count: bool = True
+
     @property
     def typed(self) -> bool:
-        return self.scope is not None
+        return self.scope is not None and self.typed_count
 
     @property
     def title(self) -> str:
@@ -60,7 +64,7 @@ class ConfirmScreen(ModalScreen[bool]):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
-    AUTO_FOCUS = "#cancel"
+    AUTO_FOCUS = ""
 
     def __init__(self, plan: Plan) -> None:
         super().__init__(classes="dialog")
@@ -85,8 +89,9 @@ class ConfirmScreen(ModalScreen[bool]):
             cli.append_text(plain(plan.cli))
             yield Static(cli, id="cli")
             if plan.typed:
-                yield Label(f"Type {plan.count} to confirm:")
-                yield Input(placeholder=str(plan.count), id="typed", compact=True)
+                yield Label(f"Type the count, {plan.count:,}, to confirm:")
+                yield Input(placeholder="type the count here", id="typed", compact=True)
+                yield Static(self._missing(""), id="missing")
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel", variant="primary", compact=True)
                 yield Button(
@@ -97,15 +102,34 @@ class ConfirmScreen(ModalScreen[bool]):
                     compact=True,
                 )
 
+    def on_mount(self) -> None:
+        # What the person must do next has the focus: type the count, or decide.
+        (self.query_one("#typed", Input) if self.plan.typed else
+         self.query_one("#cancel", Button)).focus()
+
+    def _missing(self, typed: str) -> Text:
+        wanted = str(self.plan.count)
+        value = typed.replace(",", "").strip()
+        if value == wanted:
+            return Text(f"✔ {self.plan.verb} {self.plan.count:,} is enabled: enter confirms")
+        text = Text(f"✖ {self.plan.verb} is disabled until you type {self.plan.count:,}")
+        if value:
+            text.append(f" (you typed {value!r})")
+        return text
+
     @on(Input.Changed, "#typed")
     def _typed(self, event: Input.Changed) -> None:
         wanted = str(self.plan.count)
         self.query_one("#confirm", Button).disabled = event.value.replace(",", "").strip() != wanted
+        self.query_one("#missing", Static).update(self._missing(event.value))
 
     @on(Input.Submitted, "#typed")
     def _typed_enter(self) -> None:
         if not self.query_one("#confirm", Button).disabled:
             self.dismiss(True)
+        else:
+            self.notify(str(self._missing(self.query_one("#typed", Input).value)),
+                        severity="warning")
 
     @on(Button.Pressed, "#confirm")
     def _confirm(self) -> None:
@@ -117,37 +141,79 @@ class ConfirmScreen(ModalScreen[bool]):
 
 
 class ReasonScreen(ModalScreen[tuple[str, str] | None]):
-    """Ask why (and optionally for how long) before pausing a queue."""
+    """Ask why (and, for a pause, for how long) before pausing or resuming a queue.
+
+    Enter in the reason field moves on to the expiry; Enter there confirms. The CLI line
+    below follows what is typed, so it always names exactly what will run (``--for``
+    included). ``cli_for(reason, for_)`` builds it; ``ask_for`` shows the expiry field.
+    """
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     AUTO_FOCUS = "#reason"
 
-    def __init__(self, title: str, cli_hint: str) -> None:
+    def __init__(
+        self,
+        title: str,
+        cli_for: Callable[[str, str], str],
+        *,
+        verb: str = "Pause",
+        ask_for: bool = True,
+        context: Text | None = None,
+    ) -> None:
         super().__init__(classes="dialog")
         self.title_text = title
-        self.cli_hint = cli_hint
+        self.cli_for = cli_for
+        self.verb = verb
+        self.ask_for = ask_for
+        self.context = context
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(Text(self.title_text, style="bold"), id="title")
-            yield Label("Reason (shown to everyone, kept in the audit trail):")
+            if self.context is not None:
+                yield Static(self.context, id="context")
+            yield Label("Reason (shown to everyone, kept in the audit trail; optional):")
             yield Input(placeholder="e.g. mail provider outage, INC-1234", id="reason",
                         compact=True)
-            yield Label("Resume automatically after (optional, e.g. 30m, 2h):")
-            yield Input(placeholder="until resumed by hand", id="for", compact=True)
-            hint = Text().append("cli $ ", style="dim")
-            hint.append_text(plain(self.cli_hint))
-            yield Static(hint, id="cli")
+            if self.ask_for:
+                yield Label("Resume automatically after (optional, e.g. 30m, 2h; empty: until"
+                            " resumed by hand):")
+                yield Input(placeholder="until resumed by hand", id="for", compact=True)
+            yield Static(self._cli_text(), id="cli")
+            yield Label(Text("enter: next field, then confirm · esc: cancel", style="dim"),
+                        id="hint")
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
-                yield Button("Pause", id="confirm", variant="warning", compact=True)
+                yield Button(self.verb, id="confirm", variant="warning", compact=True)
 
-    @on(Input.Submitted)
+    def _values(self) -> tuple[str, str]:
+        reason = self.query_one("#reason", Input).value.strip() if self.is_mounted else ""
+        until = ""
+        if self.ask_for and self.is_mounted:
+            until = self.query_one("#for", Input).value.strip()
+        return reason, until
+
+    def _cli_text(self) -> Text:
+        hint = Text().append("cli $ ", style="dim")
+        hint.append_text(plain(self.cli_for(*self._values())))
+        return hint
+
+    @on(Input.Changed)
+    def _changed(self) -> None:
+        self.query_one("#cli", Static).update(self._cli_text())
+
+    @on(Input.Submitted, "#reason")
+    def _reason_entered(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self.ask_for:
+            self.query_one("#for", Input).focus()  # the expiry is the next question
+        else:
+            self._confirm()
+
+    @on(Input.Submitted, "#for")
     @on(Button.Pressed, "#confirm")
     def _confirm(self) -> None:
-        reason = self.query_one("#reason", Input).value.strip()
-        until = self.query_one("#for", Input).value.strip()
-        self.dismiss((reason, until))
+        self.dismiss(self._values())
 
     @on(Button.Pressed, "#cancel")
     def action_cancel(self) -> None:

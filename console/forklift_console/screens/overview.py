@@ -21,8 +21,8 @@ from forklift_console.widgets.text import (
     JOB_STATES,
     count,
     duration,
+    ident,
     job_state,
-    one_line,
     seconds,
     spark,
     style_of,
@@ -43,9 +43,13 @@ class OverviewData:
 
 
 def fetch_overview(op: Operator) -> OverviewData:
-    snapshot = op.stats()
-    running = op.jobs(JobFilter(states=("running",)), limit=RUNNING_LIMIT, count=False).jobs
-    return OverviewData(snapshot, running, op.live_batches())
+    # One snapshot: the counts, the workers' slots and the running jobs listed beside them
+    # agree (issue 17.16: "Slots 8/10" beside "In flight (12)").
+    with op.snapshot():
+        snapshot = op.stats()
+        running = op.jobs(JobFilter(states=("running",)), limit=RUNNING_LIMIT, count=False).jobs
+        batches = op.live_batches()
+    return OverviewData(snapshot, running, batches)
 
 
 class OverviewScreen(ConsoleScreen[OverviewData]):
@@ -160,7 +164,7 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
                     q.name,
                     [
                         queue_badge(queue_state(q)),
-                        one_line(q.name, limit=16),
+                        ident(q.name, limit=16),
                         count(q.counts.get("available", 0)),
                         running,
                         count(q.counts.get("retryable", 0)),

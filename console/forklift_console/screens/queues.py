@@ -14,7 +14,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from forklift.ops import Explanation, Operator, QueueInfo, QueueNotFound, QueueStats, Stats
-from forklift_console.runbook import cli
+from forklift.ops.display import show_id
+from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.insight import LAG_ALERT_SECONDS, queue_state, window_label
 from forklift_console.screens.modals import Plan, ReasonScreen
@@ -24,7 +25,9 @@ from forklift_console.widgets.text import (
     age,
     count,
     duration,
+    ident,
     one_line,
+    plural,
     seconds,
     spark,
     until,
@@ -105,7 +108,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
                     q.name,
                     [
                         queue_badge(queue_state(q)),
-                        one_line(q.name, limit=12),
+                        ident(q.name, limit=12),
                         count(q.counts.get("available", 0)),
                         f"{q.counts.get('running', 0)}/{limit}",
                         count(q.counts.get("retryable", 0)),
@@ -143,12 +146,12 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         text = Text()
         text.append_text(queue_badge(queue_state(q)))
         text.append(" ")
-        text.append_text(one_line(q.name, limit=60))
+        text.append_text(ident(q.name, limit=60))
         if q.paused:
             text.append(" — paused")
             if q.paused_by:
                 text.append(" by ")
-                text.append_text(one_line(q.paused_by, limit=40))
+                text.append_text(ident(q.paused_by, limit=40))
             if q.paused_at:
                 text.append(f" {age(q.paused_at, now)} ago")
             if q.pause_reason:
@@ -160,7 +163,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         text.append("\n")
         text.append(
             f"{q.counts.get('scheduled', 0):,} scheduled · "
-            f"{q.workers} live workers listen, {q.free_slots} free slots · "
+            f"{plural(q.workers, 'live worker')} listening, {plural(q.free_slots, 'free slot')} · "
             f"{window_label(self._stats)}: {q.completed:,} completed, {q.failed:,} failed, "
             f"{q.dead_in_window:,} dead"
         )
@@ -196,18 +199,37 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         if q is None:
             return
         name = q.name
+        shown = show_id(name)
         if q.paused:
-            self.console.propose(
-                Plan(
-                    verb="Resume",
-                    noun="queue",
-                    count=1,
-                    ids=(name,),
-                    cli=cli("queues", "resume", name),
-                    run=lambda op: op.resume(name),
-                    destructive=False,
-                    report=lambda info: _resumed(name),
-                )
+            context = Text("paused")
+            if q.paused_by:
+                context.append(" by ")
+                context.append_text(ident(q.paused_by, limit=40))
+            if q.paused_at is not None:
+                context.append(f" {age(q.paused_at, self.console.now())} ago")
+            if q.pause_reason:
+                context.append(": “")
+                context.append_text(one_line(q.pause_reason, limit=160))
+                context.append("”")
+            context.append(f" — {q.counts.get('available', 0):,} jobs waiting start at once")
+
+            def resumed(answer: tuple[str, str] | None) -> None:
+                if answer is not None:
+                    reason = answer[0]
+                    self.console.propose(
+                        Plan(
+                            verb="Resume", noun="queue", count=1, ids=(name,),
+                            cli=resume_cli(name, reason),
+                            run=lambda op: op.resume(name, reason=reason or None),
+                            destructive=False,
+                            report=lambda info: _resumed(name),
+                        )
+                    )
+
+            self.app.push_screen(
+                ReasonScreen(f"Resume queue {shown}?", lambda r, _: resume_cli(name, r),
+                             verb="Resume", ask_for=False, context=context),
+                resumed,
             )
             return
 
@@ -221,11 +243,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
                     noun="queue",
                     count=1,
                     ids=(name,),
-                    cli=cli(
-                        "queues", "pause", name,
-                        *(("--reason", reason) if reason else ()),
-                        *(("--for", for_) if for_ else ()),
-                    ),
+                    cli=pause_cli(name, reason, for_),
                     run=lambda op: op.pause(name, reason=reason or None, for_=for_ or None),
                     destructive=False,
                     report=_paused,
@@ -233,15 +251,25 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
             )
 
         self.app.push_screen(
-            ReasonScreen(f"Pause queue {name}?", cli("queues", "pause", name, "--reason", "…")),
+            ReasonScreen(f"Pause queue {shown}?", lambda r, f: pause_cli(name, r, f)),
             reasoned,
         )
 
 
+def pause_cli(name: str, reason: str, for_: str) -> str:
+    return command("queues", "pause", args=(name,),
+                   options={"--reason": reason or None, "--for": for_ or None})
+
+
+def resume_cli(name: str, reason: str) -> str:
+    return command("queues", "resume", args=(name,), options={"--reason": reason or None})
+
+
 def _paused(info: QueueInfo) -> str:
     note = f" until {info.pause_expires_at:%H:%M:%S}" if info.pause_expires_at else ""
-    return f"queue {info.name} paused{note}: workers stop claiming from it at their next claim"
+    return (f"queue {show_id(info.name)} paused{note}: workers stop claiming from it at their"
+            " next claim")
 
 
 def _resumed(name: str) -> str:
-    return f"queue {name} resumed: its workers were woken"
+    return f"queue {show_id(name)} resumed: its workers were woken"

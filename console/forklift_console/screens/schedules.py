@@ -15,12 +15,21 @@ from textual.widgets import DataTable, Static
 
 from forklift.ops import Operator
 from forklift.ops.schedules import RunNow, ScheduleInfo
-from forklift_console.runbook import cli
+from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import quote
 from forklift_console.widgets.table import Column, LiveTable, Row
-from forklift_console.widgets.text import NONE, job_state, one_line, plain, plural, stamp, until
+from forklift_console.widgets.text import (
+    NONE,
+    ident,
+    job_state,
+    one_line,
+    plain,
+    plural,
+    stamp,
+    until,
+)
 
 
 def schedule_state(s: ScheduleInfo) -> Text:
@@ -87,7 +96,7 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
                 s.name,
                 [
                     schedule_state(s),
-                    one_line(s.name, limit=60),
+                    ident(s.name, limit=60),
                     one_line(s.cron, limit=14),
                     one_line(s.tz, limit=14),
                     NONE if s.next_at is None else until(s.next_at, now),
@@ -118,11 +127,11 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
         now = self.console.now()
         text = schedule_state(s)
         text.append(" ")
-        text.append_text(one_line(s.name, limit=60))
+        text.append_text(ident(s.name, limit=60))
         text.append(" → kind ")
-        text.append_text(one_line(s.kind, limit=40))
+        text.append_text(ident(s.kind, limit=40))
         text.append(" on queue ")
-        text.append_text(one_line(s.queue, limit=30))
+        text.append_text(ident(s.queue, limit=30))
         text.append(f"\ncron {s.cron} in {s.tz} · missed ticks: ")
         text.append("latest only" if s.policy == "skip" else f"each, up to {s.max_catch_up}")
         if s.next_at is not None:
@@ -132,7 +141,7 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
             text.append("\npaused")
             if s.paused_by:
                 text.append(" by ")
-                text.append_text(one_line(s.paused_by, limit=40))
+                text.append_text(ident(s.paused_by, limit=40))
             if s.paused_at is not None:
                 text.append(f" {until(s.paused_at, now)}")
             if s.pause_reason:
@@ -173,7 +182,7 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
                 noun="schedule",
                 count=1,
                 ids=(name,),
-                cli=cli("schedules", verb, name),
+                cli=command("schedules", verb, args=(name,)),
                 run=(lambda op: op.resume_schedule(name)) if s.paused
                 else (lambda op: op.pause_schedule(name)),
                 destructive=False,
@@ -192,7 +201,7 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
                 noun="schedule",
                 count=1,
                 ids=(name,),
-                cli=cli("schedules", "run-now", name),
+                cli=command("schedules", "run-now", args=(name,)),
                 run=lambda op: op.run_schedule_now(name),
                 report=_ran,
             )

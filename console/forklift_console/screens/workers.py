@@ -23,7 +23,8 @@ from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     age,
     duration,
-    one_line,
+    ident,
+    idents,
     plural,
     seconds,
     style_of,
@@ -143,11 +144,11 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
                     w.id,
                     [
                         worker_state(worker_word(w)),
-                        one_line(",".join(w.queues), limit=16),
-                        f"{w.in_use}/{w.slots}",
+                        idents(w.queues, limit=16),
+                        f"{stats.held_by(w.id)}/{w.slots}",
                         duration(w.heartbeat_age_seconds),
                         cutoff,
-                        one_line(w.id + (" (leader)" if w.leader else ""), limit=60),
+                        ident(w.id, limit=60).append(" (leader)" if w.leader else ""),
                     ],
                 )
             )
@@ -183,17 +184,18 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
         text = Text()
         text.append_text(worker_state(worker_word(w)))
         text.append(" ")
-        text.append_text(one_line(w.id, limit=60))
+        text.append_text(ident(w.id, limit=60))
         text.append(f" on {w.host} pid {w.pid} · started {age(w.started_at, now)} ago")
         if w.state == "draining" and w.drain_remaining_seconds is not None:
             r = w.drain_remaining_seconds
             text.append("\n")
             if r > 0:
                 text.append(f"DRAINING: cutoff in {duration(r)}", style="bold reverse")
-                text.append(" claims nothing new; what still runs at the cutoff is interrupted")
+                text.append(". It claims nothing new; what still runs at the cutoff is"
+                            " interrupted.")
             else:
                 text.append("DRAINING: cutoff passed", style="bold reverse")
-                text.append(" interrupting its jobs and releasing them to retry")
+                text.append(". Its jobs are interrupted and released to retry.")
         text.append(f"\nIn flight ({len(jobs)}), running for:\n", style="bold")
         if not jobs:
             text.append("  none\n", style="dim")
@@ -201,7 +203,7 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
         for j in jobs:
             elapsed = (now - j.attempted_at).total_seconds() if j.attempted_at else None
             line = Text(f"{j.id:>8} ")
-            line.append_text(one_line(j.kind, limit=20))
+            line.append_text(ident(j.kind, limit=20))
             line.append(f" {duration(elapsed):>6} ")
             if w.state == "draining":
                 line.append_text(fate(j, w, data.overview.stats, data.progress.get(j.id), now))

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from rich.text import Text
 
-from forklift.ops.display import clean_text
+from forklift.ops.display import clean_text, show_id
 
 # glyph, word, style. Styles only decorate: the glyph and the word carry the meaning.
 JOB_STATES: Final[dict[str, tuple[str, str]]] = {
@@ -31,6 +31,8 @@ QUEUE_STATES: Final[dict[str, tuple[str, str]]] = {
     "active": ("▶", "state-running"),
     "idle": ("·", "state-idle"),
     "lagging": ("⚠", "state-warn"),
+    "failing": ("✖", "state-dead"),
+    "no_worker": ("∅", "state-warn"),
     "paused": ("‖", "state-paused"),
 }
 WORKER_STATES: Final[dict[str, tuple[str, str]]] = {
@@ -100,6 +102,29 @@ def one_line(value: Any, *, limit: int | None = None) -> Text:
     return plain(" ".join(text.split()), limit=limit)
 
 
+def ident(value: Any, *, limit: int | None = None) -> Text:
+    """An identifier an application chose (queue, kind, tag, schedule, backfill, worker,
+    actor), shown so that two different ones never look alike: every character a reader
+    cannot see becomes a visible escape (``mail\\x1b[0m``, ``mail\\u200b``; see
+    :func:`forklift.ops.display.show_id`), never stripped."""
+    text = show_id("" if value is None else value)
+    if limit is not None and len(text) > limit:
+        text = text[: max(limit - 1, 0)] + "…"
+    return Text(text)
+
+
+def idents(values: Sequence[Any], *, limit: int | None = None, sep: str = ",") -> Text:
+    """Several identifiers, each shown with :func:`ident`, joined by ``sep``."""
+    return ident_join([show_id(v) for v in values], sep, limit)
+
+
+def ident_join(shown: Sequence[str], sep: str, limit: int | None) -> Text:
+    text = sep.join(shown)
+    if limit is not None and len(text) > limit:
+        text = text[: max(limit - 1, 0)] + "…"
+    return Text(text)
+
+
 def pretty_json(value: Any) -> Text:
     """A JSON value indented for reading; strings from jobs stay literal (never markup)."""
     try:
@@ -123,7 +148,7 @@ def job_state(state: str) -> Text:
 
 def queue_state(state: str) -> Text:
     glyph, style = QUEUE_STATES.get(state, ("?", ""))
-    return badge(glyph, state, style)
+    return badge(glyph, state.replace("_", " "), style)
 
 
 def worker_state(state: str) -> Text:

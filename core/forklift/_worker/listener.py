@@ -29,7 +29,7 @@ class Listener:
 
     def __init__(
         self,
-        dsn: str,
+        dsn: str | None,
         schema: str,
         worker_id: str,
         *,
@@ -64,6 +64,7 @@ class Listener:
             shut_socket(self._conn)
 
     async def _open(self) -> psycopg.AsyncConnection[Any]:
+        assert self.dsn is not None
         conn = await aconnect(self.dsn, "listen", self.worker_id)
         for name in (channel(self.schema), control_channel(self.schema)):
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
@@ -97,6 +98,11 @@ class Listener:
         raise TimeoutError(f"the listening session did not answer within {self.health_timeout}s")
 
     async def run(self) -> None:
+        if self.dsn is None:  # behind a transaction pooler, with no direct connection given
+            log.warning("not listening: the database is behind a pooler in transaction mode,"
+                        " which does not keep LISTEN; new jobs are found by the poll. Give a"
+                        " direct connection for LISTEN: listen_dsn= or FORKLIFT_LISTEN_DSN")
+            return
         backoff = 0.05
         first = True
         while not self.stopping():

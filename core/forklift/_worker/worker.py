@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from forklift import _pooler as pooler
 from forklift._app import Forklift
 from forklift._flow.declare import KeyDeclarations
 from forklift._flow.worker_locks import WorkerLocks
@@ -96,6 +97,7 @@ class Worker:
         flush_interval: float = 0.005,
         progress_interval: float = 0.25,
         listen_health: float = 5.0,
+        listen_dsn: str | None = None,
         prefetch_max: int = PREFETCH_MAX,
         prefetch_horizon: float = PREFETCH_HORIZON,
         retention: dict[str, float] | None = None,
@@ -124,6 +126,8 @@ class Worker:
         self.flush_interval = flush_interval
         self.progress_interval = progress_interval
         self.listen_health = listen_health
+        # Behind a transaction pooler LISTEN needs a direct connection (forklift._pooler).
+        self.listen_dsn = listen_dsn
         self.prefetch_max = max(0, prefetch_max)
         self.prefetch_horizon = prefetch_horizon
         # None: the database's windows (forklift retention); a dict overrides them per state.
@@ -201,7 +205,7 @@ class Worker:
         self._beat_db = self.session("heartbeat", beat_timeout)
         await self._beat_db.run(self.register, timeout=OP_TIMEOUT)
         self.listener = Listener(
-            self._dsn, self.schema, self.id,
+            pooler.listen_dsn(self._dsn, self.listen_dsn), self.schema, self.id,
             on_wake=self.producer.on_wake, on_control=self._on_control,
             on_reconnect=self.producer.wake.set,
             health_every=self.listen_health, health_timeout=max(1.0, self.listen_health / 2),

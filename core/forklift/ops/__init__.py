@@ -19,18 +19,63 @@ For tools built on it (the CLI, the console, your scripts), public helpers in th
 - ``display``: identifiers shown unambiguously, shell words quoted exactly, free text cleaned
 """
 
-from forklift.ops.actions import ActionResult, BulkReport
-from forklift.ops.audit import AuditEntry
-from forklift.ops.context import OpsContext
-from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, QueueNotFound
-from forklift.ops.explain import Explanation, Reason
-from forklift.ops.filters import JobFilter, Sort
-from forklift.ops.jobs import JobDetail, JobPage, JobSummary
-from forklift.ops.operator import Operator
-from forklift.ops.prune import PruneReport
-from forklift.ops.queues import QueueInfo
-from forklift.ops.stats import QueueStats, Stats
-from forklift.ops.workers import WorkerInfo
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from forklift.ops.actions import ActionResult, BulkReport
+    from forklift.ops.audit import AuditEntry
+    from forklift.ops.context import OpsContext
+    from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, QueueNotFound
+    from forklift.ops.explain import Explanation, Reason
+    from forklift.ops.filters import JobFilter, Sort
+    from forklift.ops.jobs import JobDetail, JobPage, JobSummary
+    from forklift.ops.operator import Operator
+    from forklift.ops.prune import PruneReport
+    from forklift.ops.queues import QueueInfo
+    from forklift.ops.stats import QueueStats, Stats
+    from forklift.ops.workers import WorkerInfo
+
+# Each name loads its module on first use: ``from forklift.ops import Operator`` in a script,
+# or ``forklift stats --json``, pays only for what it touches.
+_HOME: dict[str, str] = {
+    "ActionResult": "forklift.ops.actions",
+    "BulkReport": "forklift.ops.actions",
+    "AuditEntry": "forklift.ops.audit",
+    "OpsContext": "forklift.ops.context",
+    "InvalidFilter": "forklift.ops.errors",
+    "NotCancellable": "forklift.ops.errors",
+    "NotDeletable": "forklift.ops.errors",
+    "QueueNotFound": "forklift.ops.errors",
+    "Explanation": "forklift.ops.explain",
+    "Reason": "forklift.ops.explain",
+    "JobFilter": "forklift.ops.filters",
+    "Sort": "forklift.ops.filters",
+    "JobDetail": "forklift.ops.jobs",
+    "JobPage": "forklift.ops.jobs",
+    "JobSummary": "forklift.ops.jobs",
+    "Operator": "forklift.ops.operator",
+    "PruneReport": "forklift.ops.prune",
+    "QueueInfo": "forklift.ops.queues",
+    "QueueStats": "forklift.ops.stats",
+    "Stats": "forklift.ops.stats",
+    "WorkerInfo": "forklift.ops.workers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'forklift.ops' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
 
 __all__ = [
     "ActionResult",

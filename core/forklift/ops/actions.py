@@ -15,7 +15,7 @@ import contextlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 import psycopg.errors
@@ -29,6 +29,20 @@ from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable
 from forklift.ops.filters import JobFilter
 from forklift.ops.shape import Shape
+
+
+class Selection(Protocol):
+    """Which jobs a bulk action selects: a :class:`JobFilter`, or another selection with the
+    same four methods (``forklift.ops.dead.DeadGroupFilter``: the jobs of one dead group)."""
+
+    def where(self, alias: str = "t") -> tuple[str, list[Any]]: ...
+
+    def validate(self) -> Selection: ...
+
+    def narrowed(self, allowed: tuple[str, ...], action: str) -> Selection: ...
+
+    def to_json(self) -> dict[str, Any]: ...
+
 
 DEFAULT_CAP = 10_000
 DEFAULT_BATCH = 1_000
@@ -57,7 +71,7 @@ WITH picked AS (
 
 REQUEUE_SQL = _PICKED + """
 UPDATE {{s}}.jobs AS t SET
-    state = 'available', attempt = 0, run_at = now(), finished_at = NULL,
+    state = 'available', attempt = 0, lost = 0, run_at = now(), finished_at = NULL,
     worker_id = NULL, fence = nextval('{{s}}.fence_seq'), lease_expires_at = NULL,
     cancel_requested_at = NULL, result = NULL, partial = NULL, progress = NULL
 FROM picked WHERE t.id = picked.id AND t.state IN ('completed', 'cancelled', 'dead')
@@ -146,7 +160,7 @@ class _Spec:
         self,
         conn: psycopg.Connection[Any],
         ctx: OpsContext,
-        flt: JobFilter,
+        flt: Selection,
         ids: list[int],
         reason: str | None,
         actor: str,
@@ -278,7 +292,7 @@ def act(
 
 # -- many jobs --------------------------------------------------------------------------------
 def select_ids(
-    conn: psycopg.Connection[Any], ctx: OpsContext, spec: _Spec, flt: JobFilter, limit: int
+    conn: psycopg.Connection[Any], ctx: OpsContext, spec: _Spec, flt: Selection, limit: int
 ) -> list[tuple[int, str]]:
     """The selection a bulk action runs on, in id order: its dry run reports exactly this.
 
@@ -310,7 +324,7 @@ def bulk(
     conn: psycopg.Connection[Any],
     ctx: OpsContext,
     action: str,
-    flt: JobFilter,
+    flt: Selection,
     *,
     dry_run: bool = False,
     cap: int = DEFAULT_CAP,
@@ -375,7 +389,7 @@ def _run_batch(
     conn: psycopg.Connection[Any],
     ctx: OpsContext,
     spec: _Spec,
-    flt: JobFilter,
+    flt: Selection,
     ids: list[int],
     reason: str | None,
     target: dict[str, Any],

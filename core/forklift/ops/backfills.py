@@ -269,7 +269,8 @@ def start(
     """Start a run, idempotently: one live run per backfill.
 
     A live run (running, paused or failed) is returned as it is (``existing``; ``force`` then
-    replaces a failed one only). A backfill that completed before is not run again without
+    replaces a failed one only), except that a ``rate`` given is applied to it (audited as
+    ``existing: rate 4 -> 1``): starting at a pace yields that pace. A backfill that completed before is not run again without
     ``force`` (``completed``). ``changed`` says whether its code differs from that last
     completed run's. ``from_cursor`` is where the first page starts (None: the beginning).
     """
@@ -300,7 +301,17 @@ def start(
             stuck = state in ("failed", "stalled")
             if not (force and stuck):
                 hint = " (resume it, or start with --force to replace it)" if stuck else ""
-                return ("existing", changed, f"run {run.id} is already {state}{hint}"), "noop: existing"
+                message = f"run {run.id} is already {state}{hint}"
+                was = c.execute(render(RATE_SQL, ctx.schema), (run.id,)).fetchone()
+                if rate is not None and was is not None and was[0] != rate:
+                    # Asked for a pace: the live run takes it, as `backfills rate` would.
+                    c.execute(render(SET_RATE_SQL, ctx.schema), (rate, run.id))
+                    _nudge(c, ctx, run.job_id, ("scheduled",))
+                    target["rate_was"] = was[0]
+                    return (("existing", changed,
+                             f"{message}; its rate is now {rate:g}/s (was {was[0]:g}/s)"),
+                            f"existing: rate {was[0]:g} -> {rate:g}")
+                return ("existing", changed, message), "noop: existing"
             _set_state(c, ctx, run, "cancelled")
             _nudge(c, ctx, run.job_id)
         elif last is not None and not force:

@@ -101,7 +101,7 @@ LOCK_DEAD_SQL = (
 # lowest index first.
 REQUEUE_FAILED_SQL = """
 UPDATE {s}.jobs AS t SET
-    state = 'scheduled', run_at = %s, attempt = 0, finished_at = NULL, worker_id = NULL,
+    state = 'scheduled', run_at = %s, attempt = 0, lost = 0, finished_at = NULL, worker_id = NULL,
     fence = nextval('{s}.fence_seq'), lease_expires_at = NULL, cancel_requested_at = NULL,
     result = NULL, partial = NULL, progress = NULL
 WHERE t.id = ANY(%s::bigint[]) AND t.state = 'dead'

@@ -30,6 +30,7 @@ from forklift import _db
 __all__ = [
     "DEFAULT_SCHEMA",
     "Source",
+    "check_schema",
     "connect",
     "connection",
     "describe_target",
@@ -57,6 +58,14 @@ def home() -> Path:
 def schema_from_env() -> str:
     """``FORKLIFT_SCHEMA``, checked, else ``forklift``."""
     return _cfg.schema_from_env()
+
+
+def check_schema(name: str) -> str:
+    """``name`` if it is a valid schema name (lower-case letters, digits, underscores), else a
+    :class:`forklift.ConfigError`."""
+    from forklift._sqltext import check_schema as check
+
+    return check(name)
 
 
 def describe_target(dsn: str) -> str:

@@ -14,7 +14,8 @@ application or an attacker chose. Shown raw, ``mail\\x1b[0m`` and ``mail\\u200b`
   an invisible character uses bash's ANSI-C quoting (``$'mail\\x1b[0m'``), which stays visible
   on screen and yields the very same bytes.
 - :func:`clean_text` is for free text (messages, args, results): ANSI escape sequences, control
-  characters other than newline and tab, and bidi controls are removed.
+  characters other than newline and tab, and bidi controls are removed, and the other
+  invisible characters (zero-width, separators) shown as escapes.
 
 All three are pure functions and never raise on any ``str``.
 """
@@ -114,5 +115,14 @@ def shell_join(words: Iterable[object]) -> str:
 
 
 def clean_text(value: object) -> str:
-    """Free text made safe to print: escape sequences, controls (bar newline, tab), bidi out."""
-    return clean_display(value if isinstance(value, str) else str(value))
+    """Free text made safe to print: escape sequences, controls (bar newline and tab) and bidi
+    controls removed; what else cannot be seen (zero-width and other format characters, line
+    and paragraph separators) shown as escapes. Spaces, wide or narrow, stay spaces."""
+    text = clean_display(value if isinstance(value, str) else str(value))
+    if text.isascii():
+        return text
+    return "".join(
+        _escape(ch) if ch not in "\n\t" and invisible(ch) and unicodedata.category(ch) != "Zs"
+        else ch
+        for ch in text
+    )

@@ -15,39 +15,49 @@ functions (``forklift.ops.stats.stats(conn, ctx)`` ...) take a connection and an
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import _config as config
-from forklift._batches import Batch
+from forklift import _pooler as pooler
 from forklift._db import connect, connect_kwargs, unavailable
 from forklift.ops import actions as _actions
 from forklift.ops import audit as _audit
-from forklift.ops import backfills as _backfills
-from forklift.ops import batches as _batches
 from forklift.ops import explain as _explain
 from forklift.ops import health as _health
 from forklift.ops import horizon as _horizon
 from forklift.ops import jobs as _jobs
-from forklift.ops import keys as _keys
 from forklift.ops import locks as _locks
-from forklift.ops import prune as _prune
 from forklift.ops import queues as _queues
-from forklift.ops import rates as _rates
 from forklift.ops import retention as _retention
 from forklift.ops import roles as _roles
-from forklift.ops import schedules as _schedules
 from forklift.ops import stats as _stats
 from forklift.ops import workers as _workers
 from forklift.ops.context import OpsContext
 from forklift.ops.filters import JobFilter, Sort
 
+if TYPE_CHECKING:
+    # Loaded by the calls that use them: batches, backfills, schedules and prune pull in the
+    # payload and scheduling machinery, which a stats read or a job list never needs.
+    from forklift._batches import Batch
+    from forklift.ops import backfills as _backfills
+    from forklift.ops import batches as _batches
+    from forklift.ops import dead as _dead
+    from forklift.ops import keys as _keys
+    from forklift.ops import prune as _prune
+    from forklift.ops import rates as _rates
+    from forklift.ops import schedules as _schedules
+
+T = TypeVar("T")
 
 class Operator:
     """Operator calls against one database and schema, as ``actor``.
@@ -69,14 +79,25 @@ class Operator:
         read_only: bool | None = None,
         conn: psycopg.Connection[Any] | None = None,
     ) -> None:
-        self.ctx = OpsContext.from_env(schema=schema, actor=actor, read_only=read_only)
+        self._ctx = OpsContext.from_env(schema=schema, actor=actor, read_only=read_only)
         self._dsn = dsn
         self._conn = conn
         self._own = conn is None
         self._lock = threading.RLock()
         self._window = _stats.WindowCache()
+        #: Inside dry_run(), on the thread running it: the context its calls act with.
+        self._rehearsal = threading.local()
 
     # -- connection -------------------------------------------------------------------------
+    @property
+    def ctx(self) -> OpsContext:
+        """Schema, actor and read-only mode (inside :meth:`dry_run`, on its thread, writable)."""
+        return getattr(self._rehearsal, "ctx", None) or self._ctx
+
+    @ctx.setter
+    def ctx(self, value: OpsContext) -> None:
+        self._ctx = value
+
     @property
     def schema(self) -> str:
         return self.ctx.schema
@@ -93,8 +114,9 @@ class Operator:
     def conn(self) -> psycopg.Connection[Any]:
         if self._conn is None or self._conn.closed or self._conn.broken:
             target = config.resolve(self._dsn, schema=self.ctx.schema).dsn
-            if self.ctx.read_only:
-                # Belt and braces: the session refuses writes even if a code path forgot to ask.
+            if self.ctx.read_only and not pooler.pooled(target):
+                # Belt and braces: the session refuses writes even if a code path forgot to ask
+                # (a startup option: not behind a transaction pooler, which refuses them).
                 kwargs = connect_kwargs(target, "ops")
                 params = conninfo_to_dict(kwargs["conninfo"])
                 params["options"] = f"{params.get('options', '')} -c default_transaction_read_only=on"
@@ -102,7 +124,10 @@ class Operator:
                 try:
                     self._conn = psycopg.Connection.connect(**kwargs)
                 except psycopg.OperationalError as exc:
-                    raise unavailable(target, exc) from None
+                    if not pooler.refused_options(exc):
+                        raise unavailable(target, exc) from None
+                    pooler.learn(target)
+                    self._conn = connect(target, "ops")
             else:
                 self._conn = connect(target, "ops")
                 self._check_role(self._conn)
@@ -160,7 +185,37 @@ class Operator:
                     self._conn = None  # reopened on the next call
                 raise
 
+    def dry_run(self, fn: Callable[[Operator], T]) -> T:
+        """Rehearse ``fn(self)``: its calls run for real inside one transaction that is always
+        rolled back, so the result (and any refusal) is exactly what acting would give, and
+        nothing changes: no row, no audit entry, no NOTIFY. Works in read-only mode too (the
+        rehearsal may write; it can never commit). Sequences (ids, fences) still advance.
+
+            after = op.dry_run(lambda o: o.pause("mail", for_="30m"))   # a QueueInfo
+        """
+        with self._lock:
+            conn = self.conn
+            try:
+                with conn.transaction(force_rollback=True):
+                    if self._ctx.read_only:
+                        conn.execute("SET TRANSACTION READ WRITE")
+                    self._rehearsal.ctx = replace(self._ctx, read_only=False)
+                    return fn(self)
+            finally:
+                self._rehearsal.ctx = None
+
     # -- reading ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Calls made inside share one read-only snapshot (REPEATABLE READ), so figures read
+        by several calls agree (the stats and the list of running jobs the console shows
+        beside them). Other threads' calls wait until it ends."""
+        with self._lock:
+            conn = self.conn
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                yield
+
     def stats(
         self,
         *,
@@ -206,39 +261,58 @@ class Operator:
 
     # -- flow control: keys, rates, fair share (forklift.ops.keys, forklift.ops.rates) ----------
     def keys(self) -> list[_keys.KeyInfo]:
+        from forklift.ops import keys as _keys
+
         return self._run(_keys.list_keys)  # type: ignore[no-any-return]
 
-    def key(self, name: str, *, limit: int = _keys.MAX_VALUES) -> _keys.KeyDetail:
+    def key(self, name: str, *, limit: int = 200) -> _keys.KeyDetail:
+        from forklift.ops import keys as _keys
+
         return self._run(_keys.show_key, name, limit=limit)  # type: ignore[no-any-return]
 
     def set_key_limit(self, name: str, limit: int | None, *, reason: str | None = None
                       ) -> _keys.KeyInfo:
+        from forklift.ops import keys as _keys
+
         return self._run(_keys.set_limit, name, limit, reason=reason)  # type: ignore[no-any-return]
 
     def set_key_rate(self, name: str, rate: str | None, *, burst: int | None = None,
                      reason: str | None = None) -> _keys.KeyInfo:
         """``rate``: ``100/s``, ``10/5s``... or None to lift it."""
+        from forklift.ops import keys as _keys
+        from forklift.ops import rates as _rates
+
         parsed = _rates.parse_rate(rate, burst) if rate is not None else None
         return self._run(_keys.set_rate, name, parsed, reason=reason)  # type: ignore[no-any-return]
 
     def reset_key(self, name: str, *, reason: str | None = None) -> _keys.KeyInfo:
+        from forklift.ops import keys as _keys
+
         return self._run(_keys.reset, name, reason=reason)  # type: ignore[no-any-return]
 
     def flow_queues(self) -> list[_rates.FlowQueue]:
         """Queues claimed through the flow claim: limits, rates, fair share, backlog."""
+        from forklift.ops import rates as _rates
+
         return self._run(_rates.flow_queues)  # type: ignore[no-any-return]
 
     def queue_flow(self, queue: str) -> _rates.QueueFlow:
+        from forklift.ops import rates as _rates
+
         return self._run(_rates.queue_flow, queue)  # type: ignore[no-any-return]
 
     def set_queue_rate(self, queue: str, rate: str | None, *, burst: int | None = None,
                        reason: str | None = None, create: bool = False) -> _queues.QueueInfo:
+        from forklift.ops import rates as _rates
+
         parsed = _rates.parse_rate(rate, burst) if rate is not None else None
         return self._run(  # type: ignore[no-any-return]
             _rates.set_queue_rate, queue, parsed, reason=reason, create=create)
 
     def set_fair(self, queue: str, fair: bool, *, reason: str | None = None,
                  create: bool = False) -> _queues.QueueInfo:
+        from forklift.ops import rates as _rates
+
         return self._run(  # type: ignore[no-any-return]
             _rates.set_fair, queue, fair, reason=reason, create=create)
 
@@ -320,7 +394,34 @@ class Operator:
 
     def prune(self, **kw: Any) -> _prune.PruneReport:
         """See :func:`forklift.ops.prune.prune` for the arguments."""
+        from forklift.ops import prune as _prune
+
         return self._run(_prune.prune, **kw)  # type: ignore[no-any-return]
+
+    # -- dead letters (forklift.ops.dead) -----------------------------------------------------
+    def dead_groups(
+        self, *, queue: str | None = None, kind: str | None = None, limit: int = 100
+    ) -> _dead.DeadGroups:
+        """Every dead job grouped by kind, error code and message shape (all of them)."""
+        from forklift.ops import dead as _dead
+
+        return self._run(_dead.groups, queue=queue, kind=kind, limit=limit)  # type: ignore[no-any-return]
+
+    def dead_group(self, group: str) -> _dead.DeadGroup:
+        from forklift.ops import dead as _dead
+
+        return self._run(_dead.get_group, group)  # type: ignore[no-any-return]
+
+    def requeue_dead_group(self, group: str, **kw: Any) -> _actions.BulkReport:
+        """``dry_run``, ``cap``, ``batch_size``, ``reason``: as :meth:`bulk`."""
+        from forklift.ops import dead as _dead
+
+        return self._run(_dead.act_on_group, "requeue", group, **kw)  # type: ignore[no-any-return]
+
+    def delete_dead_group(self, group: str, **kw: Any) -> _actions.BulkReport:
+        from forklift.ops import dead as _dead
+
+        return self._run(_dead.act_on_group, "delete", group, **kw)  # type: ignore[no-any-return]
 
     # -- queues -----------------------------------------------------------------------------
     def pause(
@@ -355,6 +456,8 @@ class Operator:
         limit: int = 50,
         before_id: int | None = None,
     ) -> list[Batch]:
+        from forklift.ops import batches as _batches
+
         return self._run(  # type: ignore[no-any-return]
             _batches.list_batches, state=state, caller=caller, limit=limit, before_id=before_id
         )
@@ -368,66 +471,102 @@ class Operator:
         limit: int = 100,
     ) -> _batches.BatchDetail:
         """Progress, rate, ETA and a page of targets (with result or error)."""
+        from forklift.ops import batches as _batches
+
         return self._run(  # type: ignore[no-any-return]
             _batches.show, batch_id, states=states, after_index=after_index, limit=limit
         )
 
     def live_batches(self) -> int:
+        from forklift.ops import batches as _batches
+
         return self._run(_batches.count_live)  # type: ignore[no-any-return]
 
     def cancel_batch(self, batch_id: int, *, reason: str | None = None) -> bool:
         """Waiting targets end at once; in-flight ones finish. False if unknown or finished."""
+        from forklift.ops import batches as _batches
+
         return self._run(_batches.cancel, batch_id, reason=reason)  # type: ignore[no-any-return]
 
     def retry_batch(self, batch_id: int, *, reason: str | None = None) -> int:
         """Requeue the batch's failed targets; returns how many."""
+        from forklift.ops import batches as _batches
+
         return self._run(_batches.retry_failed, batch_id, reason=reason)  # type: ignore[no-any-return]
 
     # -- schedules and backfills (forklift.ops.schedules, forklift.ops.backfills) ---------------
     def schedules(self) -> list[_schedules.ScheduleInfo]:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.list_schedules)  # type: ignore[no-any-return]
 
     def schedule(self, name: str) -> _schedules.ScheduleInfo:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.get_schedule, name)  # type: ignore[no-any-return]
 
     def pause_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.pause, name, reason=reason)  # type: ignore[no-any-return]
 
     def resume_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.resume, name, reason=reason)  # type: ignore[no-any-return]
 
     def run_schedule_now(self, name: str, *, reason: str | None = None) -> _schedules.RunNow:
+        from forklift.ops import schedules as _schedules
+
         return self._run(_schedules.run_now, name, reason=reason)  # type: ignore[no-any-return]
 
     def backfills(self) -> list[_backfills.BackfillInfo]:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.list_backfills)  # type: ignore[no-any-return]
 
     def backfill(self, name: str) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.get_backfill, name)  # type: ignore[no-any-return]
 
     def backfill_runs(self, name: str, limit: int = 10) -> list[_backfills.BackfillInfo]:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.history, name, limit)  # type: ignore[no-any-return]
 
     def start_backfill(self, name: str, **kw: Any) -> _backfills.StartResult:
         """``from_cursor``, ``rate``, ``force``, ``definition``, ``reason``: see ops.backfills.start."""
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.start, name, **kw)  # type: ignore[no-any-return]
 
     def pause_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.pause, name, reason=reason)  # type: ignore[no-any-return]
 
     def resume_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.resume, name, reason=reason)  # type: ignore[no-any-return]
 
     def cancel_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.cancel, name, reason=reason)  # type: ignore[no-any-return]
 
     def set_backfill_rate(
         self, name: str, rate: float, *, reason: str | None = None
     ) -> _backfills.BackfillInfo:
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.set_rate, name, rate, reason=reason)  # type: ignore[no-any-return]
 
     def scale_backfill_rate(
         self, name: str, factor: float, *, reason: str | None = None
     ) -> _backfills.BackfillInfo:
         """Multiply the live run's rate by ``factor``, from its value when the change lands."""
+        from forklift.ops import backfills as _backfills
+
         return self._run(_backfills.scale_rate, name, factor, reason=reason)  # type: ignore[no-any-return]

@@ -150,6 +150,12 @@ def pause(
         raise InvalidFilter("give an expiry with --for or --until, not both", field="until")
     until_at = moment(until, "until") if until is not None else None
     secs = duration(for_, "for").total_seconds() if for_ is not None else None
+    if secs is not None and secs <= 0:
+        raise InvalidFilter(
+            "--for must be longer than 0s (a pause that ended at once would pause nothing);"
+            " leave it out to pause until someone resumes",
+            field="for",
+        )
     if until_at is not None and until_at <= datetime.now(until_at.tzinfo):
         raise InvalidFilter(f"--until {until_at.isoformat()} is in the past", field="until")
     target: dict[str, Any] = {"queue": name}

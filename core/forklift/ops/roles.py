@@ -33,9 +33,9 @@ _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 #: the lists in step with the schema).
 WRITES: dict[str, tuple[str, ...]] = {
     "worker": ("jobs", "queues", "workers", "leader", "batches", "schedules", "schedule_ticks",
-               "backfills", "backfill_runs", "locks", "flow_keys", "flow_values"),
+               "backfills", "backfill_runs", "locks", "flow_keys", "flow_values", "dead_letters"),
     "operator": ("jobs", "queues", "batches", "schedules", "schedule_ticks", "backfills",
-                 "backfill_runs", "settings", "retention", "flow_keys"),
+                 "backfill_runs", "settings", "retention", "flow_keys", "dead_letters"),
     "console": (),
 }
 #: Append-only for both writers (its trigger refuses UPDATE and DELETE anyway).
@@ -47,6 +47,9 @@ EXTRA_WRITES: dict[str, tuple[str, ...]] = {"worker": ("jobs_history",),
                                             "operator": ("jobs_history",)}
 
 ROLE_KINDS = ("worker", "operator", "console")
+#: Session defaults of every role (what forklift's connections otherwise set at connect).
+ROLE_SETTINGS = (("statement_timeout", "30s"), ("lock_timeout", "5s"),
+                 ("idle_in_transaction_session_timeout", "60s"))
 
 
 class RolesRefused(ForkliftError):
@@ -107,6 +110,11 @@ def statements(schema: str, prefix: str, tables: list[str] | None = None) -> lis
             for t in parts:
                 out.append(sql.SQL("ALTER TABLE {} OWNER TO {}").format(
                     sql.Identifier(schema, t), role))
+        # forklift sends these per purpose at connect; a transaction pooler refuses startup
+        # options, so the role carries defaults that hold there too (forklift._pooler).
+        for name, value in ROLE_SETTINGS:
+            out.append(sql.SQL("ALTER ROLE {} SET {} = {}").format(
+                role, sql.Identifier(name), sql.Literal(value)))
         if kind == "console":
             out.append(sql.SQL("ALTER ROLE {} SET default_transaction_read_only = on").format(role))
         else:

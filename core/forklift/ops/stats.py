@@ -8,6 +8,7 @@ in one pipelined round trip inside one transaction, so every figure shares one `
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -132,6 +133,38 @@ class WindowCache:
 
 
 TIME_SQL = f"SELECT now(), {_START}, extract(epoch FROM now())::float8"
+# Running jobs per holder, in the same snapshot as the counts (a worker's own in_use is as old
+# as its last heartbeat, and counts buffered jobs differently).
+HELD_SQL = "SELECT worker_id, count(*) FROM {s}.jobs WHERE state = 'running' GROUP BY worker_id"
+
+#: The oldest available job waiting longer than this makes a queue "lagging".
+LAG_SECONDS = 60.0
+#: A queue is "failing" when at least this many outcomes in the window were mostly failures.
+FAILING_MIN_OUTCOMES = 3
+FAILING_RATIO = 0.5
+#: Queue states, most urgent reading first where several apply.
+QUEUE_STATES: tuple[str, ...] = ("paused", "no_worker", "failing", "lagging", "active", "idle")
+
+
+def queue_state(
+    *, paused: bool, counts: dict[str, int], workers: int, lag: float | None,
+    completed: int, failed: int,
+) -> str:
+    """paused; no_worker (work waits and no live worker listens); failing (in the window,
+    failed attempts are at least FAILING_RATIO of the outcomes); lagging (the oldest
+    available job waited over LAG_SECONDS); active (work flows); idle."""
+    if paused:
+        return "paused"
+    waiting = counts.get("available", 0) + counts.get("retryable", 0)
+    if waiting and workers == 0:
+        return "no_worker"
+    outcomes = completed + failed
+    if outcomes >= FAILING_MIN_OUTCOMES and failed >= FAILING_RATIO * outcomes:
+        return "failing"
+    if lag is not None and lag > LAG_SECONDS:
+        return "lagging"
+    live = sum(counts.get(st, 0) for st in ("available", "running", "retryable"))
+    return "active" if live or completed else "idle"
 
 
 @dataclass(frozen=True)
@@ -176,6 +209,8 @@ class QueueStats(Shape):
     #: Live workers that listen on this queue, and their free slots.
     workers: int
     free_slots: int
+    #: One of QUEUE_STATES (see queue_state).
+    state: str = "idle"
 
 
 @dataclass(frozen=True)
@@ -208,6 +243,12 @@ class Stats(Shape):
     workers: list[WorkerInfo]
     totals: Totals
     stale_after_seconds: float = field(default=STALE_AFTER)
+    #: Running jobs per worker id, from the same snapshot as the counts.
+    running_by_worker: dict[str, int] = field(default_factory=dict)
+
+    def held_by(self, worker_id: str) -> int:
+        """Running jobs the worker holds, in this snapshot."""
+        return self.running_by_worker.get(worker_id, 0)
 
     def queue(self, name: str) -> QueueStats | None:
         return next((q for q in self.queues if q.name == name), None)
@@ -259,11 +300,15 @@ def stats(
     since = datetime.fromtimestamp(until * width, UTC) if until is not None else None
     p = {"b": width, "n": n, "since": since}
     s = ctx.schema
-    cursors = [conn.cursor() for _ in range(6)]
+    cursors = [conn.cursor() for _ in range(7)]
     own = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     read = [history.render_read(q, conn, s) for q in (COUNTS_SQL, WINDOW_SQL, FAILED_SQL)]
     with conn.pipeline(), conn.transaction():
-        if own:  # small index scans: starting parallel workers costs more than it saves
+        if own:
+            # One snapshot for every statement: counts, workers and the running jobs they
+            # hold must agree (under READ COMMITTED each statement sees its own moment).
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            # Small index scans: starting parallel workers costs more than it saves.
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
         cursors[0].execute(render(TIME_SQL, s), p)
         cursors[1].execute(read[0])
@@ -271,7 +316,11 @@ def stats(
         cursors[3].execute(read[2], p)
         cursors[4].execute(render(QUEUES_SQL, s))
         cursors[5].execute(render(WORKERS_SQL, s))
-    t, counts, window_rows, failed_rows, queue_rows, worker_rows = (c.fetchall() for c in cursors)
+        cursors[6].execute(render(HELD_SQL, s))
+    t, counts, window_rows, failed_rows, queue_rows, worker_rows, held_rows = (
+        c.fetchall() for c in cursors
+    )
+    held = {str(w): int(c) for w, c in held_rows if w is not None}
     for cur in cursors:
         cur.close()
     now, start, epoch = t[0]
@@ -364,9 +413,14 @@ def stats(
                 dead_in_window=sr.total("dead"),
                 run_time=runtimes.get(name, RunTime()),
                 workers=len(listening),
-                free_slots=sum(max(0, w.slots - w.in_use) for w in listening if w.state == "running"),
+                free_slots=sum(max(0, w.slots - held.get(w.id, 0))
+                               for w in listening if w.state == "running"),
             )
         )
+        made = out[-1]
+        out[-1] = dataclasses.replace(made, state=queue_state(
+            paused=made.paused, counts=made.counts, workers=made.workers,
+            lag=made.pickup_lag_seconds, completed=made.completed, failed=made.failed))
 
     total_series = Series(
         *([sum(getattr(q.series, what)[i] for q in out) for i in range(n)]
@@ -388,7 +442,9 @@ def stats(
         live_workers=sum(1 for w in workers if not w.stale),
         draining_workers=sum(1 for w in workers if w.state == "draining"),
         slots=sum(w.slots for w in workers if not w.stale),
-        in_use=sum(w.in_use for w in workers if not w.stale),
+        # Running jobs held by live workers, counted in this snapshot: it agrees with the
+        # running count and with the jobs a list of running jobs shows.
+        in_use=sum(held.get(w.id, 0) for w in workers if not w.stale),
     )
     return Stats(
         at=now,
@@ -398,4 +454,5 @@ def stats(
         queues=out,
         workers=workers,
         totals=totals,
+        running_by_worker=held,
     )

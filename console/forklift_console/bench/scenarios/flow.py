@@ -1,7 +1,7 @@
-"""`forklift bench` scenarios of flow control (listed by bench.py).
+"""Flow control: a per-key limit against no keys, and fair share behind a tenant's backlog.
 
 ``flow_keyed``
-    End to end, one worker with default settings: no-op jobs of a kind with a per-key limit
+    End to end, one default worker: no-op jobs of a kind with a per-key limit
     (``Key(n % 100, limit=1)``: 100 distinct keys, each running at most one job at a time),
     against the same number of no-op jobs without keys, in the same run. Target: at least half
     the unkeyed rate.
@@ -10,6 +10,8 @@
     50,000 jobs (quick: 10,000) drains, against the idle pickup latency of the same queue with
     no backlog; both from the enqueuing client's clock before COMMIT to the handler's first
     line. Target: the p50 within 2x the idle one.
+
+The workers are this module's own app (``worker_main`` below), started as bench subprocesses.
 """
 
 from __future__ import annotations
@@ -19,22 +21,22 @@ import logging
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
 from forklift import Forklift, JobContext, Key
-from forklift.ops import Operator
+from forklift_console.bench.measure import Bench, all_done, max_id, pct, pickups, span
+from forklift_console.bench.procs import Proc, procs, wait, wait_listening
+from forklift_console.bench.registry import scenario
+from forklift_console.bench.report import Figure, Target
+from forklift_console.bench.runs import forklift_run
+from forklift_console.bench.scenarios.latency import pace
+from forklift_console.bench.server import SCHEMA, connect
 
-if TYPE_CHECKING:
-    from forklift_console.bench import Figure, _Bench
-
-log = logging.getLogger("forklift_console.bench")
-
-SCENARIOS = ("flow_keyed", "flow_fair")
-SCHEMA = "forklift"
 KEYS = 100
 FAIR_EVERY = 0.05  # seconds between the second tenant's jobs
+MODULE = __name__
 
 app = Forklift(schema=SCHEMA)
 
@@ -70,48 +72,42 @@ def _copy_keyed(conn: psycopg.Connection[Any], kind: str, queue: str,
             copy.write_row((queue, kind, json.dumps(args), keys))
 
 
-def _ready(conn: psycopg.Connection[Any], procs: list[Any]) -> None:
+def _ready(conn: psycopg.Connection[Any], started: list[Proc]) -> None:
     """Until the worker listens and has recorded its kinds' keys (jobs wait for that)."""
-    from forklift_console import bench as b
-
-    b._wait_listening(conn, procs)
+    wait_listening(conn, started)
 
     def recorded() -> bool:
         row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.flow_keys").fetchone()
         return bool(row and row[0] >= 2)
 
-    b._wait("the worker to record its keys", recorded, 60.0, procs)
+    wait("the worker to record its keys", recorded, 60.0, started)
 
 
-def run_keyed(bench: _Bench) -> list[Figure]:
-    from forklift_console import bench as b
-
+@scenario("flow_keyed", figures=("flow_keyed",), order=95)
+def flow_keyed(bench: Bench) -> list[Figure]:
     n = max(100, bench.sizes.e2e_jobs // 2)
-    plain = bench.forklift_run(1, n, "unkeyed")
+    plain = forklift_run(bench, 1, n, "unkeyed")
     with bench.database("keyed") as (dsn, conn), \
-            b._procs("worker_main", dsn, 1, module=__name__) as procs:
-        _ready(conn, procs)
-        for start in range(0, n, 10_000):
+            procs("worker_main", dsn, 1, module=MODULE) as started:
+        _ready(conn, started)
+        for first in range(0, n, 10_000):
             _copy_keyed(conn, "bench.keyed", "keyed", [
                 ({"n": i}, [f"bench.key\x1fk{i % KEYS}"])
-                for i in range(start, min(n, start + 10_000))])
-        last = b._max_id(conn, f"{SCHEMA}.jobs")
-        b._wait("the keyed jobs", lambda: b._all_done(conn, last), 600.0, procs, 0.1)
-        done, seconds = b._span(conn, f"{SCHEMA}.jobs")
+                for i in range(first, min(n, first + 10_000))])
+        last = max_id(conn, f"{SCHEMA}.jobs")
+        wait("the keyed jobs", lambda: all_done(conn, last), 600.0, started, 0.1)
+        done, seconds = span(conn, f"{SCHEMA}.jobs")
     rate = done / seconds if seconds else None
-    ratio = b._ratio(rate, plain.rate)
-    return [b.Figure(
+    return [Figure(
         "flow_keyed", f"end-to-end no-op, per-key limit 1, {KEYS} keys", "jobs/s", rate,
-        plain.rate, "no keys", ">= 0.50", ratio=ratio, ok=ratio is not None and ratio >= 0.5,
-        detail={"jobs": done, "seconds": seconds},
+        plain.rate, "no keys", rule=Target("ratio>=", 0.5),
+        detail={"jobs": done, "seconds": seconds, "unkeyed_jobs": plain.jobs},
     )]
 
 
-def _pickups(bench: _Bench, dsn: str, conn: psycopg.Connection[Any], count: int,
-             procs: list[Any]) -> list[float]:
-    from forklift_console import bench as b
-
-    with b._connect(dsn, "enqueue") as client:
+def _pickups(dsn: str, conn: psycopg.Connection[Any], count: int,
+             started: list[Proc]) -> list[float]:
+    with connect(dsn, "enqueue") as client:
         app.use(dsn)
         try:
             def enqueue() -> tuple[int, float]:
@@ -120,7 +116,7 @@ def _pickups(bench: _Bench, dsn: str, conn: psycopg.Connection[Any], count: int,
                     before_commit = time.time()
                 return job_id, before_commit
 
-            sent = bench._pace(count, FAIR_EVERY, enqueue)
+            sent = pace(count, FAIR_EVERY, enqueue)
         finally:
             app.close()
 
@@ -129,35 +125,31 @@ def _pickups(bench: _Bench, dsn: str, conn: psycopg.Connection[Any], count: int,
                            " result IS NOT NULL", (list(sent),)).fetchone()
         return bool(row and row[0] == len(sent))
 
-    b._wait("the second tenant's jobs", picked, 120.0, procs)
-    return b._pickups(conn, f"{SCHEMA}.jobs", sent)
+    wait("the second tenant's jobs", picked, 120.0, started)
+    return pickups(conn, f"{SCHEMA}.jobs", sent)
 
 
-def run_fair(bench: _Bench) -> list[Figure]:
-    from forklift_console import bench as b
+@scenario("flow_fair", figures=("flow_fair",), order=96)
+def flow_fair(bench: Bench) -> list[Figure]:
+    from forklift.ops import Operator
 
     backlog = min(50_000, max(200, bench.sizes.e2e_jobs // 2))  # full 50,000; quick 10,000
     samples = max(10, bench.sizes.latency_jobs // 5)
     with bench.database("fair") as (dsn, conn):
         with Operator(dsn, schema=SCHEMA, actor="bench") as op:
             op.set_fair("fair", True, create=True)
-        with b._procs("worker_main", dsn, 1, module=__name__) as procs:
-            _ready(conn, procs)
-            idle = _pickups(bench, dsn, conn, samples, procs)
+        with procs("worker_main", dsn, 1, module=MODULE) as started:
+            _ready(conn, started)
+            idle = _pickups(dsn, conn, samples, started)
             _copy_keyed(conn, "bench.fair", "fair", [
                 ({"tenant": "big"}, ["bench.tenant\x1fbig"]) for _ in range(backlog)])
-            busy = _pickups(bench, dsn, conn, samples, procs)
+            busy = _pickups(dsn, conn, samples, started)
             row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.jobs WHERE state = 'available'"
                                ).fetchone()
             left = int(row[0]) if row else 0
-    mine, theirs = b._pct(busy, 0.5), b._pct(idle, 0.5)
-    ratio = b._ratio(mine, theirs)
-    return [b.Figure(
-        "flow_fair", f"fair share: 2nd tenant pickup p50 behind {backlog:,}", "ms", mine, theirs,
-        "idle p50", "<= 2.00", ratio=ratio, ok=ratio is not None and ratio <= 2.0,
-        detail={"samples": len(busy), "p99": b._pct(busy, 0.99), "idle_p99": b._pct(idle, 0.99),
+    return [Figure(
+        "flow_fair", f"fair share: 2nd tenant pickup p50 behind {backlog:,}", "ms",
+        pct(busy, 0.5), pct(idle, 0.5), "idle p50", rule=Target("ratio<=", 2.0),
+        detail={"samples": len(busy), "p99": pct(busy, 0.99), "idle_p99": pct(idle, 0.99),
                 "backlog_left_when_done": left},
     )]
-
-
-RUNS = {"flow_keyed": run_keyed, "flow_fair": run_fair}

@@ -1,0 +1,1 @@
+"""The embedded server's internals; the public face is :mod:`forklift.embedded`."""
