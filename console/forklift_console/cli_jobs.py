@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from forklift.ops.limits import DEFAULT_CAP
 from forklift_console.cliformat import plural, stamp
 from forklift_console.cliformat import state as state_text
 from forklift_console.opskit import Call, command, ident, out, safe, say_error
@@ -15,8 +16,7 @@ from forklift_console.opskit import Call, command, ident, out, safe, say_error
 if TYPE_CHECKING:
     from forklift.ops import BulkReport, Explanation, JobFilter, Operator
 
-#: Defaults shown in --help without importing the operator API (a test keeps them in step).
-DEFAULT_CAP = 10_000
+#: Shown in --help without importing the filters (a test keeps them equal to ops.filters').
 SORT_KEYS = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority")
 TIME_FIELDS = ("created_at", "run_at", "attempted_at", "finished_at")
 

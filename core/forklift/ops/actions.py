@@ -24,7 +24,7 @@ from forklift._errors import ForkliftError, JobNotFound, NotRequeueable
 from forklift._job import LIVE_STATES, TERMINAL_STATES
 from forklift._scrub import scrub
 from forklift._sqltext import channel, control_channel, render
-from forklift.ops import audit, history
+from forklift.ops import audit, history, limits
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable
 from forklift.ops.filters import JobFilter
@@ -44,8 +44,8 @@ class Selection(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-DEFAULT_CAP = 10_000
-DEFAULT_BATCH = 1_000
+DEFAULT_CAP = limits.DEFAULT_CAP
+DEFAULT_BATCH = limits.DEFAULT_BATCH
 SAMPLE = 20
 
 LOCK_SQL = "SELECT state, kind, unique_key, queue FROM {s}.jobs WHERE id = %s FOR UPDATE"
