@@ -323,6 +323,10 @@ class Operator:
     def delete(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
         return self._run(_actions.act, "delete", job_id, reason=reason)  # type: ignore[no-any-return]
 
+    def run_now(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
+        """A scheduled or retryable job becomes available now (attempts and errors kept)."""
+        return self._run(_actions.act, "run_now", job_id, reason=reason)  # type: ignore[no-any-return]
+
     def bulk(
         self,
         action: str,
@@ -333,7 +337,7 @@ class Operator:
         batch_size: int = limits.DEFAULT_BATCH,
         reason: str | None = None,
     ) -> _actions.BulkReport:
-        """``action`` is requeue, cancel or delete; see :func:`forklift.ops.actions.bulk`."""
+        """``action`` is requeue, cancel, delete or run_now; see :func:`forklift.ops.actions.bulk`."""
         return self._run(  # type: ignore[no-any-return]
             _actions.bulk, action, flt, dry_run=dry_run, cap=cap, batch_size=batch_size,
             reason=reason,
@@ -347,6 +351,9 @@ class Operator:
 
     def delete_many(self, flt: JobFilter, **kw: Any) -> _actions.BulkReport:
         return self.bulk("delete", flt, **kw)
+
+    def run_now_many(self, flt: JobFilter, **kw: Any) -> _actions.BulkReport:
+        return self.bulk("run_now", flt, **kw)
 
     def prune(self, **kw: Any) -> _prune.PruneReport:
         """See :func:`forklift.ops.prune.prune` for the arguments."""
