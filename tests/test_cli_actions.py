@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 APP = "tests.apps.basic:app"
 #: Every command that changes something (they all take --actor and --reason) ...
 ACTIONS = {
-    "enqueue", "prune", "jobs retry", "jobs cancel", "jobs delete", "queues pause",
+    "enqueue", "prune", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now", "queues pause",
     "queues resume", "queues limit", "dead requeue", "dead delete", "batches cancel",
     "batches retry-failed", "schedules pause", "schedules resume", "schedules run-now",
     "backfills start", "backfills pause", "backfills resume", "backfills cancel", "backfills rate",
@@ -130,6 +130,7 @@ DRY_RUNS = [
     ["batches", "retry-failed", "{batch}"],
     ["jobs", "retry", "{dead}"],
     ["jobs", "delete", "--state", "dead"],
+    ["jobs", "run-now", "--state", "scheduled,retryable"],
     ["dead", "requeue", "{group}"],
     ["dead", "delete", "{group}"],
     ["prune", "--dead-older-than", "0s"],

@@ -83,7 +83,7 @@ def _running(conn: psycopg.Connection[Any], *, expired: bool, attempt: int = 1,
 def _rescue(dsn: str) -> list[tuple[int, str]]:
     async def go() -> list[tuple[int, str]]:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
-            return await leader.rescue(c, "forklift")
+            return [(r.id, r.state) for r in await leader.rescue(c, "forklift")]
 
     return asyncio.run(go())
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from apps.basic import running_worker
 from helpers import wait_until
 
 from forklift import Backoff, ConfigError, Fail, Forklift, JobContext, hooks
@@ -136,3 +137,36 @@ def test_the_enqueue_hook_sees_the_job_and_an_app_without_hooks_pays_nothing(dsn
     assert hooks.of(bare) is None  # nothing registered: no queue, no thread, no event
     app.close()
     bare.close()
+
+
+LOST_SQL = """
+INSERT INTO forklift.jobs (queue, kind, state, attempt, max_attempts, lost, worker_id, fence,
+                           lease_expires_at, attempted_at)
+VALUES ('h.lost', %s, 'running', 1, %s, %s, 'ghost:1:dead', nextval('forklift.fence_seq'),
+        now() - interval '1 second', now() - interval '1 minute')
+RETURNING id
+"""
+
+
+def test_jobs_the_leaders_rescue_ends_fire_settle_and_dead(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # A worker died holding two jobs: one goes back to the queue, one (its third lease expiry in
+    # a row) goes dead with worker_lost. Only the leader's rescue sees either end.
+    app = _app()
+    app.use(dsn)
+    seen: list[tuple[str, int, str | None, str | None]] = []
+    app.on("settle", lambda e: seen.append((e.event, e.job_id, e.state, e.code)))
+    app.on("dead", lambda e: seen.append((e.event, e.job_id, e.state, e.code)))
+    again = conn.execute(LOST_SQL, ("h.ok", 5, 0)).fetchone()[0]  # type: ignore[index]
+    lost = conn.execute(LOST_SQL, ("h.ok", 5, 2)).fetchone()[0]  # type: ignore[index]
+    with running_worker(app, lease=2.0, queues=["elsewhere"]):
+        h = hooks.of(app)
+        assert h is not None
+        wait_until(lambda: len(seen) == 3 and h.wait_idle(1), timeout=30,
+                   message=lambda: f"hook events: {seen}")
+    assert sorted(seen) == sorted([
+        ("settle", again, "retryable", "lease_expired"),
+        ("settle", lost, "dead", "worker_lost"),
+        ("dead", lost, "dead", "worker_lost")])
+    app.close()

@@ -94,22 +94,40 @@ def test_abort_cuts_off_a_hung_call_and_the_next_call_reconnects(dsn: str) -> No
     op.close()
 
 
-def test_every_operator_method_imports_the_modules_it_loads_lazily() -> None:
-    """batches, backfills, schedules, prune, dead, keys and rates load on first use: a method
-    naming one must import it itself (mypy cannot tell, the module is imported for type
-    checking only)."""
+def test_the_operator_loads_its_modules_on_first_use() -> None:
+    """Importing the Operator (what `forklift stats --json` does) loads the stats, not the
+    actions, batches, backfills, schedules, dead letters, health or roles; each loads when a
+    call needs it, and every module attribute the Operator names exists."""
     import ast
+    import importlib
     import inspect
+    import subprocess
+    import sys
 
     from forklift.ops import operator as module
 
+    probe = ("import sys, forklift.ops.operator; print(sorted(m for m in sys.modules"
+             " if m.startswith('forklift.ops.')))")
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                            check=True, timeout=60).stdout
+    for lazy in ("actions", "batches", "backfills", "schedules", "prune", "dead", "health",
+                 "horizon", "roles", "locks", "explain", "jobs", "retention", "keys", "rates"):
+        assert f"'forklift.ops.{lazy}'" not in loaded, (lazy, loaded)
     tree = ast.parse(inspect.getsource(module))
-    lazy = {"_batches", "_backfills", "_schedules", "_prune", "_dead", "_keys", "_rates"}
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Operator")
-    for fn in (n for n in cls.body if isinstance(n, ast.FunctionDef)):
-        used = {n.value.id for n in ast.walk(ast.Module(body=fn.body, type_ignores=[]))
-                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                and n.value.id in lazy}
-        imported = {a.asname for n in ast.walk(fn) if isinstance(n, ast.ImportFrom)
-                    for a in n.names}
-        assert used <= imported, (fn.name, used - imported)
+    used = {(n.value.id, n.attr) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
+            and isinstance(n.value, ast.Name) and n.value.id.startswith("_")
+            and n.value.id[1:] in {"actions", "audit", "backfills", "batches", "dead",
+                                   "explain", "health", "horizon", "jobs", "keys", "locks",
+                                   "prune", "queues", "rates", "retention", "roles",
+                                   "schedules", "workers"}}
+    assert len(used) > 30
+    for name, attr in used:
+        assert hasattr(importlib.import_module(f"forklift.ops.{name[1:]}"), attr), (name, attr)
+
+
+def test_what_the_cli_shows_without_importing_the_filters_is_theirs() -> None:
+    from forklift.ops import filters
+    from forklift_console import cli_jobs
+
+    assert cli_jobs.SORT_KEYS == filters.SORT_KEYS
+    assert cli_jobs.TIME_FIELDS == filters.TIME_FIELDS

@@ -30,7 +30,7 @@ READS = {
     "locks list", "keys list", "keys show", "dead groups",
 }
 WRITES = {
-    "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete",
+    "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
     "schedules pause", "schedules resume", "schedules run-now", "backfills start",
     "backfills pause", "backfills resume", "backfills cancel", "backfills rate",
     "batches cancel", "batches retry-failed", "health set", "retention set", "retention reset",
@@ -171,6 +171,7 @@ def seed(conn: psycopg.Connection[Any], dsn: str) -> dict[str, str]:
         "group": group,
         "live": str(insert_job(conn, queue="mail")),
         "done": str(insert_job(conn, state="completed")),
+        "later": str(insert_job(conn, state="scheduled")),
         "batch": str(batch[0]),
     }
 
@@ -184,6 +185,7 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["jobs", "retry", t["dead"], "--yes"],
         ["jobs", "cancel", t["live"], "--yes"],
         ["jobs", "delete", t["done"], "--yes"],
+        ["jobs", "run-now", t["later"], "--yes"],
         ["schedules", "pause", "beat"],
         ["schedules", "resume", "beat"],
         ["schedules", "run-now", "beat"],

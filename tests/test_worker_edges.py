@@ -175,7 +175,7 @@ def _rescue(dsn: str, **options: Any) -> list[tuple[int, str]]:
     async def go() -> list[tuple[int, str]]:
         c = await aconnect(dsn, "rescue")
         try:
-            return await rescuer.rescue(c, "forklift", **options)
+            return [(r.id, r.state) for r in await rescuer.rescue(c, "forklift", **options)]
         finally:
             await c.close()
 

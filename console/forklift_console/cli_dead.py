@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from forklift_console.cli_jobs import DEFAULT_CAP, bulk
+from forklift.ops.limits import DEFAULT_CAP
+from forklift_console.cli_jobs import bulk
 from forklift_console.cliformat import plural, stamp
 from forklift_console.opskit import Call, command, ident, out, safe
 

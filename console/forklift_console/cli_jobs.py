@@ -1,4 +1,4 @@
-"""`forklift jobs list|show|explain|retry|cancel|delete`: thin doors onto forklift.ops."""
+"""`forklift jobs list|show|explain|retry|cancel|delete|run-now`: thin doors onto forklift.ops."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from forklift.ops.limits import DEFAULT_CAP
 from forklift_console.cliformat import plural, stamp
 from forklift_console.cliformat import state as state_text
 from forklift_console.opskit import Call, command, ident, out, safe, say_error
@@ -15,8 +16,7 @@ from forklift_console.opskit import Call, command, ident, out, safe, say_error
 if TYPE_CHECKING:
     from forklift.ops import BulkReport, Explanation, JobFilter, Operator
 
-#: Defaults shown in --help without importing the operator API (a test keeps them in step).
-DEFAULT_CAP = 10_000
+#: Shown in --help without importing the filters (a test keeps them equal to ops.filters').
 SORT_KEYS = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority")
 TIME_FIELDS = ("created_at", "run_at", "attempted_at", "finished_at")
 
@@ -204,7 +204,12 @@ _HELP = {
     " handler had already finished).",
     "delete": "Delete finished jobs (completed, cancelled, dead). Live jobs are refused: cancel"
     " them first.",
+    "run_now": "Run scheduled or retryable jobs now: they become available at once (a retry"
+    " keeps its attempt count and error history) and a worker is woken. Other states are"
+    " refused (not_runnable).",
 }
+#: How an action reads in a question ("Run now job 5?").
+_VERB = {"requeue": "Requeue", "cancel": "Cancel", "delete": "Delete", "run_now": "Run now"}
 
 
 def _action_command(action: str) -> Any:
@@ -257,7 +262,7 @@ def _one_by_one(cx: Call, action: str, ids: list[int]) -> None:
     op = cx.op
     op.ctx.require_write(action)
     what = f"job {ids[0]}" if len(ids) == 1 else f"{len(ids)} jobs ({', '.join(map(str, ids[:10]))})"
-    cx.confirm(f"{action.capitalize()} {what}?")
+    cx.confirm(f"{_VERB.get(action, action.capitalize())} {what}?")
     results: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
     for job_id in ids:
@@ -290,7 +295,7 @@ def bulk(cx: Call, action: str, run: Any, cap: int) -> None:
             return
         if not cx.as_json:
             print_report(preview, False)
-        cx.confirm(f"{action.capitalize()} these {preview.matched:,} jobs?")
+        cx.confirm(f"{_VERB.get(action, action.capitalize())} these {preview.matched:,} jobs?")
     print_report(run(op, cap=cap, reason=cx.reason), cx.as_json)
 
 
@@ -318,3 +323,4 @@ def print_report(r: BulkReport, as_json: bool) -> None:
 jobs_app.command("retry")(_action_command("requeue"))
 jobs_app.command("cancel")(_action_command("cancel"))
 jobs_app.command("delete")(_action_command("delete"))
+jobs_app.command("run-now")(_action_command("run_now"))

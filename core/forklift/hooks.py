@@ -19,19 +19,25 @@ When each fires:
   before writing it. A write the fence refuses (the lease was lost) still fired it.
 - ``dead``: as ``settle``, for an outcome that makes the job dead.
 
+An attempt whose lease expired (its worker died or froze) has its outcome written by the
+leader's rescue: the leader fires ``settle`` for it (``event.code`` ``lease_expired``, or
+``worker_lost``) and ``dead`` when it made the job dead; ``event.worker_id`` is the leader's
+and ``event.fence`` is None.
+
 With no hook registered for a point, it costs one truthiness test.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import queue
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,6 +48,7 @@ if TYPE_CHECKING:
     from forklift._app import Forklift
     from forklift._job import Job
     from forklift._worker.attempts import Running
+    from forklift._worker.maintenance.rescuer import Rescued
     from forklift._worker.settle import Outcome
     from forklift._worker.worker import Worker
 
@@ -241,3 +248,19 @@ def attach(worker: Worker) -> None:
                                      state="dead", code=outcome.code, error=outcome.error))
 
         worker.attempts.hooks.on_settle.append(settled)
+
+
+def emit_rescued(app: Forklift, worker_id: str, rescued: Iterable[Rescued]) -> None:
+    """The leader's rescue ended these attempts (their lease expired): ``settle`` and, for
+    the jobs it made dead (``worker_lost``, or their last attempt), ``dead``."""
+    hooks = _REGISTRIES.get(app)
+    if hooks is None:
+        return
+    for r in rescued:
+        code = r.error.get("code")
+        event = HookEvent("settle", r.id, r.kind, r.queue, r.attempt, None, worker_id,
+                          state=r.state, code=code, error=r.error)
+        if hooks.by_event["settle"]:
+            hooks.emit(event)
+        if r.state == "dead" and hooks.by_event["dead"]:
+            hooks.emit(dataclasses.replace(event, event="dead"))

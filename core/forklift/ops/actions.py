@@ -1,4 +1,4 @@
-"""Acting on jobs: requeue, cancel and delete, one job or every job a filter matches.
+"""Acting on jobs: requeue, cancel, delete and run now, one job or every job a filter matches.
 
 One job: the row is locked (``FOR UPDATE``), the rule checked, the change and its audit row
 committed together; a refusal raises with a stable code and is audited too.
@@ -24,9 +24,9 @@ from forklift._errors import ForkliftError, JobNotFound, NotRequeueable
 from forklift._job import LIVE_STATES, TERMINAL_STATES
 from forklift._scrub import scrub
 from forklift._sqltext import channel, control_channel, render
-from forklift.ops import audit, history
+from forklift.ops import audit, history, limits
 from forklift.ops.context import OpsContext
-from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable
+from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, NotRunnable
 from forklift.ops.filters import JobFilter
 from forklift.ops.shape import Shape
 
@@ -44,8 +44,8 @@ class Selection(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
-DEFAULT_CAP = 10_000
-DEFAULT_BATCH = 1_000
+DEFAULT_CAP = limits.DEFAULT_CAP
+DEFAULT_BATCH = limits.DEFAULT_BATCH
 SAMPLE = 20
 
 LOCK_SQL = "SELECT state, kind, unique_key, queue FROM {s}.jobs WHERE id = %s FOR UPDATE"
@@ -106,6 +106,15 @@ DELETE_SQL = _PICKED + """
 DELETE FROM {{s}}.jobs AS t USING picked
 WHERE t.id = picked.id AND t.state IN ('completed', 'cancelled', 'dead')
 RETURNING t.id, t.queue, 'deleted'
+"""
+
+# A job waiting for its time (scheduled, or retryable after a failure) becomes claimable now:
+# the attempt count and error history stay; a fresh fence, as for every action on a job.
+RUN_NOW_SQL = _PICKED + """
+UPDATE {{s}}.jobs AS t SET
+    state = 'available', run_at = now(), fence = nextval('{{s}}.fence_seq')
+FROM picked WHERE t.id = picked.id AND t.state IN ('scheduled', 'retryable')
+RETURNING t.id, t.queue, 'made_available'
 """
 
 WAKE_SQL = "SELECT pg_notify(%s, q) FROM unnest(%s::text[]) AS q"
@@ -173,7 +182,7 @@ class _Spec:
             args += [scrub(message), control_channel(ctx.schema)]
         rows = conn.execute(sql, args).fetchall()
         done = [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
-        if self.name == "requeue" and done:
+        if self.name in ("requeue", "run_now") and done:  # they became claimable: wake workers
             queues = sorted({q for _, q, _ in done})
             conn.execute(WAKE_SQL, (channel(ctx.schema), queues))
         return done
@@ -224,10 +233,26 @@ def _refuse_delete(
         )
 
 
+def _refuse_run_now(
+    conn: psycopg.Connection[Any], ctx: OpsContext, job_id: int, row: tuple[Any, ...]
+) -> None:
+    if row[0] not in RUNNABLE_STATES:
+        raise NotRunnable(
+            f"job {job_id} is {row[0]}: run now applies to scheduled or retryable jobs"
+            + ("; requeue it to run it again" if row[0] in TERMINAL_STATES else ""),
+            job_id=job_id,
+            state=row[0],
+        )
+
+
+#: The states run now applies to: waiting for their time.
+RUNNABLE_STATES: tuple[str, ...] = ("scheduled", "retryable")
+
 SPECS: dict[str, _Spec] = {
     "requeue": _Spec("requeue", TERMINAL_STATES, REQUEUE_SQL, _NO_LIVE_HOLDER, _refuse_requeue),
     "cancel": _Spec("cancel", LIVE_STATES, CANCEL_SQL, "true", _refuse_cancel),
     "delete": _Spec("delete", TERMINAL_STATES, DELETE_SQL, "true", _refuse_delete),
+    "run_now": _Spec("run_now", RUNNABLE_STATES, RUN_NOW_SQL, "true", _refuse_run_now),
 }
 
 
@@ -249,7 +274,7 @@ def act(
     *,
     reason: str | None = None,
 ) -> ActionResult:
-    """Requeue, cancel or delete one job, or raise the refusal (audited either way)."""
+    """Requeue, cancel, delete or run now one job, or raise the refusal (audited either way)."""
     spec = _spec(action)
     ctx.require_write(action)
     reason = audit.clean_reason(reason)
@@ -284,7 +309,8 @@ def act(
     except ForkliftError as exc:
         audit.record_refusal(conn, ctx, action, target, exc.code, reason)
         raise
-    state = {"requeued": "available", "cancelled": "cancelled", "deleted": None}.get(
+    state = {"requeued": "available", "made_available": "available", "cancelled": "cancelled",
+             "deleted": None}.get(
         outcome, "running"
     )
     return ActionResult(action, job_id, outcome, str(row[0]), state)

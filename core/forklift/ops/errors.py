@@ -28,3 +28,9 @@ class NotCancellable(ForkliftError):
 
 class NotDeletable(ForkliftError):
     code = "not_deletable"
+
+
+class NotRunnable(ForkliftError):
+    """Run now applies to a job waiting for its time: scheduled or retryable."""
+
+    code = "not_runnable"

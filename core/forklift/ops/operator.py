@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -30,32 +31,46 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from forklift import _config as config
 from forklift import _pooler as pooler
 from forklift._db import connect, connect_kwargs, unavailable
-from forklift.ops import actions as _actions
-from forklift.ops import audit as _audit
-from forklift.ops import explain as _explain
-from forklift.ops import health as _health
-from forklift.ops import horizon as _horizon
-from forklift.ops import jobs as _jobs
-from forklift.ops import locks as _locks
-from forklift.ops import queues as _queues
-from forklift.ops import retention as _retention
-from forklift.ops import roles as _roles
+from forklift.ops import limits
 from forklift.ops import stats as _stats
-from forklift.ops import workers as _workers
 from forklift.ops.context import OpsContext
-from forklift.ops.filters import JobFilter, Sort
 
 if TYPE_CHECKING:
-    # Loaded by the calls that use them: batches, backfills, schedules and prune pull in the
-    # payload and scheduling machinery, which a stats read or a job list never needs.
     from forklift._batches import Batch
+    from forklift.ops import actions as _actions
+    from forklift.ops import audit as _audit
     from forklift.ops import backfills as _backfills
     from forklift.ops import batches as _batches
     from forklift.ops import dead as _dead
+    from forklift.ops import explain as _explain
+    from forklift.ops import health as _health
+    from forklift.ops import horizon as _horizon
+    from forklift.ops import jobs as _jobs
     from forklift.ops import keys as _keys
+    from forklift.ops import locks as _locks
     from forklift.ops import prune as _prune
+    from forklift.ops import queues as _queues
     from forklift.ops import rates as _rates
+    from forklift.ops import retention as _retention
+    from forklift.ops import roles as _roles
     from forklift.ops import schedules as _schedules
+    from forklift.ops import workers as _workers
+    from forklift.ops.filters import JobFilter, Sort
+else:
+    # Each module loads on the first call that needs it: `forklift stats --json` loads the
+    # stats alone, not the actions, batches, backfills, schedules, health or roles.
+    class _Module:
+        def __init__(self, name: str) -> None:
+            self._name = f"forklift.ops.{name}"
+
+        def __getattr__(self, attr: str) -> Any:
+            return getattr(importlib.import_module(self._name), attr)
+
+    (_actions, _audit, _backfills, _batches, _dead, _explain, _health, _horizon, _jobs, _keys,
+     _locks, _prune, _queues, _rates, _retention, _roles, _schedules, _workers) = (
+        _Module(n) for n in ("actions", "audit", "backfills", "batches", "dead", "explain",
+                             "health", "horizon", "jobs", "keys", "locks", "prune", "queues",
+                             "rates", "retention", "roles", "schedules", "workers"))
 
 T = TypeVar("T")
 
@@ -261,58 +276,39 @@ class Operator:
 
     # -- flow control: keys, rates, fair share (forklift.ops.keys, forklift.ops.rates) ----------
     def keys(self) -> list[_keys.KeyInfo]:
-        from forklift.ops import keys as _keys
-
         return self._run(_keys.list_keys)  # type: ignore[no-any-return]
 
     def key(self, name: str, *, limit: int = 200) -> _keys.KeyDetail:
-        from forklift.ops import keys as _keys
-
         return self._run(_keys.show_key, name, limit=limit)  # type: ignore[no-any-return]
 
     def set_key_limit(self, name: str, limit: int | None, *, reason: str | None = None
                       ) -> _keys.KeyInfo:
-        from forklift.ops import keys as _keys
-
         return self._run(_keys.set_limit, name, limit, reason=reason)  # type: ignore[no-any-return]
 
     def set_key_rate(self, name: str, rate: str | None, *, burst: int | None = None,
                      reason: str | None = None) -> _keys.KeyInfo:
         """``rate``: ``100/s``, ``10/5s``... or None to lift it."""
-        from forklift.ops import keys as _keys
-        from forklift.ops import rates as _rates
-
         parsed = _rates.parse_rate(rate, burst) if rate is not None else None
         return self._run(_keys.set_rate, name, parsed, reason=reason)  # type: ignore[no-any-return]
 
     def reset_key(self, name: str, *, reason: str | None = None) -> _keys.KeyInfo:
-        from forklift.ops import keys as _keys
-
         return self._run(_keys.reset, name, reason=reason)  # type: ignore[no-any-return]
 
     def flow_queues(self) -> list[_rates.FlowQueue]:
         """Queues claimed through the flow claim: limits, rates, fair share, backlog."""
-        from forklift.ops import rates as _rates
-
         return self._run(_rates.flow_queues)  # type: ignore[no-any-return]
 
     def queue_flow(self, queue: str) -> _rates.QueueFlow:
-        from forklift.ops import rates as _rates
-
         return self._run(_rates.queue_flow, queue)  # type: ignore[no-any-return]
 
     def set_queue_rate(self, queue: str, rate: str | None, *, burst: int | None = None,
                        reason: str | None = None, create: bool = False) -> _queues.QueueInfo:
-        from forklift.ops import rates as _rates
-
         parsed = _rates.parse_rate(rate, burst) if rate is not None else None
         return self._run(  # type: ignore[no-any-return]
             _rates.set_queue_rate, queue, parsed, reason=reason, create=create)
 
     def set_fair(self, queue: str, fair: bool, *, reason: str | None = None,
                  create: bool = False) -> _queues.QueueInfo:
-        from forklift.ops import rates as _rates
-
         return self._run(  # type: ignore[no-any-return]
             _rates.set_fair, queue, fair, reason=reason, create=create)
 
@@ -367,17 +363,21 @@ class Operator:
     def delete(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
         return self._run(_actions.act, "delete", job_id, reason=reason)  # type: ignore[no-any-return]
 
+    def run_now(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
+        """A scheduled or retryable job becomes available now (attempts and errors kept)."""
+        return self._run(_actions.act, "run_now", job_id, reason=reason)  # type: ignore[no-any-return]
+
     def bulk(
         self,
         action: str,
         flt: JobFilter,
         *,
         dry_run: bool = False,
-        cap: int = _actions.DEFAULT_CAP,
-        batch_size: int = _actions.DEFAULT_BATCH,
+        cap: int = limits.DEFAULT_CAP,
+        batch_size: int = limits.DEFAULT_BATCH,
         reason: str | None = None,
     ) -> _actions.BulkReport:
-        """``action`` is requeue, cancel or delete; see :func:`forklift.ops.actions.bulk`."""
+        """``action`` is requeue, cancel, delete or run_now; see :func:`forklift.ops.actions.bulk`."""
         return self._run(  # type: ignore[no-any-return]
             _actions.bulk, action, flt, dry_run=dry_run, cap=cap, batch_size=batch_size,
             reason=reason,
@@ -392,10 +392,11 @@ class Operator:
     def delete_many(self, flt: JobFilter, **kw: Any) -> _actions.BulkReport:
         return self.bulk("delete", flt, **kw)
 
+    def run_now_many(self, flt: JobFilter, **kw: Any) -> _actions.BulkReport:
+        return self.bulk("run_now", flt, **kw)
+
     def prune(self, **kw: Any) -> _prune.PruneReport:
         """See :func:`forklift.ops.prune.prune` for the arguments."""
-        from forklift.ops import prune as _prune
-
         return self._run(_prune.prune, **kw)  # type: ignore[no-any-return]
 
     # -- dead letters (forklift.ops.dead) -----------------------------------------------------
@@ -403,24 +404,16 @@ class Operator:
         self, *, queue: str | None = None, kind: str | None = None, limit: int = 100
     ) -> _dead.DeadGroups:
         """Every dead job grouped by kind, error code and message shape (all of them)."""
-        from forklift.ops import dead as _dead
-
         return self._run(_dead.groups, queue=queue, kind=kind, limit=limit)  # type: ignore[no-any-return]
 
     def dead_group(self, group: str) -> _dead.DeadGroup:
-        from forklift.ops import dead as _dead
-
         return self._run(_dead.get_group, group)  # type: ignore[no-any-return]
 
     def requeue_dead_group(self, group: str, **kw: Any) -> _actions.BulkReport:
         """``dry_run``, ``cap``, ``batch_size``, ``reason``: as :meth:`bulk`."""
-        from forklift.ops import dead as _dead
-
         return self._run(_dead.act_on_group, "requeue", group, **kw)  # type: ignore[no-any-return]
 
     def delete_dead_group(self, group: str, **kw: Any) -> _actions.BulkReport:
-        from forklift.ops import dead as _dead
-
         return self._run(_dead.act_on_group, "delete", group, **kw)  # type: ignore[no-any-return]
 
     # -- queues -----------------------------------------------------------------------------
@@ -456,8 +449,6 @@ class Operator:
         limit: int = 50,
         before_id: int | None = None,
     ) -> list[Batch]:
-        from forklift.ops import batches as _batches
-
         return self._run(  # type: ignore[no-any-return]
             _batches.list_batches, state=state, caller=caller, limit=limit, before_id=before_id
         )
@@ -471,102 +462,66 @@ class Operator:
         limit: int = 100,
     ) -> _batches.BatchDetail:
         """Progress, rate, ETA and a page of targets (with result or error)."""
-        from forklift.ops import batches as _batches
-
         return self._run(  # type: ignore[no-any-return]
             _batches.show, batch_id, states=states, after_index=after_index, limit=limit
         )
 
     def live_batches(self) -> int:
-        from forklift.ops import batches as _batches
-
         return self._run(_batches.count_live)  # type: ignore[no-any-return]
 
     def cancel_batch(self, batch_id: int, *, reason: str | None = None) -> bool:
         """Waiting targets end at once; in-flight ones finish. False if unknown or finished."""
-        from forklift.ops import batches as _batches
-
         return self._run(_batches.cancel, batch_id, reason=reason)  # type: ignore[no-any-return]
 
     def retry_batch(self, batch_id: int, *, reason: str | None = None) -> int:
         """Requeue the batch's failed targets; returns how many."""
-        from forklift.ops import batches as _batches
-
         return self._run(_batches.retry_failed, batch_id, reason=reason)  # type: ignore[no-any-return]
 
     # -- schedules and backfills (forklift.ops.schedules, forklift.ops.backfills) ---------------
     def schedules(self) -> list[_schedules.ScheduleInfo]:
-        from forklift.ops import schedules as _schedules
-
         return self._run(_schedules.list_schedules)  # type: ignore[no-any-return]
 
     def schedule(self, name: str) -> _schedules.ScheduleInfo:
-        from forklift.ops import schedules as _schedules
-
         return self._run(_schedules.get_schedule, name)  # type: ignore[no-any-return]
 
     def pause_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
-        from forklift.ops import schedules as _schedules
-
         return self._run(_schedules.pause, name, reason=reason)  # type: ignore[no-any-return]
 
     def resume_schedule(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
-        from forklift.ops import schedules as _schedules
-
         return self._run(_schedules.resume, name, reason=reason)  # type: ignore[no-any-return]
 
     def run_schedule_now(self, name: str, *, reason: str | None = None) -> _schedules.RunNow:
-        from forklift.ops import schedules as _schedules
-
         return self._run(_schedules.run_now, name, reason=reason)  # type: ignore[no-any-return]
 
     def backfills(self) -> list[_backfills.BackfillInfo]:
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.list_backfills)  # type: ignore[no-any-return]
 
     def backfill(self, name: str) -> _backfills.BackfillInfo:
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.get_backfill, name)  # type: ignore[no-any-return]
 
     def backfill_runs(self, name: str, limit: int = 10) -> list[_backfills.BackfillInfo]:
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.history, name, limit)  # type: ignore[no-any-return]
 
     def start_backfill(self, name: str, **kw: Any) -> _backfills.StartResult:
         """``from_cursor``, ``rate``, ``force``, ``definition``, ``reason``: see ops.backfills.start."""
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.start, name, **kw)  # type: ignore[no-any-return]
 
     def pause_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.pause, name, reason=reason)  # type: ignore[no-any-return]
 
     def resume_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.resume, name, reason=reason)  # type: ignore[no-any-return]
 
     def cancel_backfill(self, name: str, *, reason: str | None = None) -> _backfills.BackfillInfo:
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.cancel, name, reason=reason)  # type: ignore[no-any-return]
 
     def set_backfill_rate(
         self, name: str, rate: float, *, reason: str | None = None
     ) -> _backfills.BackfillInfo:
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.set_rate, name, rate, reason=reason)  # type: ignore[no-any-return]
 
     def scale_backfill_rate(
         self, name: str, factor: float, *, reason: str | None = None
     ) -> _backfills.BackfillInfo:
         """Multiply the live run's rate by ``factor``, from its value when the change lands."""
-        from forklift.ops import backfills as _backfills
-
         return self._run(_backfills.scale_rate, name, factor, reason=reason)  # type: ignore[no-any-return]

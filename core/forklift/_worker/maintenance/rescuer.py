@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
+from forklift import hooks as _hooks
 from forklift._sqltext import render
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.stager import stage
@@ -87,21 +88,32 @@ UPDATE {s}.jobs AS t SET
         'at', now()))
 FROM r
 WHERE t.id = r.id AND t.state = 'running' AND t.lease_expires_at < now()
-RETURNING t.id, t.state
+RETURNING t.id, t.state, t.kind, t.queue, t.attempt, t.errors -> -1
 """
+
+
+class Rescued(NamedTuple):
+    """One rescued job: its new state and the error entry the rescue recorded."""
+
+    id: int
+    state: str
+    kind: str
+    queue: str
+    attempt: int
+    error: dict[str, Any]
 
 
 async def rescue(
     conn: psycopg.AsyncConnection[Any], schema: str, *, batch: int = RESCUE_BATCH,
     batches: int = RESCUE_BATCHES, expiries: int = LEASE_EXPIRIES,
-) -> list[tuple[int, str]]:
-    """Rescue expired leases, ``batch`` rows a statement, at most ``batches`` statements;
-    (id, new state) of each."""
-    rescued: list[tuple[int, str]] = []
+) -> list[Rescued]:
+    """Rescue expired leases, ``batch`` rows a statement, at most ``batches`` statements."""
+    rescued: list[Rescued] = []
     for _ in range(batches):
         cur = await conn.execute(render(RESCUE_SQL, schema),
                                  {"batch": batch, "expiries": expiries})
-        rows = [(int(r[0]), str(r[1])) for r in await cur.fetchall()]
+        rows = [Rescued(int(r[0]), str(r[1]), str(r[2]), str(r[3]), int(r[4]), dict(r[5]))
+                for r in await cur.fetchall()]
         rescued += rows
         if len(rows) < batch:
             break
@@ -121,6 +133,8 @@ class Rescuer(Chore):
             return
         w.stats.rescued += len(rescued)
         log.warning("rescued %d job(s) whose lease expired: %s", len(rescued),
-                    ", ".join(f"{i}->{s}" for i, s in rescued[:20]))
+                    ", ".join(f"{r.id}->{r.state}" for r in rescued[:20]))
+        if _hooks.of(w.app) is not None:
+            _hooks.emit_rescued(w.app, w.id, rescued)
         # Rescued jobs are due at once: make them available now rather than at the next stage.
         w.stats.staged += await self.db.run(lambda c: stage(c, w.schema))
