@@ -87,14 +87,20 @@ def test_a_rate_is_never_exceeded_over_any_window_across_worker_processes(
                    message=lambda: f"left: {faults.states(conn, ids)}\n{procs.logs()}")
     finally:
         procs.close()
-    starts = [r[0] for r in conn.execute(
-        "SELECT extract(epoch FROM started_at)::float8 FROM public.key_ledger ORDER BY 1")]
-    assert len(starts) == 60
+    # The bucket admits a job when a claim takes it (stamping attempted_at with the server clock
+    # its arithmetic reads); the handler's first line follows by however long its worker takes
+    # to get there, which on a loaded machine can bunch runs admitted apart. So the windows are
+    # over the admissions, and the ledger shows that each of the 60 runs began after its own.
+    rows = conn.execute(
+        "SELECT extract(epoch FROM j.attempted_at)::float8, extract(epoch FROM l.started_at)::float8"
+        " FROM public.key_ledger l JOIN forklift.jobs j ON j.id = l.job_id ORDER BY 1").fetchall()
+    assert len(rows) == 60 and all(admitted <= began for admitted, began in rows), rows
+    starts = [admitted for admitted, _ in rows]
     rate, burst = 20.0, 5  # flow.keys.rated: Rate(20, per=1, burst=5)
     for window in (0.25, 0.5, 1.0, 2.0):
-        # A token bucket lets at most burst + rate * window start in any window; one more for
-        # the moment between a claim and its handler's first line.
+        # A token bucket admits at most burst + rate * window in any window; one more for claims
+        # whose transactions overlap (each stamps the time it began).
         bound = burst + rate * window + 1
         worst = max(sum(1 for t in starts[i:] if t - s <= window) for i, s in enumerate(starts))
-        assert worst <= bound, (window, worst, bound)
+        assert worst <= bound, (window, worst, bound, starts)
     assert len({r[0] for r in conn.execute("SELECT worker FROM public.key_ledger")}) > 1
