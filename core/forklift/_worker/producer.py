@@ -27,6 +27,7 @@ from forklift._scrub import error_entry
 from forklift._session import DB_ERRORS
 from forklift._worker import claim as claims
 from forklift._worker import settle
+from forklift._worker.idle import IdleMark
 from forklift._worker.util import why
 from forklift.logs import job_fields
 
@@ -73,6 +74,7 @@ class Producer:
         self._rate = 0.0
         self._rate_at = 0.0
         self._rate_done = 0
+        self.idle = IdleMark(worker.schema, worker.id, worker.queues)
         # A worker claims only the kinds it has handlers for. Clauses a later feature adds
         # (per-key limits, rate limits, fair share...) go in this tuple too.
         self.statement = claims.ClaimStatement(
@@ -106,7 +108,9 @@ class Producer:
                 self.slot_free.clear()
                 await self.slot_free.wait()
                 continue
-            self.wake.clear()
+            if self.wake.is_set():
+                self.idle.woken()  # a wake-up may have consumed the idle mark: write it again
+                self.wake.clear()
             sent = time.monotonic()  # the lease runs from the claim's transaction, not its reply
             try:
                 got = await self._claim_once(n)
@@ -126,7 +130,24 @@ class Producer:
             self.fill()
             if got and len(got) == n:
                 continue  # there may be more: claim again when the buffer runs low
-            await until(self.wake, w.poll_interval)
+            if self.wake.is_set():
+                continue  # woken while claiming: claim again at once
+            pause = await self._mark_idle()
+            if pause > 0:
+                await until(self.wake, pause)
+
+    async def _mark_idle(self) -> float:
+        """Before waiting, leave the idle mark producers look for (forklift._worker.idle):
+        how long to wait now (0: claim once more at once)."""
+        w = self.w
+        if self.idle.marked or w.listener.dsn is None:
+            return w.poll_interval  # marked already, or not listening: nobody to NOTIFY
+        try:
+            held = await w._claim_db.run(self.idle.mark)
+        except DB_ERRORS as exc:
+            log.warning("idle mark failed (%s); polling", why(exc))
+            return w.poll_interval
+        return self.idle.pause(held, w.poll_interval)
 
     def _claim_size(self) -> int:
         """How many jobs to claim now (0: wait for a slot or for the buffer to run low)."""
