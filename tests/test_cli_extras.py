@@ -129,13 +129,21 @@ def test_the_json_path_loads_neither_rich_nor_textual(
 
 #: What `forklift stats --json` has no use for (issue 12: its start-up is at most ~2x that of
 #: `python -c "import psycopg"`): the UI libraries, Pydantic (typer's option parsing), the
-#: worker, the operator modules other than the stats (and the role check every Operator makes).
+#: worker, the command groups, the operator modules other than the stats (and the role check
+#: every Operator makes).
 NOT_FOR_STATS = ("rich", "textual", "pydantic", "pydantic_core", "forklift._worker",
                  "forklift._app", "forklift._payload", "forklift._batches", "forklift._cron",
                  "forklift.ops.actions", "forklift.ops.batches", "forklift.ops.backfills",
                  "forklift.ops.schedules", "forklift.ops.dead", "forklift.ops.health",
                  "forklift.ops.jobs", "forklift.ops.explain",
-                 "forklift_console.app", "forklift_console.bench")
+                 "forklift_console.app", "forklift_console.bench",
+                 # the command groups: each loads when named (forklift_console.cligroups)
+                 "forklift_console.cli_jobs", "forklift_console.cli_queues",
+                 "forklift_console.cli_dead", "forklift_console.cli_batches",
+                 "forklift_console.cli_schedules", "forklift_console.cli_backfills",
+                 "forklift_console.cli_db", "forklift_console.cli_health",
+                 "forklift_console.cli_retention", "forklift_console.cli_roles",
+                 "forklift_console.cli_locks")
 
 
 def test_stats_json_loads_only_what_it_needs(site: Path, dsn: str, tmp_path: Path) -> None:
