@@ -224,6 +224,19 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
             return True if self.selected() is not None else None
         return True
 
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        w = self.selected()
+        if w is None:
+            return "no worker is registered"
+        if action == "drain":
+            if w.state == "draining":
+                return "that worker is already draining"
+            if w.state == "exited":
+                return "that worker has exited"
+            return ("d drains only the demo's own workers; drain a real worker with"
+                    f" SIGTERM (kill -TERM {w.pid} on {w.host})")
+        return None
+
     def action_open(self) -> None:
         w = self.selected()
         if w is not None:
