@@ -18,6 +18,23 @@ from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import Cursor, JobFilter, Sort
 from forklift.ops.shape import Shape, jsonable
 
+__all__ = [
+    "COUNT_CAP",
+    "LIST_COLUMNS",
+    "MAX_PAGE",
+    "PREVIEW",
+    "Event",
+    "JobDetail",
+    "JobPage",
+    "JobSummary",
+    "capped_count",
+    "count_by_state",
+    "get_job",
+    "list_jobs",
+    "show",
+    "timeline",
+]
+
 GET_SQL = "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE id = %s"
 
 #: Counts stop here: "10,000+" is an answer an operator can act on, and it stays cheap.

@@ -70,7 +70,10 @@ else:
                              "health", "horizon", "jobs", "locks", "prune", "queues",
                              "retention", "roles", "schedules", "workers"))
 
+__all__ = ["Operator"]
+
 T = TypeVar("T")
+
 
 class Operator:
     """Operator calls against one database and schema, as ``actor``.

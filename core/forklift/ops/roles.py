@@ -26,6 +26,24 @@ from forklift._sqltext import check_schema
 from forklift.ops.context import OpsContext
 from forklift.ops.shape import Shape
 
+__all__ = [
+    "APPEND",
+    "EXTRA_WRITES",
+    "OWNER_ONLY",
+    "REFUSED",
+    "ROLE_KINDS",
+    "ROLE_SETTINGS",
+    "STATS_GRANT",
+    "WRITES",
+    "RolesRefused",
+    "RolesReport",
+    "can_write",
+    "create",
+    "refusal",
+    "role_names",
+    "statements",
+]
+
 _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 #: Tables each role writes (INSERT, UPDATE, DELETE); every role reads every table. A table of
