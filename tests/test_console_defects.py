@@ -5,10 +5,12 @@ Each test names the defect it pins (17.N) and fails on the console before its fi
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
+from apps.ops import error, insert_job, register_worker
 from console_seed import SCHEMA, Seeded, drive, loaded, make_app, on_screen, seed
 from helpers import wait_until_async
 from textual.pilot import Pilot
@@ -20,6 +22,7 @@ from forklift_console.screens.job import JobScreen
 from forklift_console.screens.jobs import JobsScreen
 from forklift_console.screens.modals import PickScreen, ReasonScreen
 from forklift_console.screens.queues import QueuesScreen
+from forklift_console.screens.workers import WorkersScreen
 from forklift_console.widgets.table import LiveTable
 
 
@@ -196,5 +199,76 @@ def test_17_14_without_colour_the_cursor_row_and_disabled_keys_still_read(
                                message="r, C, D are disabled on an empty list")
         for key in app.screen.query("FooterKey.-disabled").results(FooterKey):
             assert key.rich_style.strike, key
+
+    drive(make_app(dsn), scenario)
+
+
+# -- 17.8 ---------------------------------------------------------------------------------------
+def test_17_8_queues_show_failing_and_no_worker(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """A queue where every job dies reads failing, not active; work waiting with no live worker
+    listening reads no worker at once, not active until the lag passes a minute."""
+    now = datetime.now(UTC)
+    for i in range(4):
+        at = now - timedelta(minutes=i + 1)
+        insert_job(conn, queue="doomed", state="dead", errors=[error(at=at)], finished_at=at)
+    insert_job(conn, queue="orphan", state="available")
+    insert_job(conn, queue="flowing", state="available")
+    insert_job(conn, queue="flowing", state="completed", finished_at=now)
+    register_worker(conn, "w1", ["doomed", "flowing"], slots=4)
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("2")
+        queues = await on_screen(app, QueuesScreen)
+        await loaded(app, queues)
+        table = queues.query_one("#queues", LiveTable)
+        states = {k: str(table.cell_value(k, "state")) for k in table.keys}
+        assert "failing" in states["doomed"], states
+        assert "no worker" in states["orphan"], states
+        assert "active" in states["flowing"], states
+
+    drive(make_app(dsn, now=now), scenario)
+
+
+# -- 17.15 --------------------------------------------------------------------------------------
+def test_17_15_a_worker_that_exited_stays_listed_with_when_and_how(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    now = datetime.now(UTC)
+    register_worker(conn, "live-1", ["default"])
+    for wid, reason, ago in (("gone-1", "drained", 120), ("gone-2", "killed", 30),
+                             ("gone-3", "lease_lost", 600)):
+        register_worker(conn, wid, ["default"])
+        conn.execute(f"UPDATE {SCHEMA}.workers SET state = 'exited', exit_reason = %s,"
+                     " exited_at = %s WHERE id = %s",
+                     (reason, now - timedelta(seconds=ago), wid))
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("5")
+        workers = await on_screen(app, WorkersScreen)
+        await loaded(app, workers)
+        table = workers.query_one("#workers", LiveTable)
+        # The live worker first, then the exited ones, newest exit first.
+        assert table.keys == ["live-1", "gone-2", "gone-1", "gone-3"]
+        assert "exited" in str(table.cell_value("gone-2", "state"))
+        assert "exited 30s ago, killed" in str(table.cell_value("gone-2", "id"))
+        assert "lease lost" in str(table.cell_value("gone-3", "id"))
+        table.focus()
+        table.move_to_key("gone-2")
+        await wait_until_async(
+            lambda: "killed: its heartbeat stopped" in str(
+                workers.query_one("#inflight").render()), timeout=10,
+            message=lambda: str(workers.query_one("#inflight").render()))
+        assert "3 exited in the last day" in str(workers.query_one("#info").render())
+
+    drive(make_app(dsn, now=now), scenario)
+
+
+def test_17_13_workers_queues_are_not_cut_at_120_columns(dsn: str, seeded: Seeded) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("5")
+        workers = await on_screen(app, WorkersScreen)
+        await loaded(app, workers)
+        table = workers.query_one("#workers", LiveTable)
+        assert str(table.cell_value("web-1:4242:a1", "queues")) == "default,mail,reports"
 
     drive(make_app(dsn), scenario)
