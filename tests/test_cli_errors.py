@@ -73,3 +73,13 @@ def test_a_json_flag_after_the_separator_is_data_not_a_request_for_json(dsn: str
     result = run(dsn, "queues", "explain", "--json", "--", "--json")
     one_line(result, 1)
     assert json.loads(result.stdout)["error"]["queue"] == "--json"  # the name, not a flag
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--log-format", "x"], "--log-format"),
+    (["--log-level", "nope"], "--log-level"),
+])
+def test_a_bad_worker_logging_option_is_a_usage_error(dsn: str, args: list[str], needle: str) -> None:
+    """Refused while parsing, before the app loads or the worker starts (exit 2, not 1)."""
+    line = one_line(run(dsn, "worker", "--app", "tests.apps.basic:app", *args), 2)
+    assert needle in line and "(usage_error)" in line

@@ -127,6 +127,37 @@ def test_the_json_path_loads_neither_rich_nor_textual(
     assert "forklift_console.app" not in loaded and "forklift_console.bench" not in loaded
 
 
+#: What `forklift stats --json` has no use for (issue 12: its start-up is at most ~2x that of
+#: `python -c "import psycopg"`): the UI libraries, Pydantic (typer's option parsing), the
+#: worker, the command groups, the operator modules other than the stats (and the role check
+#: every Operator makes).
+NOT_FOR_STATS = ("rich", "textual", "pydantic", "pydantic_core", "forklift._worker",
+                 "forklift._app", "forklift._payload", "forklift._batches", "forklift._cron",
+                 "forklift.ops.actions", "forklift.ops.batches", "forklift.ops.backfills",
+                 "forklift.ops.schedules", "forklift.ops.dead", "forklift.ops.health",
+                 "forklift.ops.jobs", "forklift.ops.explain",
+                 "forklift_console.app", "forklift_console.bench",
+                 # the command groups: each loads when named (forklift_console.cligroups)
+                 "forklift_console.cli_jobs", "forklift_console.cli_queues",
+                 "forklift_console.cli_dead", "forklift_console.cli_batches",
+                 "forklift_console.cli_schedules", "forklift_console.cli_backfills",
+                 "forklift_console.cli_db", "forklift_console.cli_health",
+                 "forklift_console.cli_retention", "forklift_console.cli_roles",
+                 "forklift_console.cli_locks")
+
+
+def test_stats_json_loads_only_what_it_needs(site: Path, dsn: str, tmp_path: Path) -> None:
+    report = tmp_path / "modules.json"
+    done = forklift(site, dsn, "stats", "--json", block="", modules=report)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["totals"]["counts"]["available"] == 0
+    loaded = set(json.loads(report.read_text()))
+    needless = sorted(m for m in loaded
+                      if any(m == n or m.startswith(n + ".") for n in NOT_FOR_STATS))
+    assert needless == []
+    assert "forklift.ops.stats" in loaded and "psycopg" in loaded
+
+
 def test_every_command_has_complete_help() -> None:
     """--help works for every command and group and lists each of its options."""
     root = typer.main.get_command(cli)

@@ -15,7 +15,8 @@ from apps import basic
 from helpers import wait_until
 
 from forklift import Forklift, Job, UniqueConflict
-from forklift._sqltext import channel
+from forklift._sqltext import channel, render
+from forklift._worker.idle import MARK_SQL
 
 
 @pytest.fixture
@@ -331,15 +332,21 @@ def test_a_unique_key_is_free_again_once_the_job_completes(
 
 # -- inside the caller's transaction ----------------------------------------------------------
 class _Listener:
-    """A session listening on the wake channel, to see what workers would be told."""
+    """A session listening on the wake channel, to see what workers would be told: it is an
+    idle worker of queue txq (inserts NOTIFY only when one is: forklift._worker.idle)."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self.conn = psycopg.connect(dsn, autocommit=True)
         self.conn.execute(f'LISTEN "{channel("forklift")}"')
+        self._mark("listener", "txq")
+
+    def _mark(self, worker: str, queue: str) -> None:
+        self.conn.execute(render(MARK_SQL, "forklift"), {"worker": worker, "queues": [queue]})
 
     def until_marker(self) -> list[str]:
         """Wake-ups received up to a marker enqueued now on another session (in commit order)."""
+        self._mark("listener-marker", "marker")
         basic.noop.enqueue({}, queue="marker")
         seen: list[str] = []
         for note in self.conn.notifies(timeout=20):

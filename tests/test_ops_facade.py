@@ -131,3 +131,28 @@ def test_what_the_cli_shows_without_importing_the_filters_is_theirs() -> None:
 
     assert cli_jobs.SORT_KEYS == filters.SORT_KEYS
     assert cli_jobs.TIME_FIELDS == filters.TIME_FIELDS
+
+
+def test_every_public_ops_module_and_embedded_says_what_it_exports() -> None:
+    """forklift.ops, each of its modules and forklift.embedded have an explicit ``__all__``;
+    every name listed exists, and every name of ``forklift.ops.__all__`` is listed by the
+    module it comes from."""
+    import importlib
+    import pkgutil
+
+    import forklift.ops
+
+    names = ["forklift.embedded", "forklift.ops"] + [
+        f"forklift.ops.{m.name}" for m in pkgutil.iter_modules(forklift.ops.__path__)
+        if not m.name.startswith("_")]
+    assert len(names) > 25
+    for name in names:
+        module = importlib.import_module(name)
+        exported = module.__dict__.get("__all__")
+        assert isinstance(exported, list) and exported, name
+        assert len(set(exported)) == len(exported), name
+        for item in exported:
+            assert hasattr(module, item), f"{name}.{item}"
+    for item in forklift.ops.__all__:
+        home = importlib.import_module(forklift.ops._HOME[item])
+        assert item in home.__all__, (item, home.__name__)

@@ -17,7 +17,7 @@ from helpers import wait_until
 from forklift import Forklift
 from forklift._db import connect_kwargs
 from forklift._sqltext import render
-from forklift._worker import settle
+from forklift._worker import leases, settle
 from forklift._worker.claim import CLAIM_FREE_SQL, CLAIM_SQL, claim_batch, release
 from forklift.ops import actions
 from forklift.ops.context import OpsContext
@@ -310,3 +310,34 @@ def test_a_stalled_flush_holds_the_claims_back(
         gate.set()
     rows = conn.execute("SELECT state, count(*) FROM forklift.jobs GROUP BY state").fetchall()
     assert rows == [("completed", len(ids))]
+
+
+# -- recording buffered starts ------------------------------------------------------------------
+def _running(conn: psycopg.Connection[Any], queue: str, count: int) -> list[tuple[int, int]]:
+    """Jobs held by a worker whose starts are not recorded yet: (id, fence)."""
+    ids = _insert(conn, queue, count)
+    conn.execute(
+        "UPDATE forklift.jobs SET state = 'running', attempt = 1, worker_id = 'w-test',"
+        " fence = id, lease_expires_at = now() + interval '30 seconds', attempted_at = NULL"
+        " WHERE id = ANY(%s)", (ids,))
+    return [(i, i) for i in ids]
+
+
+def test_recording_starts_skips_a_locked_row_instead_of_waiting(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Waiting for the row lock of the worker's own settle in flight could deadlock with it.
+    (a, fa), (b, fb) = _running(conn, "open", 2)
+
+    async def record(starts: list[tuple[int, int, float]]) -> set[int]:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ac:
+            await ac.execute("SET statement_timeout = '5s'")
+            return await leases.record_starts(ac, "forklift", starts)
+
+    with psycopg.connect(dsn) as other:
+        other.execute("SELECT 1 FROM forklift.jobs WHERE id = %s FOR UPDATE", (b,))
+        assert asyncio.run(record([(a, fa, 1.0), (b, fb, 1.0)])) == {fa}
+    assert asyncio.run(record([(b, fb, 1.0)])) == {fb}  # the lock is gone: recorded now
+    stamped = conn.execute("SELECT count(*) FROM forklift.jobs WHERE attempted_at IS NOT NULL"
+                           " AND id = ANY(%s)", ([a, b],)).fetchone()
+    assert stamped == (2,)

@@ -15,7 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from textual import work
+from textual import events, work
+from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import ModalScreen, Screen
@@ -34,7 +35,7 @@ from forklift_console.screens.health import HealthScreen
 from forklift_console.screens.help import HelpScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import JobsScreen, bulk_cli, bulk_report
-from forklift_console.screens.modals import ConfirmScreen, GotoScreen, Plan
+from forklift_console.screens.modals import ConfirmScreen, GotoScreen, PickScreen, Plan
 from forklift_console.screens.overview import OverviewScreen
 from forklift_console.screens.queues import QueuesScreen
 from forklift_console.screens.schedules import SchedulesScreen
@@ -177,6 +178,25 @@ class ConsoleApp(App[None]):
             connection="offline" if offline else self.status.connection,
             failing_since=self.status.failing_since or self.now(),
             error=describe_error(exc),
+        )
+
+    # -- disabled keys ------------------------------------------------------------------------
+    def on_key(self, event: events.Key) -> None:
+        """A key whose action is disabled says why (17.9), before Textual drops it silently.
+        (This runs before the app's own key handling, which is where bindings are looked up.)"""
+        active = self.screen.active_bindings.get(event.key)
+        if active is None or active.enabled:
+            return
+        binding = active.binding
+        _, name, params = parse_action(binding.action)
+        where = active.node
+        why = where.why_not(name, params) if isinstance(where, ConsoleScreen) else None
+        key = binding.key_display or self.get_key_display(binding)
+        self.notify(
+            f"{key} ({binding.description or name}) is not available: "
+            f"{why or 'it does not apply here'}",
+            title="not available",
+            severity="warning",
         )
 
     # -- navigation ---------------------------------------------------------------------------
@@ -359,13 +379,34 @@ class ConsoleApp(App[None]):
                 yield SystemCommand(
                     title,
                     help_text,
-                    partial(self._palette_action, mode, view, action),
+                    partial(self._palette_action, mode, view, action, title),
                 )
         yield from super().get_system_commands(screen)
 
-    def _palette_action(self, mode: str, view: ConsoleScreen[Any], action: str) -> None:
+    def _palette_action(
+        self, mode: str, view: ConsoleScreen[Any], action: str, title: str = ""
+    ) -> None:
+        """Run a screen's action from the palette. One that acts on a row asks which row
+        first (17.11: the palette opened elsewhere must not act on whatever row that screen
+        happened to have highlighted)."""
+        _, name, _ = parse_action(action)
         if self.current_mode != mode:
             self.switch_mode(mode)
-            self.call_after_refresh(self.run_action, action, view)
+        if name in view.ROW_ACTIONS:
+            view.when_loaded(lambda: self._pick_target(view, action, title))
         else:
-            self.call_later(self.run_action, action, view)
+            self.call_after_refresh(self.run_action, action, view)
+
+    def _pick_target(self, view: ConsoleScreen[Any], action: str, title: str) -> None:
+        choices = view.palette_targets(action)
+        if not choices:
+            self.notify("nothing on this screen to act on", title=title, severity="warning")
+            return
+
+        def picked(key: str | None) -> None:
+            if key is not None:
+                view.act_on(action, key)
+
+        self.push_screen(
+            PickScreen(f"{title}: which one?", choices, current=view.palette_current()), picked
+        )

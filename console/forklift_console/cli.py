@@ -13,30 +13,39 @@ from __future__ import annotations
 import typer
 
 from forklift_console import (
-    cli_backfills,
-    cli_batches,
     cli_bench,
-    cli_db,
-    cli_dead,
     cli_enqueue,
-    cli_health,
-    cli_jobs,
-    cli_keys,
-    cli_locks,
     cli_ops,
-    cli_queues,
-    cli_retention,
-    cli_roles,
-    cli_schedules,
     cli_worker,
     console_cmd,
 )
+from forklift_console.cligroups import loading
 from forklift_console.opskit import Group
+
+# The command groups, each imported when named (forklift_console.cligroups).
+GROUPS = {
+    name: f"forklift_console.{where}"
+    for name, where in (
+        ("jobs", "cli_jobs:jobs_app"),
+        ("queues", "cli_queues:queues_app"),
+        ("workers", "cli_queues:workers_app"),
+        ("dead", "cli_dead:dead_app"),
+        ("batches", "cli_batches:batches_app"),
+        ("schedules", "cli_schedules:schedules_app"),
+        ("backfills", "cli_backfills:backfills_app"),
+        ("db", "cli_db:db_app"),
+        ("health", "cli_health:health_app"),
+        ("retention", "cli_retention:retention_app"),
+        ("roles", "cli_roles:roles_app"),
+        ("locks", "cli_locks:locks_app"),
+        ("keys", "cli_keys:keys_app"),
+    )
+}
 
 app = typer.Typer(
     name="forklift",
     help="Durable background jobs on PostgreSQL: workers, operators' tools and the console.",
-    cls=Group,
+    cls=loading(Group, GROUPS),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -51,22 +60,6 @@ app.command("stats")(cli_ops.stats)
 app.command("audit")(cli_ops.audit)
 app.command("prune")(cli_ops.prune)
 app.command("bench")(cli_bench.bench)
-for name, group in (
-    ("jobs", cli_jobs.jobs_app),
-    ("queues", cli_queues.queues_app),
-    ("workers", cli_queues.workers_app),
-    ("dead", cli_dead.dead_app),
-    ("batches", cli_batches.batches_app),
-    ("schedules", cli_schedules.schedules_app),
-    ("backfills", cli_backfills.backfills_app),
-    ("db", cli_db.db_app),
-    ("health", cli_health.health_app),
-    ("retention", cli_retention.retention_app),
-    ("roles", cli_roles.roles_app),
-    ("locks", cli_locks.locks_app),
-    ("keys", cli_keys.keys_app),
-):
-    app.add_typer(group, name=name)
 
 
 def main() -> None:

@@ -39,8 +39,9 @@ def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None) ->
     names = [n.strip() for n in only.split(",") if n.strip()] if only else list(b.SCENARIOS)
     unknown = sorted(set(names) - set(b.SCENARIOS))
     if unknown or not names:
-        raise cx.usage(f"unknown scenario(s) {', '.join(unknown) or '(none given)'}:"
-                       f" choose from {', '.join(b.SCENARIOS)}")
+        what = (f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
+                if unknown else "no scenario given")
+        raise cx.usage(f"{what}: choose from {', '.join(b.SCENARIOS)}")
     report = b.run_bench(
         dsn, scenarios=names, quick=quick,
         progress=None if cx.as_json else (lambda m: err.print(f"[dim]{safe(m)}[/]")),

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import typer
 
+from forklift_console.cliformat import plural
 from forklift_console.opskit import Call, DryRun, Yes, command, confirm, emit_json, out
 
 db_app = typer.Typer(help="The embedded PostgreSQL server under FORKLIFT_HOME.", no_args_is_help=True)
@@ -68,7 +69,8 @@ def _purge(cx: Call, force: bool, yes: bool, dry_run: bool) -> None:
         cx.show(plan, lambda _: (
             f"dry run: would {'stop the server and ' if state['running'] else ''}delete"
             f" {state['data_dir']} ({_size(size)})"
-            + (f"; refused while {len(users)} other session(s) use it, unless --force"
+            + (f"; refused while {plural(len(users), 'other session')}"
+               f" {'uses' if len(users) == 1 else 'use'} it, unless --force"
                if users and not force else "")
             + " [dim](nothing changed)[/]"))
         return

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from forklift_console.cliformat import seconds, stamp
+from forklift_console.cliformat import plural, seconds, stamp
 from forklift_console.opskit import Call, command, ident, out, safe, usage
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def print_health(r: Health) -> None:
     d = r.retention.defaults
     out.print("[bold]retention[/] (forklift retention show): "
               + ", ".join(f"{k} {window(v)}" for k, v in d.items())
-              + (f"; {len({w.queue for w in r.retention.queues})} queue(s) with their own"
+              + (f"; {plural(len({w.queue for w in r.retention.queues}), 'queue')} with their own"
                  if r.retention.queues else ""))
     out.print("")
     if not r.alerts:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import typer
 
@@ -27,17 +27,23 @@ def worker(
     poll_interval: Annotated[float, typer.Option(min=0.01, help="Poll backstop seconds.")] = 1.0,
     dsn: Dsn = None,
     schema: Schema = None,
-    log_level: Annotated[str, typer.Option(help="Logging level.")] = "INFO",
-    log_format: Annotated[str, typer.Option(
+    log_level: Annotated[str, typer.Option(
+        help="Logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")] = "INFO",
+    log_format: Annotated[Literal["text", "json"], typer.Option(
         help="Log lines as text, or json: one JSON object a line (forklift.logs).")] = "text",
     metrics_port: Annotated[int | None, typer.Option(
         min=1, max=65535, help="Serve Prometheus /metrics on this port (extra metrics).")] = None,
 ) -> None:
     """Run jobs: claim, execute, retry, until SIGTERM (drain) or a second signal (skip the wait)."""
+    import logging
+
     from forklift import Worker, logs, run_worker
     from forklift.ops.apps import load_app
 
-    logs.configure(format=log_format, level=log_level)  # type: ignore[arg-type]
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        raise cx.usage(f"--log-level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not"
+                       f" {log_level!r} (try: forklift worker --help)")
+    logs.configure(format=log_format, level=log_level)
     if metrics_port is not None:
         _serve_metrics(metrics_port)
     target = load_app(app_spec)

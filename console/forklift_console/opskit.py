@@ -361,6 +361,9 @@ class Group(TyperGroup):
         from typer._click.exceptions import ClickException
         from typer.exceptions import Abort
 
+        from forklift_console import cliparse
+
+        cliparse.install()  # plain options parse without importing Pydantic
         argv = list(sys.argv[1:] if args is None else args)
         try:
             rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)

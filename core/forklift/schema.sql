@@ -117,6 +117,17 @@ CREATE TABLE {s}.queues (
     rate_burst        integer          CHECK (rate_burst IS NULL OR rate_burst >= 1)
 );
 
+-- Workers waiting for work on a queue (forklift._worker.idle): the insert trigger
+-- (functions/jobs_wake_v2.sql) consumes a queue's rows and NOTIFYs only when it found one, so
+-- concurrent producers' commits are not serialised on NOTIFY's cluster-wide lock.
+-- No key: a worker replaces its marks (a new row each time) instead of upserting them, so
+-- neither side ever waits on a row the other has locked.
+CREATE TABLE {s}.idle_workers (
+    queue      text NOT NULL,
+    worker_id  text NOT NULL
+);
+CREATE INDEX idle_workers_queue_idx ON {s}.idle_workers (queue);
+
 CREATE TABLE {s}.workers (
     id              text PRIMARY KEY,
     host            text        NOT NULL,
@@ -394,7 +405,7 @@ CREATE INDEX dead_letters_group_idx ON {s}.dead_letters (group_key, finished_at,
 
 -- Functions and triggers ----------------------------------------------------------------------
 
-\ir functions/jobs_wake_v1.sql
+\ir functions/jobs_wake_v2.sql
 \ir functions/batches_v1.sql
 \ir functions/flow_v1.sql
 \ir functions/dead_letters_v1.sql

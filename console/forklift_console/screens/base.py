@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
 
+from rich.text import Text
 from textual.actions import parse as parse_action
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +17,7 @@ from textual.worker import get_current_worker
 
 from forklift.ops import Operator
 from forklift_console.widgets.header import TABS, CommandEcho, StaleBanner, StatusBar, TabBar
+from forklift_console.widgets.table import LiveTable
 
 if TYPE_CHECKING:
     from forklift_console.app import ConsoleApp
@@ -27,6 +29,17 @@ D = TypeVar("D")
 WRITE_ACTIONS: frozenset[str] = frozenset(
     {"act", "requeue", "cancel", "delete", "toggle_pause", "pause", "resume", "drain",
      "run_now", "rate_up", "rate_down"}
+)
+#: Actions on the row under the cursor. Run from the command palette, they first ask which
+#: row (the palette may be opened on another screen, where that cursor is out of sight).
+ROW_ACTIONS: frozenset[str] = frozenset(
+    {"act", "requeue", "cancel", "delete", "toggle_pause", "pause", "resume", "drain",
+     "run_now", "rate_up", "rate_down", "retry", "edit_limit", "open"}
+)
+#: Below this many columns a screen may use its compact layout.
+NARROW = 100
+READ_ONLY_WHY = (
+    "the console is read-only (--read-only, FORKLIFT_READ_ONLY or a read-only database role)"
 )
 
 
@@ -46,6 +59,8 @@ class ConsoleScreen(Screen[None], Generic[D]):
     DUTY: ClassVar[float] = 3.0
     #: Shown in the help screen above the keys.
     HELP: ClassVar[str] = ""
+    #: This screen's actions that act on the highlighted row (see :data:`ROW_ACTIONS`).
+    ROW_ACTIONS: ClassVar[frozenset[str]] = ROW_ACTIONS
 
     def __init__(self) -> None:
         super().__init__()
@@ -56,6 +71,7 @@ class ConsoleScreen(Screen[None], Generic[D]):
         self._next_tick = 0.0  # monotonic time before which a tick does not fetch
         self.loads = 0  # completed loads, for tests waiting on fresh data
         self.failures = 0  # loads that failed (reported in the banner)
+        self._when_loaded: list[Callable[[], None]] = []
 
     @property
     def console(self) -> ConsoleApp:
@@ -125,6 +141,57 @@ class ConsoleScreen(Screen[None], Generic[D]):
         """:meth:`can` for an action with parameters (``act('requeue')``)."""
         return self.can(action)
 
+    def why_not(self, action: str, parameters: tuple[object, ...] = ()) -> str:
+        """Why ``action`` is disabled right now, in words for the operator (a disabled key
+        pressed says this, and the help shows it beside the key)."""
+        if action in WRITE_ACTIONS and self.console.read_only:
+            return READ_ONLY_WHY
+        return self.reason(action, parameters) or "it does not apply to what is shown now"
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        """A screen's own :meth:`why_not` (read-only is handled for every screen)."""
+        return None
+
+    # -- the command palette's "which one?" ---------------------------------------------------
+    def palette_targets(self, action: str) -> list[tuple[str, Text]]:
+        """The rows an action from the palette may act on: (key, the row as shown)."""
+        tables = self.query(LiveTable)
+        if not tables:
+            return []
+        table = tables.first()
+        out = []
+        for key in table.keys:
+            cells = table.get_row(key)
+            label = Text("  ").join(
+                c if isinstance(c, Text) else Text(str(c)) for c in cells
+            )
+            label.rstrip()
+            out.append((key, label))
+        return out
+
+    def palette_current(self) -> str | None:
+        tables = self.query(LiveTable)
+        return tables.first().current_key if tables else None
+
+    def act_on(self, action: str, key: str) -> None:
+        """Run ``action`` on the row ``key`` (picked in the palette): the cursor goes there
+        first, so the action's dialog names it as every key press would."""
+        tables = self.query(LiveTable)
+        if not tables or not tables.first().move_to_key(key):
+            self.notify(f"{key!r} is no longer on this screen", severity="warning")
+            return
+        self.call_after_refresh(self._run_picked, action)
+
+    async def _run_picked(self, action: str) -> None:
+        _, name, params = parse_action(action)
+        if self.check_action(name, params):
+            await self.run_action(action)
+        else:
+            self.notify(self.why_not(name, params), title="not available", severity="warning")
+
+    def is_narrow(self) -> bool:
+        return self.app.size.width < NARROW
+
     def on_data_table_row_highlighted(self) -> None:
         self.refresh_bindings()  # what the keys act on just changed
 
@@ -149,6 +216,13 @@ class ConsoleScreen(Screen[None], Generic[D]):
             return
         self._loading = True
         self._load()
+
+    def when_loaded(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` on the UI thread once this screen shows data (now, if it already does)."""
+        if self.loads > 0 and self.is_attached:
+            fn()
+        else:
+            self._when_loaded.append(fn)
 
     def tick(self) -> None:
         """The refresh timer's fetch: skipped while the last one says the database is busy."""
@@ -194,6 +268,9 @@ class ConsoleScreen(Screen[None], Generic[D]):
             else:
                 self.console.fetch_ok()
                 self.loads += 1
+                waiting, self._when_loaded = self._when_loaded, []
+                for fn in waiting:
+                    fn()
             finally:
                 self.refresh_bindings()  # actions that apply to what is shown now
         finally:

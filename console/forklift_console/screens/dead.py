@@ -257,6 +257,11 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
             return True if self.selected() is not None else None
         return True
 
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action in ("act", "open", "mark"):
+            return "there are no dead letters"
+        return None
+
     def action_mark(self) -> None:
         g = self.selected()
         if g is None:

@@ -63,7 +63,12 @@ def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]
             _, name, params = parse_action(b.action)
             state = node.check_action(name, params)
             if state is None:
-                note = "disabled: read-only" if read_only and name in WRITE_ACTIONS else "n/a now"
+                if read_only and name in WRITE_ACTIONS:
+                    note = "disabled: read-only"
+                elif isinstance(node, ConsoleScreen):
+                    note = "n/a now: " + node.why_not(name, params)
+                else:
+                    note = "n/a now"
             elif state is False:
                 continue
             rows.append((keys, b.description, note))

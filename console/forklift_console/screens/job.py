@@ -56,6 +56,24 @@ def job_plan(action: str, job_id: int, state: str) -> Plan:
     )
 
 
+#: What to do instead, by action and the job's state.
+_INSTEAD = {
+    "requeue": "cancel it first (C) to stop it",
+    "delete": "cancel it first (C), then delete it",
+    "cancel": "requeue it (r) to run it again, or delete it (D)",
+}
+
+
+def not_applicable(action: str, job_id: int, state: str) -> str:
+    """Why ``action`` does not apply to a job in ``state``: ``D`` on an available job."""
+    applies = APPLIES[action]
+    kind = "finished" if applies == TERMINAL_STATES else "live"
+    instead = _INSTEAD[action] if state not in applies else ""
+    text = (f"{VERBS[action]} applies to {kind} jobs ({', '.join(applies)});"
+            f" job {job_id} is {state}")
+    return f"{text}: {instead}" if instead else text
+
+
 def _result_text(result: ActionResult) -> str:
     words = {
         "requeued": "requeued: it is available again, attempts start over",
@@ -238,6 +256,16 @@ class JobScreen(ConsoleScreen[JobView]):
                 return None
             return True if view.detail.job.state in APPLIES[str(parameters[0])] else None
         return True
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action != "act":
+            return None
+        view = self._view
+        if view is None:
+            return f"job {self.job_id} is still loading"
+        if view.detail is None:
+            return f"job {self.job_id} no longer exists"
+        return not_applicable(str(parameters[0]), self.job_id, view.detail.job.state)
 
     def action_act(self, action: str) -> None:
         """r, C, D: requeue, cancel or delete this job, after a confirmation."""

@@ -85,6 +85,7 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
 
     def __init__(self) -> None:
         super().__init__()
+        self._narrow = False
         self.filter = JobFilter()
         self.filter_text = ""
         self.marks: set[int] = set()
@@ -100,25 +101,50 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         with Vertical(id="body"):
             yield FilterBar(id="filter")
             yield Static(id="info")
-            yield LiveTable(
-                [
-                    Column("mark", " ", 1),
-                    Column("id", "Id", 7),
-                    Column("state", "State", 11),
-                    Column("queue", "Queue", 8),
-                    Column("kind", "Kind", 12),
-                    Column("attempt", "Try", 5),
-                    Column("age", "Age", 6),
-                    Column("info", "Error / args", None),
-                ],
-                id="jobs",
-            )
+            yield self._table()
+            yield Static(id="current")
+
+    def _table(self) -> LiveTable:
+        """At 80 columns the queue and attempt columns give their room to the error (17.13:
+        it was ~12 characters); the line under the table names them for the highlighted job."""
+        self._narrow = self.is_narrow()
+        wide = not self._narrow
+        columns = [
+            Column("mark", " ", 1),
+            Column("id", "Id", 7),
+            Column("state", "State", 11),
+            *([Column("queue", "Queue", 8)] if wide else []),
+            Column("kind", "Kind", 12),
+            *([Column("attempt", "Try", 5)] if wide else []),
+            Column("age", "Age", 6),
+            Column("info", "Error / args", None),
+        ]
+        return LiveTable(columns, id="jobs")
 
     def on_mount(self) -> None:
         super().on_mount()
         bar = self.query_one(FilterBar)
         bar.value = self.filter_text
         self.query_one("#jobs", LiveTable).focus()
+
+    def on_resize(self) -> None:
+        if self.is_mounted and self.is_narrow() != self._narrow:
+            self.call_after_refresh(self._relayout)
+
+    async def _relayout(self) -> None:
+        if self.is_narrow() == self._narrow:
+            return
+        old = self.query_one("#jobs", LiveTable)
+        focused = old.has_focus
+        key = old.current_key
+        await old.remove()
+        table = self._table()
+        await self.query_one("#body").mount(table, after="#info")
+        self._repaint_rows()
+        if key is not None:
+            table.move_to_key(key)
+        if focused:
+            table.focus()
 
     @property
     def title_text(self) -> str | None:
@@ -153,6 +179,15 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         event.stop()
         if self.set_filter_text(event.value, came_from=self.came_from):
             self.query_one("#jobs", LiveTable).focus()
+        else:
+            # 17.10: a rejected filter must not stay in the line above rows that still show
+            # the previous one. Put back what is shown, and say so; the refusal names the typo.
+            bar = self.query_one(FilterBar)
+            bar.value = self.filter_text
+            bar.cursor_position = len(bar.value)
+            shown = self.filter_text or "every job (no filter)"
+            self.notify(f"still showing: {shown}; you typed: {event.value}",
+                        title="filter not applied", severity="warning")
 
     # -- data ---------------------------------------------------------------------------------
     def fetch(self, op: Operator) -> tuple[Request, JobPage]:
@@ -176,10 +211,26 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         if req.count:
             self._count = (data.count, data.count_capped)
             self._counted_at = self.console.now()
-        now = self.console.now()
-        rows = [(j.id, self._cells(j, now)) for j in data.jobs]
-        self.query_one("#jobs", LiveTable).sync(rows)
-        self._paint_info()
+        elif len(self._cursors) == 1 and self._total(data) != self._count:
+            # The count is older than these rows and disagrees with them: count again with
+            # the next load (now), and meanwhile say only what the rows prove. (Only on the
+            # first page: later pages' positions are themselves estimates.)
+            self._counted_at = None
+            self.call_after_refresh(self.reload)
+        self._repaint_rows()
+
+    def _total(self, page: JobPage) -> tuple[int, bool]:
+        """The count reconciled with the rows shown (17.1: "jobs 1-11 of 2"): the last page
+        gives the exact number; with more pages there are more than the rows so far. A count
+        that says otherwise is out of date."""
+        first = (len(self._cursors) - 1) * PAGE
+        seen = first + len(page.jobs)
+        total, capped = self._count or (page.count, page.count_capped)
+        if page.next_cursor is None:
+            return (seen, False) if first == 0 or total < seen or capped else (total, False)
+        if not capped and total <= seen:
+            return seen, True
+        return total, capped
 
     def _cells(self, j: JobSummary, now: datetime) -> list[Text | str]:
         if j.last_error_code:
@@ -188,13 +239,14 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         else:
             info = one_line(j.args_preview, limit=120)
         when = j.finished_at or j.attempted_at or j.created_at
+        wide = not self._narrow
         return [
             Text(MARK, style="bold") if (j.id in self.marks or self.all_matching) else " ",
             str(j.id),
             job_state(j.state),
-            ident(j.queue, limit=8),
+            *([ident(j.queue, limit=8)] if wide else []),
             ident(j.kind, limit=12),
-            f"{j.attempt}/{j.max_attempts}",
+            *([f"{j.attempt}/{j.max_attempts}"] if wide else []),
             age(when, now),
             info,
         ]
@@ -207,7 +259,7 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         else:
             first = (len(self._cursors) - 1) * PAGE
             shown = len(page.jobs)
-            total, capped = self._count or (page.count, page.count_capped)
+            total, capped = self._total(page)
             count_text = f"{total:,}+" if capped else f"{total:,}"
             if shown:
                 text.append(f"jobs {first + 1:,}–{first + shown:,} of {count_text}")
@@ -231,6 +283,30 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
                 [(j.id, self._cells(j, now)) for j in page.jobs]
             )
         self._paint_info()
+        self._paint_current()
+
+    @on(DataTable.RowHighlighted, "#jobs")
+    def _highlighted(self) -> None:
+        self._paint_current()
+
+    def _paint_current(self) -> None:
+        """The highlighted job on one line: what the columns cut or leave out."""
+        job = self.current()
+        text = Text()
+        if job is not None:
+            text.append(f"job {job.id} ", style="bold")
+            text.append_text(job_state(job.state))
+            text.append(" · queue ")
+            text.append_text(ident(job.queue, limit=40))
+            text.append(" · ")
+            text.append_text(ident(job.kind, limit=40))
+            text.append(f" · attempt {job.attempt}/{job.max_attempts}")
+            if job.last_error_code:
+                text.append(" · ")
+                text.append(f"{job.last_error_code}: ", style="bold")
+                text.append_text(one_line(job.last_error_message or "", limit=300))
+            text.truncate(max(10, self.app.size.width - 2), overflow="ellipsis")
+        self.query_one("#current", Static).update(text)
 
     # -- paging and marks ---------------------------------------------------------------------
     def action_page(self, step: int) -> None:
@@ -289,6 +365,12 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         if action == "act":
             return True if (self.marks or self.all_matching or self.current()) else None
         return True
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action == "act":
+            return ("no job to act on: no job matches the filter" if self.filter_text
+                    else "no job to act on: the list is empty")
+        return None
 
     def action_act(self, action: str) -> None:
         """r, C, D on all matching jobs, the marked ones, or the one under the cursor."""

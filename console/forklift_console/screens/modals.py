@@ -13,7 +13,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.suggester import SuggestFromList
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
 
 from forklift.ops import Operator
 from forklift_console.widgets.header import TABS
@@ -216,6 +217,43 @@ class ReasonScreen(ModalScreen[tuple[str, str] | None]):
         self.dismiss(self._values())
 
     @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class PickScreen(ModalScreen[str | None]):
+    """Which one? The command palette's question before an action on one row of a screen
+    (``Queues: Pause/resume`` from the overview): the rows as that screen shows them, enter
+    picks, esc cancels. Dismisses with the picked row's key."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(
+        self, title: str, choices: list[tuple[str, Text]], *, current: str | None = None
+    ) -> None:
+        super().__init__(classes="dialog")
+        self.title_text = title
+        self.choices = choices
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(Text(self.title_text, style="bold"), id="title")
+            yield OptionList(*(Option(label, id=key) for key, label in self.choices),
+                             id="choices")
+            yield Label(Text("enter: act on it · esc: cancel", style="dim"), id="hint")
+
+    def on_mount(self) -> None:
+        box = self.query_one("#choices", OptionList)
+        keys = [key for key, _ in self.choices]
+        box.highlighted = keys.index(self.current) if self.current in keys else 0
+        box.focus()
+
+    @on(OptionList.OptionSelected, "#choices")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.dismiss(event.option.id)
+
     def action_cancel(self) -> None:
         self.dismiss(None)
 

@@ -4,7 +4,7 @@ cutoff and which in-flight jobs will be interrupted."""
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -22,11 +22,13 @@ from forklift_console.screens.overview import OverviewData, fetch_overview
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     age,
+    badge,
     duration,
     ident,
     idents,
     plural,
     seconds,
+    stamp,
     style_of,
     worker_state,
 )
@@ -41,10 +43,25 @@ class WorkersData:
     overview: OverviewData
     #: Progress of the jobs in flight on draining workers (job id -> {done, total, note}).
     progress: dict[int, dict[str, Any]]
+    #: Workers that exited recently (the leader prunes them a day after), newest exit first.
+    exited: list[WorkerInfo] = field(default_factory=list)
+
+
+#: How a worker exited, in words (``exit_reason``).
+EXITS = {
+    "drained": "drained: finished or released its jobs and exited",
+    "lease_lost": "drained after losing some of its leases",
+    "killed": "killed: its heartbeat stopped and the leader marked it exited",
+}
+
+
+def exited_state() -> Text:
+    return badge("○", "exited", "state-idle")
 
 
 def fetch_workers(op: Operator) -> WorkersData:
     overview = fetch_overview(op)
+    exited = [w for w in op.workers() if w.state == "exited"]
     draining = {w.id for w in overview.stats.workers if w.state == "draining"}
     progress: dict[int, dict[str, Any]] = {}
     for j in overview.running:
@@ -53,7 +70,7 @@ def fetch_workers(op: Operator) -> WorkersData:
                 p = op.job(j.id).job.progress
                 if p:
                     progress[j.id] = p
-    return WorkersData(overview, progress)
+    return WorkersData(overview, progress, exited)
 
 
 def fate(
@@ -99,6 +116,8 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
         " claims nothing new; its in-flight jobs get until the cutoff to finish and are then"
         " interrupted and released to retry. The lower pane lists the highlighted worker's"
         " in-flight jobs and, while it drains, which of them will likely be interrupted."
+        " Workers that exited in the last day stay listed below the others: when, and how"
+        " (drained, lease lost, killed)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Its jobs"),
@@ -109,6 +128,7 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
         super().__init__()
         self._data: WorkersData | None = None
         self._workers: dict[str, WorkerInfo] = {}
+        self._queues_width = 16
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -116,7 +136,7 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
             yield LiveTable(
                 [
                     Column("state", "State", 10),
-                    Column("queues", "Queues", 16),
+                    Column("queues", "Queues", self._queues_column()),
                     Column("slots", "Slots", 6),
                     Column("beat", "Beat", 6),
                     Column("drain", "Cutoff", 8),
@@ -125,6 +145,12 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
                 id="workers",
             )
             yield Static(id="inflight")
+
+    def _queues_column(self) -> int:
+        """17.13: the queues a worker listens on were cut at 16 characters at 120 columns
+        with room to spare; the wide layout gives them twice that."""
+        self._queues_width = 16 if self.is_narrow() else 32
+        return self._queues_width
 
     def fetch(self, op: Operator) -> WorkersData:
         return fetch_workers(op)
@@ -144,11 +170,30 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
                     w.id,
                     [
                         worker_state(worker_word(w)),
-                        idents(w.queues, limit=16),
+                        idents(w.queues, limit=self._queues_width),
                         f"{stats.held_by(w.id)}/{w.slots}",
                         duration(w.heartbeat_age_seconds),
                         cutoff,
                         ident(w.id, limit=60).append(" (leader)" if w.leader else ""),
+                    ],
+                )
+            )
+        now = self.console.now()
+        for w in data.exited:
+            self._workers[w.id] = w
+            how = (w.exit_reason or "exited").replace("_", " ")
+            rows.append(
+                (
+                    w.id,
+                    [
+                        exited_state(),
+                        idents(w.queues, limit=self._queues_width),
+                        f"–/{w.slots}",
+                        "–",
+                        "–",
+                        ident(w.id, limit=60).append(
+                            f" · exited {age(w.exited_at, now)} ago, {how}", style="dim"
+                        ),
                     ],
                 )
             )
@@ -158,6 +203,8 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
             f"{plural(t.live_workers, 'live worker')}, {t.draining_workers} draining,"
             f" {t.workers - t.live_workers} stale · {t.in_use}/{t.slots} slots in use"
         )
+        if data.exited:
+            info.append(f" · {len(data.exited):,} exited in the last day", style="dim")
         self.query_one("#info", Static).update(info)
         self._paint_inflight()
 
@@ -182,6 +229,17 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
             key=lambda j: (j.attempted_at or now, j.id),
         )
         text = Text()
+        if w.state == "exited":
+            text.append_text(exited_state())
+            text.append(" ")
+            text.append_text(ident(w.id, limit=60))
+            text.append(f" on {w.host} pid {w.pid} · ran from {stamp(w.started_at, now)}")
+            text.append(f"\nExited {age(w.exited_at, now)} ago ({stamp(w.exited_at, now)}): ",
+                        style="bold")
+            reason = w.exit_reason or ""
+            text.append(EXITS.get(reason, reason.replace("_", " ") or "no reason recorded"))
+            box.update(text)
+            return
         text.append_text(worker_state(worker_word(w)))
         text.append(" ")
         text.append_text(ident(w.id, limit=60))
@@ -221,8 +279,24 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
             w = self.selected()
             return True if w is not None and w.state == "running" and demo.owns(w.id) else None
         if action == "open":
-            return True if self.selected() is not None else None
+            w = self.selected()
+            return True if w is not None and w.state != "exited" else None
         return True
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        w = self.selected()
+        if w is None:
+            return "no worker is registered"
+        if action == "drain":
+            if w.state == "draining":
+                return "that worker is already draining"
+            if w.state == "exited":
+                return "that worker has exited"
+            return ("d drains only the demo's own workers; drain a real worker with"
+                    f" SIGTERM (kill -TERM {w.pid} on {w.host})")
+        if w.state == "exited":
+            return "that worker has exited: it runs nothing"
+        return None
 
     def action_open(self) -> None:
         w = self.selected()

@@ -54,11 +54,18 @@ class Heartbeater:
         starts, w._starts = w._starts, []
         rows = [(job_id, fence, now - at) for job_id, fence, at in starts]
         try:
-            await w._beat_db.run(lambda c: leases.record_starts(c, w.schema, rows))
+            done = await w._beat_db.run(lambda c: leases.record_starts(c, w.schema, rows))
         except DB_ERRORS as exc:
             log.warning("recording job starts failed (%s)", why(exc))
             if isinstance(exc, TRANSIENT):
                 w._starts = starts + w._starts
+            return
+        # Skipped for a row lock: again next time, while the attempt still runs here.
+        running = w.attempts.running
+        again = [s for s in starts if s[1] not in done and s[1] in running
+                 and not running[s[1]].lost]
+        if again:
+            w._starts = again + w._starts
 
     async def write_progress(self) -> None:
         w = self.w

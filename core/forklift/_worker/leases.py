@@ -17,10 +17,20 @@ RETURNING t.fence, t.cancel_requested_at IS NOT NULL
 
 # Buffered jobs whose handlers started (the claim stamped only those that started at once):
 # from now on a lease expiry charges their attempt (forklift._worker.maintenance.rescuer).
+# It never waits for a row lock: the settle statement locks the same rows in its plan's order,
+# not id order, so waiting could deadlock with it (a second's stall each time). A row it skips
+# is being settled (which stamps attempted_at itself) or written by an operator; the caller
+# tries it again while the attempt runs.
 START_SQL = """
+WITH a AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS a(id, fence, ago)),
+free AS (
+    SELECT t.id FROM {s}.jobs AS t JOIN a ON t.id = a.id AND t.fence = a.fence
+    WHERE t.state = 'running' AND t.attempted_at IS NULL
+    FOR UPDATE OF t SKIP LOCKED
+)
 UPDATE {s}.jobs AS t SET attempted_at = now() - make_interval(secs => a.ago)
-FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS a(id, fence, ago)
-WHERE t.id = a.id AND t.fence = a.fence AND t.state = 'running' AND t.attempted_at IS NULL
+FROM a WHERE t.id = a.id AND t.id IN (SELECT id FROM free)
+RETURNING t.fence
 """
 
 PROGRESS_SQL = """
@@ -74,11 +84,13 @@ async def write_progress(
 
 async def record_starts(
     conn: psycopg.AsyncConnection[Any], schema: str, starts: list[tuple[int, int, float]]
-) -> None:
-    """Record (id, fence, seconds ago) starts of buffered jobs, one statement for all."""
+) -> set[int]:
+    """Record (id, fence, seconds ago) starts of buffered jobs, one statement for all; returns
+    the fences recorded (a row locked by another transaction is skipped, not waited for)."""
     if not starts:
-        return
+        return set()
     rows = sorted(starts)
-    await conn.execute(render(START_SQL, schema), (
+    cur = await conn.execute(render(START_SQL, schema), (
         [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
     ))
+    return {row[0] for row in await cur.fetchall()}

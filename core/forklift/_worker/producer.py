@@ -27,6 +27,7 @@ from forklift._scrub import error_entry
 from forklift._session import DB_ERRORS
 from forklift._worker import claim as claims
 from forklift._worker import settle
+from forklift._worker.idle import IdleMark
 from forklift._worker.util import why
 from forklift.logs import job_fields
 
@@ -79,6 +80,7 @@ class Producer:
         self._rate = 0.0
         self._rate_at = 0.0
         self._rate_done = 0
+        self.idle = IdleMark(worker.schema, worker.id, worker.queues)
         # A worker claims only the kinds it has handlers for. Clauses a later feature adds
         # (per-key limits, rate limits, fair share...) go in this tuple too.
         self.statement = claims.ClaimStatement(
@@ -112,7 +114,9 @@ class Producer:
                 self.slot_free.clear()
                 await self.slot_free.wait()
                 continue
-            self.wake.clear()
+            if self.wake.is_set():
+                self.idle.woken()  # a wake-up may have consumed the idle mark: write it again
+                self.wake.clear()
             self.slot_free.clear()
             sent = time.monotonic()  # the lease runs from the claim's transaction, not its reply
             try:
@@ -133,14 +137,33 @@ class Producer:
             self.fill()
             if got and len(got) == n:
                 continue  # there may be more: claim again when the buffer runs low
+            if self.wake.is_set():
+                continue  # woken while claiming: claim again at once
             retry, self._retry_in = self._retry_in, None
-            wait = w.poll_interval if retry is None else min(retry, w.poll_interval)
+            pause = await self._mark_idle()
+            if retry is not None and pause > 0:
+                pause = min(retry, pause)  # the flow claim said when a blocked job may go
+            if pause <= 0:
+                continue
             if self.flow.queues:
                 # A key's slot frees when one of our jobs is settled: a flush wakes us too
                 # (slot_free was cleared before the claim, so a flush during it counts).
-                await w.wait_any(self.wake, self.slot_free, timeout=wait)
+                await w.wait_any(self.wake, self.slot_free, timeout=pause)
             else:
-                await until(self.wake, wait)
+                await until(self.wake, pause)
+
+    async def _mark_idle(self) -> float:
+        """Before waiting, leave the idle mark producers look for (forklift._worker.idle):
+        how long to wait now (0: claim once more at once)."""
+        w = self.w
+        if self.idle.marked or w.listener.dsn is None:
+            return w.poll_interval  # marked already, or not listening: nobody to NOTIFY
+        try:
+            held = await w._claim_db.run(self.idle.mark)
+        except DB_ERRORS as exc:
+            log.warning("idle mark failed (%s); polling", why(exc))
+            return w.poll_interval
+        return self.idle.pause(held, w.poll_interval)
 
     def _claim_size(self) -> int:
         """How many jobs to claim now (0: wait for a slot or for the buffer to run low)."""

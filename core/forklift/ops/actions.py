@@ -21,7 +21,7 @@ import psycopg
 import psycopg.errors
 
 from forklift._errors import ForkliftError, JobNotFound, NotRequeueable
-from forklift._job import LIVE_STATES, TERMINAL_STATES
+from forklift._job import LIVE_STATES, LIVE_STATES_SQL, TERMINAL_STATES
 from forklift._scrub import scrub
 from forklift._sqltext import channel, control_channel, render
 from forklift.ops import audit, history, limits
@@ -29,6 +29,20 @@ from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, NotRunnable
 from forklift.ops.filters import JobFilter
 from forklift.ops.shape import Shape
+
+__all__ = [
+    "DEFAULT_BATCH",
+    "DEFAULT_CAP",
+    "RUNNABLE_STATES",
+    "SAMPLE",
+    "SPECS",
+    "ActionResult",
+    "BulkReport",
+    "Selection",
+    "act",
+    "bulk",
+    "select_ids",
+]
 
 
 class Selection(Protocol):
@@ -52,12 +66,12 @@ LOCK_SQL = "SELECT state, kind, unique_key, queue FROM {s}.jobs WHERE id = %s FO
 HOLDER_SQL = """
 SELECT id FROM {s}.jobs
 WHERE kind = %s AND unique_key = %s AND id <> %s
-  AND state IN ('scheduled', 'available', 'running', 'retryable')
+  AND state IN """ + LIVE_STATES_SQL + """
 LIMIT 1
 """
 _NO_LIVE_HOLDER = """(t.unique_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM {s}.jobs l WHERE l.kind = t.kind AND l.unique_key = t.unique_key
-      AND l.state IN ('scheduled', 'available', 'running', 'retryable') AND l.id <> t.id))"""
+      AND l.state IN """ + LIVE_STATES_SQL + """ AND l.id <> t.id))"""
 
 # Each statement starts from the locked, re-checked selection; {where} is the filter's fixed
 # text (parameters follow the ids), {extra} an action's own guard.
@@ -92,7 +106,7 @@ CANCEL_SQL = _PICKED + """, done AS (
                      'traceback', '[]'::jsonb, 'attempt', t.attempt, 'worker', NULL,
                      'at', now())) END
     FROM picked WHERE t.id = picked.id
-      AND t.state IN ('scheduled', 'available', 'running', 'retryable')
+      AND t.state IN """ + LIVE_STATES_SQL + """
     RETURNING t.id, t.queue, t.state
 )
 SELECT id, queue,

@@ -19,6 +19,16 @@ from forklift.ops.context import OpsContext
 from forklift.ops.filters import check_text, moment
 from forklift.ops.shape import Shape
 
+__all__ = [
+    "OUTCOME_DONE",
+    "OUTCOME_REFUSED",
+    "AuditEntry",
+    "clean_reason",
+    "entries",
+    "record",
+    "record_refusal",
+]
+
 INSERT_SQL = """
 INSERT INTO {s}.audit (actor, action, target, count, reason, outcome)
 VALUES (%s, %s, %s::jsonb, %s, %s, %s)

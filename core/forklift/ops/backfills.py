@@ -30,6 +30,26 @@ from forklift.ops.errors import InvalidFilter
 from forklift.ops.schedules import audited, required_name
 from forklift.ops.shape import Shape
 
+__all__ = [
+    "MAX_RATE",
+    "MIN_SCALED_RATE",
+    "BackfillInfo",
+    "BackfillNotFound",
+    "BackfillNotLive",
+    "InvalidRate",
+    "StartResult",
+    "cancel",
+    "format_eta",
+    "get_backfill",
+    "history",
+    "list_backfills",
+    "pause",
+    "resume",
+    "scale_rate",
+    "set_rate",
+    "start",
+]
+
 #: The fastest pace a backfill may be given, in pages per second.
 MAX_RATE = bf.MAX_RATE
 BackfillNotFound = bf.BackfillNotFound

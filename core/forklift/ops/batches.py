@@ -38,6 +38,20 @@ from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import check_text
 from forklift.ops.shape import Shape
 
+__all__ = [
+    "MAX_PAGE",
+    "TARGET_STATES",
+    "BatchDetail",
+    "TargetStatus",
+    "cancel",
+    "count_live",
+    "get_batch",
+    "list_batches",
+    "retry_failed",
+    "show",
+    "targets",
+]
+
 #: Job states a target filter accepts, plus ``waiting`` (held until its turn).
 TARGET_STATES: tuple[str, ...] = ("waiting", *STATES)
 MAX_PAGE = 1000

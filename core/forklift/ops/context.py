@@ -13,6 +13,8 @@ from forklift import _config as config
 from forklift._errors import ReadOnly
 from forklift._sqltext import check_schema
 
+__all__ = ["OpsContext"]
+
 
 @dataclass(frozen=True)
 class OpsContext:

@@ -10,6 +10,8 @@ from typing import ClassVar
 
 from forklift._errors import ForkliftError
 
+__all__ = ["InvalidFilter", "NotCancellable", "NotDeletable", "NotRunnable", "QueueNotFound"]
+
 
 class InvalidFilter(ForkliftError):
     """A filter, sort key, cursor, duration or range that cannot be used; nothing was done."""

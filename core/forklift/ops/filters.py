@@ -20,6 +20,20 @@ from forklift._job import STATES
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.shape import jsonable
 
+__all__ = [
+    "MAX_TEXT",
+    "MAX_VALUES",
+    "SORT_KEYS",
+    "TIME_FIELDS",
+    "Cursor",
+    "JobFilter",
+    "Sort",
+    "check_text",
+    "duration",
+    "like_pattern",
+    "moment",
+]
+
 #: Columns a list can be sorted by; the cursor remembers which one it belongs to.
 SORT_KEYS: tuple[str, ...] = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority")
 #: Columns a time range can apply to.

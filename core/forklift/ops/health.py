@@ -25,6 +25,22 @@ from forklift.ops.horizon import HorizonHolder
 from forklift.ops.settings import InvalidSetting, Setting
 from forklift.ops.shape import Shape
 
+__all__ = [
+    "PREFIX",
+    "THRESHOLDS",
+    "Alert",
+    "Connections",
+    "Health",
+    "IndexHealth",
+    "LockWait",
+    "TableHealth",
+    "alerts",
+    "health",
+    "set_threshold",
+    "threshold",
+    "thresholds",
+]
+
 PREFIX = "health."
 
 #: Every threshold: name, default, bounds, meaning. README "Running in production" lists them.

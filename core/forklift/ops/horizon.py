@@ -21,6 +21,8 @@ import psycopg
 from forklift.ops.context import OpsContext
 from forklift.ops.shape import Shape
 
+__all__ = ["HorizonHolder", "advice", "holders"]
+
 # Ordered by how far back each holds the horizon (xid age), then by how long (oldest first).
 HOLDERS_SQL = """
 WITH holders AS (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -16,6 +17,23 @@ from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import Cursor, JobFilter, Sort
 from forklift.ops.shape import Shape, jsonable
+
+__all__ = [
+    "COUNT_CAP",
+    "LIST_COLUMNS",
+    "MAX_PAGE",
+    "PREVIEW",
+    "Event",
+    "JobDetail",
+    "JobPage",
+    "JobSummary",
+    "capped_count",
+    "count_by_state",
+    "get_job",
+    "list_jobs",
+    "show",
+    "timeline",
+]
 
 GET_SQL = "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE id = %s"
 
@@ -133,16 +151,23 @@ def list_jobs(
         f"SELECT {LIST_COLUMNS} FROM {{s}}.jobs t WHERE {where}"
         f" ORDER BY {order.order_by()} LIMIT %s"
     )
-    with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(history.render_read(sql, conn, ctx.schema),
-                           [*params, limit + 1]).fetchall()
+    # The page and its count read one snapshot, so they agree (17.1: "jobs 1-11 of 2").
+    own = count and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+    with conn.transaction() if own else contextlib.nullcontext():
+        if own:
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        with conn.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(history.render_read(sql, conn, ctx.schema),
+                               [*params, limit + 1]).fetchall()
+        total, capped = capped_count(conn, ctx.schema, flt) if count else (0, False)
     more = len(rows) > limit
     rows = rows[:limit]
     next_cursor = None
     if more and rows:
         last = rows[-1]
         next_cursor = Cursor(order.key, order.descending, order.value_of(last), last["id"]).encode()
-    total, capped = capped_count(conn, ctx.schema, flt) if count else (len(rows), more)
+    if not count:
+        total, capped = len(rows), more
     return JobPage(
         jobs=[JobSummary(**r) for r in rows],
         next_cursor=next_cursor,

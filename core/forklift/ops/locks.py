@@ -19,6 +19,8 @@ from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import check_text
 from forklift.ops.shape import Shape
 
+__all__ = ["MAX_LIST", "LockInfo", "list_locks"]
+
 MAX_LIST = 1000
 
 LIST_SQL = """

@@ -72,7 +72,10 @@ else:
                              "health", "horizon", "jobs", "keys", "locks", "prune", "queues",
                              "rates", "retention", "roles", "schedules", "workers"))
 
+__all__ = ["Operator"]
+
 T = TypeVar("T")
+
 
 class Operator:
     """Operator calls against one database and schema, as ``actor``.

@@ -20,6 +20,8 @@ from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import duration
 from forklift.ops.shape import Shape
 
+__all__ = ["DEFAULT_BATCH", "DEFAULT_MAX_ROWS", "PruneReport", "prune"]
+
 DEFAULT_MAX_ROWS = 100_000
 DEFAULT_BATCH = 5_000
 

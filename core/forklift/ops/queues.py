@@ -13,12 +13,15 @@ from typing import Any
 
 import psycopg
 
+from forklift._names import check_name
 from forklift._sqltext import channel, render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, QueueNotFound
-from forklift.ops.filters import check_text, duration, moment
+from forklift.ops.filters import duration, moment
 from forklift.ops.shape import Shape
+
+__all__ = ["COLUMNS", "QueueInfo", "get_queue", "list_queues", "pause", "resume", "set_concurrency"]
 
 COLUMNS = (
     "name, (paused AND (pause_expires_at IS NULL OR pause_expires_at > now())) AS paused,"
@@ -90,10 +93,8 @@ def get_queue(conn: psycopg.Connection[Any], ctx: OpsContext, name: str) -> Queu
 
 
 def _check_name(name: str) -> str:
-    name = check_text(name, "queue").strip()
-    if not name:
-        raise InvalidFilter("a queue name is required", field="queue")
-    return name
+    # The name as enqueue takes it: nothing hidden, no blanks at either end (InvalidName).
+    return check_name(name, "queue")
 
 
 def _require_known(conn: psycopg.Connection[Any], ctx: OpsContext, name: str, create: bool) -> None:

@@ -13,13 +13,16 @@ from typing import Any
 import psycopg
 
 from forklift import _retention as r
+from forklift._names import check_name
 from forklift._sqltext import render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
-from forklift.ops.filters import check_text, duration
+from forklift.ops.filters import duration
 from forklift.ops.settings import InvalidSetting
 from forklift.ops.shape import Shape
+
+__all__ = ["FOREVER", "Retention", "Window", "parse_window", "reset_window", "set_window", "show"]
 
 FOREVER = ("forever", "never", "keep", "none")
 
@@ -109,10 +112,10 @@ def _check_state(state: str) -> str:
 
 def _check_queue(conn: psycopg.Connection[Any], ctx: OpsContext, queue: str,
                  create: bool) -> None:
-    check_text(queue, "queue")
     if not queue.strip():
         raise InvalidSetting("the queue name is empty; leave --queue out for every queue",
                              queue=queue)
+    check_name(queue, "queue")
     row = conn.execute(render(KNOWN_QUEUE_SQL, ctx.schema), {"q": queue}).fetchone()
     if row and row[0]:
         return
@@ -166,7 +169,7 @@ def reset_window(
             conn.execute(render(SET_SQL, ctx.schema),
                          (state, r.ALL_QUEUES, r.DEFAULTS[state], ctx.actor))
         else:
-            check_text(queue, "queue")
+            check_name(queue, "queue")
             gone = conn.execute(render(RESET_SQL, ctx.schema), (state, queue)).fetchone()
             if gone is None:
                 raise InvalidSetting(f"queue {queue!r} has no {state} window of its own",

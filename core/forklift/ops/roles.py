@@ -26,6 +26,24 @@ from forklift._sqltext import check_schema
 from forklift.ops.context import OpsContext
 from forklift.ops.shape import Shape
 
+__all__ = [
+    "APPEND",
+    "EXTRA_WRITES",
+    "OWNER_ONLY",
+    "REFUSED",
+    "ROLE_KINDS",
+    "ROLE_SETTINGS",
+    "STATS_GRANT",
+    "WRITES",
+    "RolesRefused",
+    "RolesReport",
+    "can_write",
+    "create",
+    "refusal",
+    "role_names",
+    "statements",
+]
+
 _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 
 #: Tables each role writes (INSERT, UPDATE, DELETE); every role reads every table. A table of
@@ -33,9 +51,11 @@ _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 #: the lists in step with the schema).
 WRITES: dict[str, tuple[str, ...]] = {
     "worker": ("jobs", "queues", "workers", "leader", "batches", "schedules", "schedule_ticks",
-               "backfills", "backfill_runs", "locks", "flow_keys", "flow_values", "dead_letters"),
+               "backfills", "backfill_runs", "locks", "flow_keys", "flow_values", "dead_letters",
+               "idle_workers"),
     "operator": ("jobs", "queues", "batches", "schedules", "schedule_ticks", "backfills",
-                 "backfill_runs", "settings", "retention", "flow_keys", "dead_letters"),
+                 "backfill_runs", "settings", "retention", "flow_keys", "dead_letters",
+                 "idle_workers"),
     "console": (),
 }
 #: Append-only for both writers (its trigger refuses UPDATE and DELETE anyway).

@@ -19,12 +19,16 @@ import psycopg
 from forklift import _cron as cron
 from forklift import _enqueue as _enq
 from forklift._errors import ConfigError, ForkliftError
+from forklift._names import check_name
 from forklift._sqltext import render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
-from forklift.ops.errors import InvalidFilter
-from forklift.ops.filters import check_text
 from forklift.ops.shape import Shape
+
+__all__ = [
+    "RunNow", "ScheduleInfo", "ScheduleNotFound", "audited", "get_schedule", "list_schedules",
+    "pause", "required_name", "resume", "run_now"
+]
 
 ScheduleNotFound = cron.ScheduleNotFound
 T = TypeVar("T")
@@ -116,10 +120,8 @@ def _info(row: tuple[Any, ...]) -> ScheduleInfo:
 
 
 def required_name(name: str, what: str) -> str:
-    name = check_text(name, what).strip()
-    if not name:
-        raise InvalidFilter(f"a {what} name is required", field=what)
-    return name
+    """A schedule's or backfill's name as the app declares it (InvalidName otherwise)."""
+    return check_name(name, what)
 
 
 def _name(name: str) -> str:

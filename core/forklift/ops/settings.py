@@ -17,6 +17,8 @@ from forklift._sqltext import render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 
+__all__ = ["InvalidSetting", "Setting", "read", "store"]
+
 READ_SQL = "SELECT name, value FROM {s}.settings WHERE name LIKE %s"
 SET_SQL = """
 INSERT INTO {s}.settings AS t (name, value, updated_by) VALUES (%s, %s, %s)

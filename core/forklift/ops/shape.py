@@ -10,6 +10,8 @@ import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
+__all__ = ["Shape", "jsonable"]
+
 
 def jsonable(value: Any) -> Any:
     if isinstance(value, datetime):

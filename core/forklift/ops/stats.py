@@ -28,6 +28,28 @@ from forklift.ops.shape import Shape
 from forklift.ops.workers import LIST_SQL as WORKERS_SQL
 from forklift.ops.workers import STALE_AFTER, WorkerInfo
 
+__all__ = [
+    "COUNTED_STATES",
+    "DEFAULT_BUCKET",
+    "DEFAULT_WINDOW",
+    "FAILING_MIN_OUTCOMES",
+    "FAILING_RATIO",
+    "LAG_SECONDS",
+    "MAX_POINTS",
+    "QUEUE_STATES",
+    "RT_BINS",
+    "RT_ERROR",
+    "SETTLE_MARGIN",
+    "QueueStats",
+    "RunTime",
+    "Series",
+    "Stats",
+    "Totals",
+    "WindowCache",
+    "queue_state",
+    "stats",
+]
+
 COUNTED_STATES: tuple[str, ...] = (*LIVE_STATES, "dead")
 DEFAULT_WINDOW = timedelta(minutes=30)
 DEFAULT_BUCKET = timedelta(minutes=1)

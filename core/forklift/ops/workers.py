@@ -12,6 +12,8 @@ from forklift._sqltext import render
 from forklift.ops.context import OpsContext
 from forklift.ops.shape import Shape
 
+__all__ = ["STALE_AFTER", "WorkerInfo", "list_workers"]
+
 #: A worker whose heartbeat is older than this is shown stale and not counted as listening.
 #: Workers beat every lease/3 (10 s by default); the leader marks a row exited (killed) after
 #: 60 s or 3 leases without a heartbeat, and deletes exited rows a day after the exit.

@@ -1,0 +1,32 @@
+"""What the CLI prints says ``1 job``/``3 jobs``, never ``job(s)`` (issue 17, item 18): no text a
+command prints (option help aside) spells a plural with ``(s)``."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+CLI = Path(__file__).resolve().parent.parent / "console" / "forklift_console"
+HEDGED = re.compile(r"\w\(s\)")
+
+
+def printed_texts(tree: ast.AST) -> list[tuple[int, str]]:
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                skip.add(id(body[0].value))  # a docstring
+        if isinstance(node, ast.keyword) and node.arg == "help":
+            skip.update(id(n) for n in ast.walk(node.value))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip]
+
+
+def test_no_command_prints_a_plural_as_s_in_parentheses() -> None:
+    found = [f"{path.name}:{line}: {text!r}"
+             for path in [*sorted(CLI.glob("cli*.py")), CLI / "opskit.py"]
+             for line, text in printed_texts(ast.parse(path.read_text("utf-8")))
+             if HEDGED.search(text)]
+    assert found == []

@@ -1,0 +1,274 @@
+"""Issue 17's console defects, one Pilot test each, against a real seeded PostgreSQL.
+
+Each test names the defect it pins (17.N) and fails on the console before its fix.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from apps.ops import error, insert_job, register_worker
+from console_seed import SCHEMA, Seeded, drive, loaded, make_app, on_screen, seed
+from helpers import wait_until_async
+from textual.pilot import Pilot
+from textual.widgets import Input, OptionList
+
+from forklift_console.app import ConsoleApp
+from forklift_console.screens.base import READ_ONLY_WHY
+from forklift_console.screens.job import JobScreen
+from forklift_console.screens.jobs import JobsScreen
+from forklift_console.screens.modals import PickScreen, ReasonScreen
+from forklift_console.screens.queues import QueuesScreen
+from forklift_console.screens.workers import WorkersScreen
+from forklift_console.widgets.table import LiveTable
+
+
+@pytest.fixture
+def seeded(conn: psycopg.Connection[Any]) -> Seeded:
+    return seed(conn)
+
+
+def messages(app: ConsoleApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+async def told(app: ConsoleApp, words: str) -> None:
+    await wait_until_async(lambda: any(words in m for m in messages(app)), timeout=10,
+                           message=lambda: f"no notification with {words!r}: {messages(app)}")
+
+
+async def filtered(app: ConsoleApp, pilot: Pilot[None], text: str) -> JobsScreen:
+    await pilot.press("3")
+    jobs = await on_screen(app, JobsScreen)
+    await pilot.press("slash")
+    jobs.query_one("#filter", Input).value = text
+    await pilot.press("enter")
+    await loaded(app, jobs)
+    return jobs
+
+
+def info(jobs: JobsScreen) -> str:
+    return str(jobs.query_one("#info").render())
+
+
+def add_reports(conn: psycopg.Connection[Any], n: int) -> None:
+    for i in range(n):
+        conn.execute(
+            f"INSERT INTO {SCHEMA}.jobs (queue, kind, args) VALUES ('reports', 'demo.report', %s)",
+            (f'{{"n": {7000 + i}}}',),
+        )
+
+
+# -- 17.1 ---------------------------------------------------------------------------------------
+def test_17_1_the_jobs_count_agrees_with_the_rows_shown(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    """The count is recounted on its own clock (frozen here, so never): rows that outgrew or
+    outlived it must not read "jobs 1-11 of 6"."""
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        jobs = await filtered(app, pilot, "queue:reports state:available")
+        assert "jobs 1–6 of 6" in info(jobs)
+        add_reports(conn, 5)
+        await loaded(app, jobs)
+        assert len(jobs.query_one("#jobs", LiveTable).keys) == 11
+        await wait_until_async(lambda: "jobs 1–11 of 11" in info(jobs), timeout=10,
+                               message=lambda: info(jobs))
+        conn.execute(f"DELETE FROM {SCHEMA}.jobs WHERE queue = 'reports' AND state = 'available'"
+                     " AND id > (SELECT min(id) + 1 FROM {s}.jobs WHERE queue = 'reports'"
+                     " AND state = 'available')".replace("{s}", SCHEMA))
+        await loaded(app, jobs)
+        assert len(jobs.query_one("#jobs", LiveTable).keys) == 2
+        await wait_until_async(lambda: "jobs 1–2 of 2" in info(jobs), timeout=10,
+                               message=lambda: info(jobs))
+
+    drive(make_app(dsn), scenario)
+
+
+# -- 17.9 ---------------------------------------------------------------------------------------
+def test_17_9_a_disabled_key_says_why(dsn: str, seeded: Seeded) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        app.push_screen(JobScreen(seeded.ids["lagging"]))
+        job = await on_screen(app, JobScreen)
+        await loaded(app, job)
+        await pilot.press("D")
+        await told(app, f"job {seeded.ids['lagging']} is available")
+        assert any("cancel it first (C)" in m for m in messages(app))
+        assert isinstance(app.screen, JobScreen)  # and nothing was asked or done
+
+    drive(make_app(dsn), scenario)
+
+
+def test_17_9_a_write_key_in_read_only_says_why(dsn: str, seeded: Seeded) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        jobs = await filtered(app, pilot, "state:dead")
+        jobs.query_one("#jobs", LiveTable).focus()
+        await pilot.press("r")
+        await told(app, READ_ONLY_WHY)
+        assert isinstance(app.screen, JobsScreen)
+
+    drive(make_app(dsn, read_only=True), scenario)
+
+
+# -- 17.10 --------------------------------------------------------------------------------------
+def test_17_10_a_rejected_filter_does_not_stay_in_the_filter_line(
+    dsn: str, seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        jobs = await filtered(app, pilot, "queue:reports")
+        shown = list(jobs.query_one("#jobs", LiveTable).keys)
+        await pilot.press("slash")
+        bar = jobs.query_one("#filter", Input)
+        bar.value = "queue:reports state:zombie"
+        await pilot.press("enter")
+        await told(app, "state:zombie is not a state")
+        await told(app, "still showing: queue:reports")
+        assert bar.value == "queue:reports"  # the line says what the rows show
+        assert jobs.filter_text == "queue:reports"
+        assert list(jobs.query_one("#jobs", LiveTable).keys) == shown
+
+    drive(make_app(dsn), scenario)
+
+
+# -- 17.11 --------------------------------------------------------------------------------------
+def test_17_11_a_palette_row_action_from_elsewhere_asks_which_row(
+    dsn: str, seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        queues = app.views["queues"]
+        assert isinstance(queues, QueuesScreen)
+        assert app.current_mode == "overview"
+        command = next(c for c in app.get_system_commands(app.screen)
+                       if c.title == "Queues: Pause/resume")
+        command.callback()
+        pick = await on_screen(app, PickScreen)
+        await wait_until_async(lambda: isinstance(app.focused, OptionList), timeout=10)
+        choices = pick.query_one("#choices", OptionList)
+        keys = [choices.get_option_at_index(i).id for i in range(choices.option_count)]
+        assert {"default", "mail", "reports", "slow"} <= set(keys)
+        # Not whatever row the Queues screen had highlighted: the one picked here.
+        while choices.highlighted_option is None or choices.highlighted_option.id != "slow":
+            await pilot.press("down")
+        await pilot.press("enter")
+        dialog = await on_screen(app, ReasonScreen)
+        assert dialog.title_text == "Pause queue slow?"
+        await pilot.press("escape")
+        await on_screen(app, QueuesScreen)
+
+    drive(make_app(dsn), scenario)
+
+
+# -- 17.13 --------------------------------------------------------------------------------------
+def test_17_13_jobs_at_80_columns_gives_the_error_column_room(dsn: str, seeded: Seeded) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        jobs = await filtered(app, pilot, f"id:{seeded.ids['hostile']}")
+        table = jobs.query_one("#jobs", LiveTable)
+        labels = [str(c.label) for c in table.columns.values()]
+        assert "Queue" not in labels and "Try" not in labels
+        info_column = list(table.columns.values())[-1]
+        assert info_column.get_render_width(table) >= 30
+        # What the columns leave out is on the line under the table, for the highlighted job.
+        current = str(jobs.query_one("#current").render())
+        assert "queue default" in current and "attempt 4/4" in current
+        await pilot.resize_terminal(120, 36)
+        await wait_until_async(
+            lambda: "Queue" in [str(c.label) for c in
+                                jobs.query_one("#jobs", LiveTable).columns.values()],
+            timeout=10, message="the wide layout must come back at 120 columns")
+        assert jobs.query_one("#jobs", LiveTable).keys == [str(seeded.ids["hostile"])]
+
+    drive(make_app(dsn), scenario, size=(80, 24))
+
+
+# -- 17.14 --------------------------------------------------------------------------------------
+def test_17_14_without_colour_the_cursor_row_and_disabled_keys_still_read(
+    dsn: str, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("NO_COLOR", "1")
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        from textual.widgets._footer import FooterKey
+
+        jobs = await filtered(app, pilot, "queue:nothing-here")
+        table = jobs.query_one("#jobs", LiveTable)
+        assert table.get_component_rich_style("datatable--cursor").reverse
+        await wait_until_async(lambda: bool(app.screen.query("FooterKey.-disabled")), timeout=10,
+                               message="r, C, D are disabled on an empty list")
+        for key in app.screen.query("FooterKey.-disabled").results(FooterKey):
+            assert key.rich_style.strike, key
+
+    drive(make_app(dsn), scenario)
+
+
+# -- 17.8 ---------------------------------------------------------------------------------------
+def test_17_8_queues_show_failing_and_no_worker(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """A queue where every job dies reads failing, not active; work waiting with no live worker
+    listening reads no worker at once, not active until the lag passes a minute."""
+    now = datetime.now(UTC)
+    for i in range(4):
+        at = now - timedelta(minutes=i + 1)
+        insert_job(conn, queue="doomed", state="dead", errors=[error(at=at)], finished_at=at)
+    insert_job(conn, queue="orphan", state="available")
+    insert_job(conn, queue="flowing", state="available")
+    insert_job(conn, queue="flowing", state="completed", finished_at=now)
+    register_worker(conn, "w1", ["doomed", "flowing"], slots=4)
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("2")
+        queues = await on_screen(app, QueuesScreen)
+        await loaded(app, queues)
+        table = queues.query_one("#queues", LiveTable)
+        states = {k: str(table.cell_value(k, "state")) for k in table.keys}
+        assert "failing" in states["doomed"], states
+        assert "no worker" in states["orphan"], states
+        assert "active" in states["flowing"], states
+
+    drive(make_app(dsn, now=now), scenario)
+
+
+# -- 17.15 --------------------------------------------------------------------------------------
+def test_17_15_a_worker_that_exited_stays_listed_with_when_and_how(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    now = datetime.now(UTC)
+    register_worker(conn, "live-1", ["default"])
+    for wid, reason, ago in (("gone-1", "drained", 120), ("gone-2", "killed", 30),
+                             ("gone-3", "lease_lost", 600)):
+        register_worker(conn, wid, ["default"])
+        conn.execute(f"UPDATE {SCHEMA}.workers SET state = 'exited', exit_reason = %s,"
+                     " exited_at = %s WHERE id = %s",
+                     (reason, now - timedelta(seconds=ago), wid))
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("5")
+        workers = await on_screen(app, WorkersScreen)
+        await loaded(app, workers)
+        table = workers.query_one("#workers", LiveTable)
+        # The live worker first, then the exited ones, newest exit first.
+        assert table.keys == ["live-1", "gone-2", "gone-1", "gone-3"]
+        assert "exited" in str(table.cell_value("gone-2", "state"))
+        assert "exited 30s ago, killed" in str(table.cell_value("gone-2", "id"))
+        assert "lease lost" in str(table.cell_value("gone-3", "id"))
+        table.focus()
+        table.move_to_key("gone-2")
+        await wait_until_async(
+            lambda: "killed: its heartbeat stopped" in str(
+                workers.query_one("#inflight").render()), timeout=10,
+            message=lambda: str(workers.query_one("#inflight").render()))
+        assert "3 exited in the last day" in str(workers.query_one("#info").render())
+
+    drive(make_app(dsn, now=now), scenario)
+
+
+def test_17_13_workers_queues_are_not_cut_at_120_columns(dsn: str, seeded: Seeded) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("5")
+        workers = await on_screen(app, WorkersScreen)
+        await loaded(app, workers)
+        table = workers.query_one("#workers", LiveTable)
+        assert str(table.cell_value("web-1:4242:a1", "queues")) == "default,mail,reports"
+
+    drive(make_app(dsn), scenario)
