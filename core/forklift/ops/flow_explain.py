@@ -18,6 +18,8 @@ from forklift.ops.context import OpsContext
 from forklift.ops.explain import Reason
 from forklift.ops.rates import bucket, queue_flow, rate_info
 
+__all__ = ["MAX_HOLDERS", "MAX_LISTED", "SAMPLE", "job_reasons", "queue_reasons", "shown"]
+
 MAX_HOLDERS = 5
 SAMPLE = 1_000  # waiting keyed jobs a queue's explanation looks at
 MAX_LISTED = 10  # reasons of one code a queue's explanation lists

@@ -30,6 +30,9 @@ from forklift.ops.filters import check_text
 from forklift.ops.rates import Bucket, RateInfo, bucket, rate_info
 from forklift.ops.shape import Shape
 
+__all__ = ["MAX_HOLDERS", "MAX_VALUES", "SCAN_CAP", "Holder", "KeyDetail", "KeyInfo", "KeyNotFound",
+           "ValueInfo", "list_keys", "reset", "set_limit", "set_rate", "show_key"]
+
 SCAN_CAP = 50_000
 MAX_VALUES = 200
 MAX_HOLDERS = 20

@@ -25,6 +25,9 @@ from forklift.ops.errors import InvalidFilter, QueueNotFound
 from forklift.ops.queues import WAKE_SQL, QueueInfo, _check_name, get_queue
 from forklift.ops.shape import Shape
 
+__all__ = ["WAITING_CAP", "Bucket", "FlowQueue", "QueueFlow", "RateInfo", "bucket", "flow_queues",
+           "parse_rate", "queue_flow", "rate_info", "set_fair", "set_queue_rate"]
+
 QUEUE_RATE_SQL = """
 INSERT INTO {s}.queues AS q (name, flow, rate_limit, rate_per, rate_burst)
 VALUES (%(q)s, true, %(limit)s, %(per)s, %(burst)s)
