@@ -65,3 +65,37 @@ def test_a_second_tenant_is_not_stuck_behind_a_backlog(
         assert left[0] > BACKLOG // 2  # it did not wait for the backlog to drain
     else:
         assert left[0] == 0 or ahead > 2 * SLOTS  # FIFO: behind the backlog
+
+
+@pytest.mark.slow
+def test_the_fair_share_bound_holds_across_worker_processes(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str, tmp_path: Any
+) -> None:
+    """Two worker processes drain one tenant's backlog; three other tenants' first jobs each
+    start within one claim round of every worker (no more backlog jobs start before them)."""
+    from apps import faults
+
+    workers, backlog = 2, 2 * BACKLOG
+    with Operator(dsn, actor="t") as op:
+        op.set_fair("fair", True, create=True)
+    flow_keys.fair.enqueue_many([Work("big", work=0.002) for _ in range(backlog)])
+    procs = faults.Procs(dsn, tmp_path)
+    try:
+        for w in [procs.start(app="apps.flow_keys:app", concurrency=SLOTS, queues="fair")
+                  for _ in range(workers)]:
+            faults.registered(conn, w)
+        wait_until(lambda: conn.execute("SELECT count(*) FROM public.key_ledger").fetchone()
+                   >= (50,), timeout=60, message="the backlog never started")  # type: ignore[operator]
+        smalls = [flow_keys.fair.enqueue(Work(f"small{i}")).id for i in range(3)]
+        wait_until(lambda: conn.execute(
+            "SELECT count(*) FROM public.key_ledger WHERE job_id = ANY(%s)", (smalls,)
+        ).fetchone() == (len(smalls),), timeout=120, message=lambda: procs.logs())
+        ahead = [started_before(conn, s) for s in smalls]
+        left = conn.execute("SELECT count(*) FROM forklift.jobs WHERE state = 'available'"
+                            ).fetchone()
+        used = conn.execute("SELECT count(DISTINCT worker) FROM public.key_ledger").fetchone()
+    finally:
+        procs.close()
+    assert max(ahead) <= 2 * SLOTS * workers, ahead
+    assert left is not None and left[0] > backlog // 2  # it did not wait for the backlog
+    assert used == (workers,)
