@@ -128,10 +128,11 @@ PARTITIONS = 300  # tenants per queue
 @pytest.fixture
 def keyed_half_drained(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     """The same shape with keyed jobs: every queue flagged for the flow claim, its jobs spread
-    over many tenants (the partition) and a few accounts (a second key), the head tenant of each
-    queue at its limit with a backlog, a rated queue and a fair one."""
-    conn.execute(
-        "INSERT INTO forklift.flow_keys (name, concurrency) VALUES ('tenant', 2), ('account', 50)")
+    over many tenants (the partition) and a few rated accounts (a second key), the head tenant
+    of each queue at its limit with a backlog, a rated queue and a fair one."""
+    conn.execute(  # the second key has a rate too: a bucket per account value
+        "INSERT INTO forklift.flow_keys (name, concurrency, rate_limit, rate_per, rate_burst)"
+        " VALUES ('tenant', 2, NULL, NULL, NULL), ('account', 50, 1000, 1, 1000)")
     conn.execute(
         "INSERT INTO forklift.jobs (queue, kind, run_at, keys)"
         " SELECT q, 'plan.job', now() - make_interval(secs => %s - i),"
