@@ -90,6 +90,39 @@ def test_kinds_without_keys_store_none_and_leave_their_queue_alone(
     assert conn.execute("SELECT count(*) FROM forklift.flow_values").fetchone() == (0,)
 
 
+def test_a_worker_claims_unkeyed_queues_without_the_flow_claim_until_a_keyed_job_arrives(
+    app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue that uses no key pays nothing: its claims are the plain ones (with the local
+    buffer) until its first keyed job flags it."""
+    from apps.basic import running_worker
+    from helpers import wait_until
+
+    from forklift._flow.claim import FlowClaim
+
+    flow_runs: list[int] = []
+    real = FlowClaim.run
+
+    async def counted(self: FlowClaim, *args: Any, **kw: Any) -> Any:
+        flow_runs.append(kw["n"])
+        return await real(self, *args, **kw)
+
+    monkeypatch.setattr(FlowClaim, "run", counted)
+
+    def done(ids: list[int]) -> bool:
+        row = conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s)"
+                           " AND state = 'completed'", (ids,)).fetchone()
+        return row == (len(ids),)
+
+    with running_worker(app, queues=["keyed"], concurrency=4) as w:
+        plain = flow_keys.plain.enqueue_many([Work("p") for _ in range(200)])
+        wait_until(lambda: done(plain), timeout=60, message="the plain jobs did not finish")
+        assert flow_runs == [] and w.producer.flow.queues == [] and not flagged(conn, "keyed")
+        keyed = [flow_keys.solo.enqueue(Work("k")).id]
+        wait_until(lambda: done(keyed), timeout=60, message="the keyed job did not finish")
+    assert flow_runs and flagged(conn, "keyed")
+
+
 @pytest.mark.parametrize(("args", "reason"), [
     ({}, "raised KeyError"), ({"tenant": 5}, "returned int, not a string"),
     ({"tenant": ""}, "is empty"), ({"tenant": "a\u200bb"}, "U+200B"),
