@@ -121,8 +121,10 @@ CREATE TABLE {s}.queues (
 -- (functions/jobs_wake_v2.sql) consumes a queue's rows and NOTIFYs only when it found one, so
 -- concurrent producers' commits are not serialised on NOTIFY's cluster-wide lock.
 -- No key: a worker replaces its marks (a new row each time) instead of upserting them, so
--- neither side ever waits on a row the other has locked.
-CREATE TABLE {s}.idle_workers (
+-- neither side ever waits on a row the other has locked. Unlogged: a mark is written at every
+-- wait, and a logged one cost the idle worker a WAL flush each time; after a crash the table is
+-- empty and nobody is woken until workers, re-listening, mark themselves again.
+CREATE UNLOGGED TABLE {s}.idle_workers (
     queue      text NOT NULL,
     worker_id  text NOT NULL
 );
