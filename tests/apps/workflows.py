@@ -1,0 +1,109 @@
+"""The workflow tests' app: outbox sinks (callables and a kind), and later steps, sleeps, waits
+and dependencies.
+
+Handlers and sinks talk to the test through tables beside forklift's (made by :func:`setup`):
+``wf_seen`` (one row per delivery start and end, and per handler run) and ``wf_gates`` (a sink
+or handler told to hold waits until the test opens its gate). They use their own connections.
+
+Run in-process (``apps.basic.running_worker``) or as ``forklift worker --app apps.workflows:app``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+
+from forklift import Forklift, JobContext
+from forklift._durable.outbox import Message
+from forklift._retry import Backoff
+
+app = Forklift()
+
+SETUP_SQL = """
+CREATE TABLE IF NOT EXISTS public.wf_gates (name text PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS public.wf_seen (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    what text NOT NULL, topic text, msg_id bigint, job_id bigint, attempt int, pid int NOT NULL,
+    detail jsonb, at timestamptz NOT NULL DEFAULT clock_timestamp());
+"""
+
+
+def setup(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(SETUP_SQL)
+
+
+@contextlib.contextmanager
+def bound(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
+    setup(conn)
+    app.use(dsn)
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+_local = threading.local()
+
+
+def sql(query: str, params: Any = None) -> list[tuple[Any, ...]]:
+    conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
+    if conn is None or conn.closed or conn.broken or getattr(_local, "dsn", None) != app.dsn:
+        conn = psycopg.connect(app.dsn, autocommit=True, application_name="workflows-app")
+        _local.conn, _local.dsn = conn, app.dsn
+    cur = conn.execute(query, params)
+    return cur.fetchall() if cur.description else []
+
+
+def seen(what: str, *, topic: str | None = None, msg_id: int | None = None,
+         job_id: int | None = None, attempt: int | None = None, detail: Any = None) -> None:
+    import json
+
+    sql("INSERT INTO public.wf_seen (what, topic, msg_id, job_id, attempt, pid, detail)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb)",
+        (what, topic, msg_id, job_id, attempt, os.getpid(), json.dumps(detail)))
+
+
+def gate_open(name: str) -> bool:
+    return bool(sql("SELECT 1 FROM public.wf_gates WHERE name = %s", (name,)))
+
+
+def hold(name: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not gate_open(name) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+# -- outbox sinks -----------------------------------------------------------------------------
+def record(message: Message) -> None:
+    """Records the delivery's start and end; holds first when the payload names a gate."""
+    p = message.payload if isinstance(message.payload, dict) else {}
+    seen("start", topic=message.topic, msg_id=message.id, attempt=message.attempt)
+    if p.get("hold"):
+        hold(str(p["hold"]))
+    if p.get("fail_until", 0) >= message.attempt:
+        raise RuntimeError(f"refusing delivery {message.attempt} of {message.id}")
+    seen("done", topic=message.topic, msg_id=message.id, attempt=message.attempt)
+
+
+for _topic in ("wf.a", "wf.b", "wf.c"):
+    app.outbox.sink(_topic, record, timeout=60)
+
+
+@app.outbox.sink("wf.flaky", max_attempts=3,
+                 retry=Backoff(kind="fixed", base=0.05, max=0.05, jitter="none"))
+async def flaky(message: Message) -> None:
+    record(message)
+
+
+@app.job(name="wf.receive")
+def receive(ctx: JobContext, order: dict[str, int]) -> None:
+    seen("job", job_id=ctx.job_id, detail={"order": order["order"], "meta": ctx.meta})
+
+
+app.outbox.sink("wf.jobs", receive)
