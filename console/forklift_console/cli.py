@@ -38,6 +38,8 @@ GROUPS = {
         ("retention", "cli_retention:retention_app"),
         ("roles", "cli_roles:roles_app"),
         ("locks", "cli_locks:locks_app"),
+        ("outbox", "cli_outbox:outbox_app"),
+        ("events", "cli_outbox:events_app"),
     )
 }
 
