@@ -107,3 +107,17 @@ def receive(ctx: JobContext, order: dict[str, int]) -> None:
 
 
 app.outbox.sink("wf.jobs", receive)
+
+
+# -- dependencies -----------------------------------------------------------------------------
+@app.job(name="wf.task", max_attempts=3, retry=Backoff(kind="fixed", base=0.05, max=0.05,
+                                                       jitter="none"))
+def task(ctx: JobContext, t: dict[str, Any]) -> dict[str, Any]:
+    """Records its run; holds on a gate (first attempt only) or fails when told."""
+    seen("run", job_id=ctx.job_id, attempt=ctx.attempt, detail=t)
+    if t.get("hold") and ctx.attempt == 1:
+        hold(str(t["hold"]))
+    if t.get("fail"):
+        raise RuntimeError("told to fail")
+    seen("end", job_id=ctx.job_id, attempt=ctx.attempt)
+    return {"job": ctx.job_id}
