@@ -10,11 +10,13 @@ Run in-process (``apps.basic.running_worker``) or as ``forklift worker --app app
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -121,3 +123,63 @@ def task(ctx: JobContext, t: dict[str, Any]) -> dict[str, Any]:
         raise RuntimeError("told to fail")
     seen("end", job_id=ctx.job_id, attempt=ctx.attempt)
     return {"job": ctx.job_id}
+
+
+# -- steps ------------------------------------------------------------------------------------
+@dataclass
+class Receipt:
+    charged: int
+    pid: int
+
+
+def charge(n: int) -> Receipt:
+    seen("step", detail={"step": "charge", "n": n})
+    return Receipt(charged=n, pid=os.getpid())
+
+
+async def ship(receipt: Receipt) -> dict[str, Any]:
+    seen("step", detail={"step": "ship", "charged": receipt.charged})
+    return {"shipped": receipt.charged, "tags": ("a", "b")}
+
+
+def no_json() -> object:
+    return object()
+
+
+STEP_RETRY = Backoff(kind="fixed", base=0.05, max=0.05, jitter="none")
+
+
+@app.job(name="wf.steps", max_attempts=5, retry=STEP_RETRY)
+async def steps(ctx: JobContext, p: dict[str, Any]) -> dict[str, Any]:
+    """Two steps; between them it holds (a gate) or fails, on the first attempt, when told."""
+    receipt = await ctx.step("charge", charge, p["n"])
+    assert isinstance(receipt, Receipt)  # typed on the first run and on a replay alike
+    if ctx.attempt == 1 and p.get("hold"):
+        await asyncio.to_thread(hold, str(p["hold"]))
+    if ctx.attempt == 1 and p.get("fail"):
+        raise RuntimeError("failing between the steps")
+    shipped = await ctx.step("ship", ship, receipt)
+    return {"receipt": receipt.pid, "shipped": shipped}
+
+
+@app.job(name="wf.steps_sync", max_attempts=5, retry=STEP_RETRY)
+def steps_sync(ctx: JobContext, p: dict[str, Any]) -> dict[str, Any]:
+    receipt = ctx.step_sync("charge", charge, p["n"])
+    if ctx.attempt == 1:
+        raise RuntimeError("failing between the steps")
+    again = ctx.step_sync("again", lambda: {"x": 1})
+    return {"receipt": receipt.pid, "again": again}
+
+
+@app.job(name="wf.bad_steps", max_attempts=5, retry=STEP_RETRY)
+async def bad_steps(ctx: JobContext, p: dict[str, str]) -> None:
+    how = p["how"]
+    if how == "duplicate":
+        await ctx.step("once", lambda: 1)
+        await ctx.step("once", lambda: 2)
+    elif how == "result":
+        await ctx.step("odd", no_json)
+    elif how == "long":
+        await ctx.step("x" * 201, lambda: 1)
+    elif how == "hidden":
+        await ctx.step("charge\u202e", lambda: 1)

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import unicodedata
 
-from forklift._errors import InvalidOption
+from forklift._errors import ForkliftError, InvalidOption
 
 MAX_NAME = 200
 _HIDDEN = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
-def check_name(value: object, what: str, *, cap: int = MAX_NAME) -> str:
-    """``value`` if it is a usable name, else :class:`InvalidOption` naming ``what``."""
+def check_name(value: object, what: str, *, cap: int = MAX_NAME,
+               error: type[ForkliftError] = InvalidOption) -> str:
+    """``value`` if it is a usable name, else ``error`` (:class:`InvalidOption`) naming ``what``."""
     if not isinstance(value, str):
-        raise InvalidOption(f"{what} must be a string, not {type(value).__name__}", field=what)
+        raise error(f"{what} must be a string, not {type(value).__name__}", field=what)
     problem = None
     if not value:
         problem = "is empty"
@@ -27,5 +28,5 @@ def check_name(value: object, what: str, *, cap: int = MAX_NAME) -> str:
     elif value != value.strip():
         problem = "has whitespace at its start or end"
     if problem is not None:
-        raise InvalidOption(f"{what} {value[:80]!a} {problem}", field=what)
+        raise error(f"{what} {value[:80]!a} {problem}", field=what)
     return value
