@@ -6,10 +6,12 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from forklift._flow.locks import Lock
+
+T = TypeVar("T")
 
 _EVENTS = threading.Lock()  # guards the lazy creation of JobContext.cancelled
 
@@ -129,6 +131,21 @@ class JobContext:
             raise ConfigError("ctx.lock() needs a worker: outside jobs use app.lock()")
         lock: Lock = self._locks.lock(self, key, ttl, wait)
         return lock
+
+    # -- durable steps (forklift._durable.steps): nothing is loaded until a handler calls one --
+    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per job: a later attempt returns its stored result.
+
+        ``fn`` may be sync or async; its result is stored on its first success."""
+        from forklift._durable import steps
+
+        return await steps.step(self, name, fn, args, kwargs)
+
+    def step_sync(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """:meth:`step` for a sync handler (``fn`` a plain function)."""
+        from forklift._durable import steps
+
+        return steps.step_sync(self, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
     def _cancel(self, reason: str) -> None:
         if self.cancel_reason is None:
