@@ -14,6 +14,7 @@ from typing import Any
 
 from forklift._app import JobKind
 from forklift._context import JobContext
+from forklift._durable.errors import HandlerRefusal
 from forklift._errors import ForkliftError, LockLost
 from forklift._payload import to_json_text
 from forklift._retry import Backoff, Fail, Retry, Snooze
@@ -71,6 +72,8 @@ def failed(
 def classify(
     job: Claimed, ctx: JobContext, kind: JobKind[Any, Any], exc: BaseException
 ) -> Outcome:
+    if isinstance(exc, HandlerRefusal):  # a durable step's refusal: it would repeat every try
+        return failed(job, ctx, kind, exc, exc.code, message=exc.message, terminal=True)
     if isinstance(exc, Snooze):
         return Outcome(job.id, job.fence, "scheduled", delay=exc.delay, refund=1, code="snoozed")
     if isinstance(exc, Retry):
