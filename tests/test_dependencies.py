@@ -182,3 +182,21 @@ def test_a_dependent_runs_after_its_dependency_survives_a_sigkill(
     codes = conn.execute("SELECT errors -> 0 ->> 'code' FROM forklift.jobs WHERE id = %s",
                          (a.id,)).fetchone()
     assert codes == ("lease_expired",)
+
+
+def test_jobs_show_names_what_a_held_job_waits_for(app: Forklift, dsn: str) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from forklift_console.cli import app as cli
+
+    task = app.kind("wf.task")
+    a = task.enqueue({"n": 1})
+    d = task.enqueue({"n": 2}, after=[a])
+    got = CliRunner().invoke(cli, ["jobs", "show", str(d.id), "--json"],
+                             env={"FORKLIFT_DSN": dsn})
+    assert got.exit_code == 0, got.output
+    shown = json.loads(got.stdout)
+    assert shown["parked"] == f"waiting for jobs {a.id}"
+    assert shown["waits_for"] == [{"job_id": a.id, "state": "available", "policy": "cancel"}]

@@ -139,3 +139,26 @@ def test_jobs_without_steps_open_no_steps_session(app: Forklift,
         s = app.kind("wf.steps").enqueue({"n": 1})
         wait_until(lambda: finished(conn, s.id), timeout=30)
         assert "steps" in faults.purposes(conn, w.id)
+
+
+def test_jobs_show_lists_the_steps_with_state_time_and_result(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from forklift_console.cli import app as cli
+
+    j = app.kind("wf.steps").enqueue({"n": 7, "fail": True})
+    with running_worker(app, **FAST):
+        wait_until(lambda: finished(conn, j.id), timeout=30)
+    runner = CliRunner()
+    got = runner.invoke(cli, ["jobs", "show", str(j.id), "--json"], env={"FORKLIFT_DSN": dsn})
+    assert got.exit_code == 0, got.output
+    steps = json.loads(got.stdout)["steps"]
+    assert [(s["name"], s["state"], s["attempt"]) for s in steps] == [
+        ("charge", "completed", 1), ("ship", "completed", 2)]
+    assert json.loads(steps[0]["summary"])["charged"] == 7 and steps[0]["seconds"] >= 0
+    got = runner.invoke(cli, ["jobs", "show", str(j.id)], env={"FORKLIFT_DSN": dsn})
+    assert got.exit_code == 0 and "charge  completed  attempt 1" in got.stdout
