@@ -10,8 +10,6 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from forklift.ops import events as ops_events
-from forklift.ops import outbox as ops_outbox
 from forklift_console.opskit import (
     Actor,
     Dsn,
@@ -61,9 +59,8 @@ def list_cmd(
 ) -> None:
     """Messages, newest first (with per-topic totals of pending and dead ones)."""
     with handled(as_json), operator(dsn, schema) as op:
-        found = ops_outbox.messages(op.conn, op.ctx, state=state, topic=topic, limit=limit,
-                                    before_id=before)
-        totals = ops_outbox.topics(op.conn, op.ctx)
+        found = op.outbox_messages(state=state, topic=topic, limit=limit, before_id=before)
+        totals = op.outbox_topics()
     if as_json:
         emit_json({"topics": [t.to_json() for t in totals],
                    "messages": [m.to_json() for m in found]})
@@ -107,7 +104,7 @@ def retry_cmd(
     with handled(as_json):
         confirm(f"retry the dead messages of {what}?", yes, as_json)
         with operator(dsn, schema, actor, read_only) as op:
-            done = ops_outbox.retry(op.conn, op.ctx, ids=ids, topic=topic, reason=reason)
+            done = op.retry_outbox(ids=ids, topic=topic, reason=reason)
     if as_json:
         emit_json({"retried": done})
     else:
@@ -125,7 +122,7 @@ def events_cmd(
 ) -> None:
     """Events, newest first, with how many waits each one ended."""
     with handled(as_json), operator(dsn, schema) as op:
-        found = ops_events.list_events(op.conn, op.ctx, name=name, limit=limit, before_id=before)
+        found = op.events(name=name, limit=limit, before_id=before)
     if as_json:
         emit_json([e.to_json() for e in found])
         return
@@ -149,7 +146,7 @@ def waits_cmd(
 ) -> None:
     """Jobs parked waiting for an event, longest waiting first."""
     with handled(as_json), operator(dsn, schema) as op:
-        found = ops_events.waits(op.conn, op.ctx, name=name, limit=limit)
+        found = op.event_waits(name=name, limit=limit)
     if as_json:
         emit_json([w.to_json() for w in found])
         return
@@ -181,7 +178,7 @@ def publish_cmd(
     except ValueError as exc:
         raise usage(f"--data is not JSON: {exc}", as_json) from None
     with handled(as_json), operator(dsn, schema, actor, read_only) as op:
-        event = ops_events.publish(op.conn, op.ctx, name, value, reason=reason)
+        event = op.publish_event(name, value, reason=reason)
     if as_json:
         emit_json(event.to_json())
     else:
