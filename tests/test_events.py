@@ -113,3 +113,30 @@ def test_expired_events_are_purged_and_live_ones_kept(
 
     assert asyncio.run(run()) == 1
     assert conn.execute("SELECT id FROM forklift.events").fetchall() == [(long.id,)]
+
+
+def test_steps_and_dependencies_of_jobs_that_are_gone_are_deleted(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from forklift._worker.maintenance.workflows import orphans
+
+    kept = conn.execute("INSERT INTO forklift.jobs (kind) VALUES ('k') RETURNING id").fetchone()
+    gone = conn.execute("INSERT INTO forklift.jobs (kind) VALUES ('k') RETURNING id").fetchone()
+    assert kept is not None and gone is not None
+    for job in (kept[0], gone[0]):
+        conn.execute("INSERT INTO forklift.job_steps (job_id, name, state, fence, attempt)"
+                     " VALUES (%s, 's', 'completed', 1, 1)", (job,))
+        conn.execute("INSERT INTO forklift.job_deps (job_id, depends_on) VALUES (%s, %s)",
+                     (job, kept[0]))
+    conn.execute("DELETE FROM forklift.jobs WHERE id = %s", (gone[0],))
+
+    async def run() -> int:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            cursors: dict[str, int] = {}
+            n = await orphans(c, "forklift", cursors, batch=1)  # a slice of one job id
+            n += await orphans(c, "forklift", cursors, batch=1)
+            return n
+
+    assert asyncio.run(run()) == 2
+    assert conn.execute("SELECT job_id FROM forklift.job_steps").fetchall() == [(kept[0],)]
+    assert conn.execute("SELECT job_id FROM forklift.job_deps").fetchall() == [(kept[0],)]

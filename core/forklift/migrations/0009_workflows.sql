@@ -19,9 +19,10 @@ ALTER TABLE {s}.jobs ADD COLUMN has_dependents boolean NOT NULL DEFAULT false;
 
 -- One row per named step of a job: a finished step's result (ctx.step), a sleep (ctx.sleep) or a
 -- wait for an event (ctx.wait_for_event). Written fenced on the job's (id, fence): one statement
--- per step.
+-- per step. No foreign key to jobs (deleting jobs stays as cheap as before for every job): the
+-- leader's workflow-retention chore deletes the rows of jobs that are gone.
 CREATE TABLE {s}.job_steps (
-    job_id       bigint      NOT NULL REFERENCES {s}.jobs (id) ON DELETE CASCADE,
+    job_id       bigint      NOT NULL,
     name         text        NOT NULL,
     state        text        NOT NULL CHECK (state IN ('completed', 'failed', 'sleeping', 'waiting')),
     result       jsonb,
@@ -68,7 +69,7 @@ CREATE CONSTRAINT TRIGGER events_wake AFTER INSERT ON {s}.events
 
 -- job_id waits for depends_on; policy says what it does if depends_on ends dead or cancelled.
 CREATE TABLE {s}.job_deps (
-    job_id      bigint NOT NULL REFERENCES {s}.jobs (id) ON DELETE CASCADE,
+    job_id      bigint NOT NULL,
     depends_on  bigint NOT NULL,
     policy      text   NOT NULL DEFAULT 'cancel' CHECK (policy IN ('cancel', 'run')),
     PRIMARY KEY (depends_on, job_id)
