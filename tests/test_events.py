@@ -70,12 +70,12 @@ def test_publish_async_in_the_callers_transaction(app: Forklift, dsn: str,
 
 
 @pytest.mark.parametrize(("name", "data", "code"), [
-    ("", 1, "invalid_option"),
-    ("x" * 201, 1, "invalid_option"),
-    ("order\x1b[0m", 1, "invalid_option"),
-    ("order\u200b", 1, "invalid_option"),
-    (" order", 1, "invalid_option"),
-    (42, 1, "invalid_option"),
+    ("", 1, "invalid_name"),
+    ("x" * 201, 1, "invalid_name"),
+    ("order\x1b[0m", 1, "invalid_name"),
+    ("order\u200b", 1, "invalid_name"),
+    (" order", 1, "invalid_name"),
+    (42, 1, "invalid_name"),
     ("order", {1, 2}, "not_json"),
     ("order", float("nan"), "not_json"),
     ("order", object(), "not_json"),

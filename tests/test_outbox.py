@@ -74,7 +74,7 @@ def test_a_message_exists_exactly_when_the_callers_transaction_commits(
 
 
 @pytest.mark.parametrize(("topic", "payload", "code"), [
-    ("", {}, "invalid_option"), ("t\x07", {}, "invalid_option"), ("t" * 201, {}, "invalid_option"),
+    ("", {}, "invalid_name"), ("t\x07", {}, "invalid_name"), ("t" * 201, {}, "invalid_name"),
     ("t", {"x": float("inf")}, "not_json"), ("t", "\x00", "nul_character"),
 ])
 def test_a_message_that_cannot_be_stored_is_refused(

@@ -21,13 +21,12 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import psycopg
-
 from forklift._durable.errors import UnknownDependency
 from forklift._enqueue import Row
 from forklift._errors import InvalidOption
 from forklift._job import Job
 from forklift._sqltext import render
+from forklift._steps import Query, Steps
 
 Policy = Literal["cancel", "run"]
 POLICIES: tuple[Policy, ...] = ("cancel", "run")
@@ -97,20 +96,10 @@ def _unknown(missing: Any, ids: list[int]) -> UnknownDependency:
         " already stored", missing=gone)
 
 
-def insert(conn: psycopg.Connection[Any], schema: str, row: Row, ids: list[int],
-           policy: str) -> Job:
-    got = conn.execute(render(INSERT_SQL, schema), _params(row, ids, policy)).fetchone()
+def insert_steps(schema: str, row: Row, ids: list[int], policy: str) -> Steps[Job]:
+    """Store the held job and its dependency rows (one statement), or refuse an unknown id."""
+    got = yield Query(render(INSERT_SQL, schema), _params(row, ids, policy), "one")
     if got is None:
-        missing = conn.execute(render(MISSING_SQL, schema), (ids,)).fetchone()
-        raise _unknown(missing[0] if missing else None, ids)
-    return _job(row, got)
-
-
-async def insert_async(conn: psycopg.AsyncConnection[Any], schema: str, row: Row, ids: list[int],
-                       policy: str) -> Job:
-    got = await (await conn.execute(render(INSERT_SQL, schema), _params(row, ids, policy))
-                 ).fetchone()
-    if got is None:
-        missing = await (await conn.execute(render(MISSING_SQL, schema), (ids,))).fetchone()
+        missing = yield Query(render(MISSING_SQL, schema), (ids,), "one")
         raise _unknown(missing[0] if missing else None, ids)
     return _job(row, got)

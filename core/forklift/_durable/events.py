@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
-from forklift._durable.names import check_name
 from forklift._errors import InvalidOption
+from forklift._names import check_name
 from forklift._payload import to_json_text
 from forklift._sqltext import render
+from forklift._steps import Query, Steps
 
 if TYPE_CHECKING:
     from forklift._app import Forklift
@@ -49,7 +48,7 @@ def prepare(app: Forklift, name: object, data: Any, ttl: timedelta | float) -> t
 
 
 def check(name: object, data: Any, ttl: timedelta | float, limit: int) -> tuple[Any, ...]:
-    checked = check_name(name, "event name")
+    checked = check_name(name, "event", field="event name")
     seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
     if not 0 < seconds <= MAX_TTL.total_seconds():
         raise InvalidOption(f"ttl must be positive and at most {MAX_TTL.days} days", field="ttl")
@@ -57,16 +56,8 @@ def check(name: object, data: Any, ttl: timedelta | float, limit: int) -> tuple[
     return checked, text, seconds
 
 
-def publish(conn: psycopg.Connection[Any], schema: str, params: tuple[Any, ...]) -> Event:
-    row = conn.execute(render(PUBLISH_SQL, schema), params).fetchone()
-    assert row is not None
-    return Event(*row)
-
-
-async def publish_async(
-    conn: psycopg.AsyncConnection[Any], schema: str, params: tuple[Any, ...]
-) -> Event:
-    cur = await conn.execute(render(PUBLISH_SQL, schema), params)
-    row = await cur.fetchone()
+def publish_steps(schema: str, params: tuple[Any, ...]) -> Steps[Event]:
+    """Insert the event (one statement; sync and async drivers share it)."""
+    row = yield Query(render(PUBLISH_SQL, schema), params, "one")
     assert row is not None
     return Event(*row)

@@ -24,14 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from forklift._durable.names import check_name
 from forklift._errors import ConfigError
+from forklift._names import check_name
 from forklift._payload import to_json_text
 from forklift._retry import Backoff
 from forklift._sqltext import render
+from forklift._steps import Query, Steps
 
 if TYPE_CHECKING:
-    from forklift._app import Forklift, JobKind
+    from forklift._app import Forklift
+    from forklift._kind import JobKind
 
 PUBLISH_SQL = "INSERT INTO {s}.outbox (topic, payload) VALUES (%s, %s::jsonb) RETURNING id"
 
@@ -77,38 +79,25 @@ class Outbox:
         self.app = app
         self.sinks: dict[str, Sink] = {}
 
-    def _params(self, topic: object, payload: Any) -> tuple[str, str]:
+    def _steps(self, topic: object, payload: Any) -> Steps[int]:
         name = check_name(topic, "topic")
-        return name, to_json_text(payload, what="outbox payload", kind=name,
-                                  limit=self.app.payload_limit)
+        text = to_json_text(payload, what="outbox payload", kind=name,
+                            limit=self.app.payload_limit)
+        row = yield Query(render(PUBLISH_SQL, self.app.schema), (name, text), "one")
+        assert row is not None
+        return int(row[0])
 
     def publish(
         self, topic: str, payload: Any, *, conn: psycopg.Connection[Any] | None = None
     ) -> int:
         """Record a message (in the caller's transaction with ``conn=``); returns its id."""
-        params = self._params(topic, payload)
-        sql = render(PUBLISH_SQL, self.app.schema)
-        if conn is not None:
-            row = conn.execute(sql, params).fetchone()
-        else:
-            with self.app.pool().connection() as own:
-                row = own.execute(sql, params).fetchone()
-        assert row is not None
-        return int(row[0])
+        return self.app._run(self._steps(topic, payload), conn)
 
     async def publish_async(
         self, topic: str, payload: Any, *, conn: psycopg.AsyncConnection[Any] | None = None
     ) -> int:
-        params = self._params(topic, payload)
-        sql = render(PUBLISH_SQL, self.app.schema)
-        if conn is not None:
-            row = await (await conn.execute(sql, params)).fetchone()
-        else:
-            pool = await self.app.async_pool()
-            async with pool.connection() as own:
-                row = await (await own.execute(sql, params)).fetchone()
-        assert row is not None
-        return int(row[0])
+        """:meth:`publish` for asyncio."""
+        return await self.app._run_async(self._steps(topic, payload), conn)
 
     def sink(
         self,
@@ -126,7 +115,7 @@ class Outbox:
             @app.outbox.sink("orders.paid.webhook", max_attempts=5)
             def post(message: Message) -> None: ...           # called by the relay
         """
-        from forklift._app import JobKind
+        from forklift._kind import JobKind
 
         name = check_name(topic, "topic")
         if max_attempts < 1:

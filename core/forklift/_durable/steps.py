@@ -36,9 +36,9 @@ from forklift._durable.errors import (
     InvalidStepResult,
     StepLeaseLost,
 )
-from forklift._durable.names import check_name
 from forklift._durable.runtime import AttemptSteps, Stored, attempt_steps
-from forklift._errors import ForkliftError
+from forklift._errors import ForkliftError, InvalidName
+from forklift._names import check_name
 from forklift._payload import Codec, to_json_text
 from forklift._scrub import error_entry
 from forklift._sqltext import render
@@ -96,7 +96,10 @@ async def _write(conn: psycopg.AsyncConnection[Any], *, schema: str, params: dic
 
 def claim_name(state: AttemptSteps, name: object, what: str = "step name") -> str:
     """``name`` checked and marked used in this run (refusals: see the module)."""
-    checked = check_name(name, what, error=InvalidStepName)
+    try:
+        checked = check_name(name, "step", field=what)
+    except InvalidName as exc:
+        raise InvalidStepName(exc.message, **exc.detail) from None
     if checked in state.used:
         raise DuplicateStep(
             f"step {checked!r} was already used in this run: each step, sleep and wait of a job"

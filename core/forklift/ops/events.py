@@ -11,6 +11,7 @@ import psycopg
 
 from forklift._durable import events as _events
 from forklift._sqltext import render
+from forklift._steps import drive
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
@@ -93,7 +94,7 @@ def publish(
     ctx.require_write("events publish")
     params = _events.check(name, data, _events.DEFAULT_TTL, payload_limit)
     with conn.transaction():
-        event = _events.publish(conn, ctx.schema, params)
+        event = drive(conn, _events.publish_steps(ctx.schema, params))
         audit.record(conn, ctx, "events.publish", {"event": event.id, "name": event.name},
                      count=1, reason=audit.clean_reason(reason))
     return EventInfo(event.id, event.name, str(params[1])[:PREVIEW], event.published_at,
