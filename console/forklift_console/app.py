@@ -39,6 +39,7 @@ from forklift_console.screens.overview import OverviewScreen
 from forklift_console.screens.queues import QueuesScreen
 from forklift_console.screens.schedules import SchedulesScreen
 from forklift_console.screens.workers import WorkersScreen
+from forklift_console.screens.workflows import WorkflowsScreen
 from forklift_console.widgets.header import TABS, Status
 from forklift_console.widgets.text import use_colour
 
@@ -121,6 +122,7 @@ class ConsoleApp(App[None]):
             "schedules": SchedulesScreen(),
             "backfills": BackfillsScreen(),
             "health": HealthScreen(),
+            "workflows": WorkflowsScreen(),  # no tab: the command palette's "Go to Workflows"
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]
