@@ -183,3 +183,48 @@ async def bad_steps(ctx: JobContext, p: dict[str, str]) -> None:
         await ctx.step("x" * 201, lambda: 1)
     elif how == "hidden":
         await ctx.step("charge\u202e", lambda: 1)
+
+
+# -- sleep and wait for an event ---------------------------------------------------------------
+def note(what: str) -> int:
+    seen("step", detail={"step": what})
+    return 1
+
+
+@app.job(name="wf.sleeper", max_attempts=3)
+async def sleeper(ctx: JobContext, p: dict[str, Any]) -> dict[str, Any]:
+    await ctx.step("before", note, "before")
+    seen("run", job_id=ctx.job_id, attempt=ctx.attempt)
+    await ctx.sleep("cool-down", p["secs"])
+    await ctx.step("after", note, "after")
+    return {"woke": ctx.attempt}
+
+
+@app.job(name="wf.sleeper_sync", max_attempts=3)
+def sleeper_sync(ctx: JobContext, p: dict[str, Any]) -> dict[str, Any]:
+    ctx.step_sync("before", note, "before")
+    seen("run", job_id=ctx.job_id, attempt=ctx.attempt)
+    ctx.sleep_sync("cool-down", p["secs"])
+    ctx.step_sync("after", note, "after")
+    return {"woke": ctx.attempt}
+
+
+@app.job(name="wf.waiter", max_attempts=3)
+async def waiter(ctx: JobContext, p: dict[str, Any]) -> dict[str, Any]:
+    seen("run", job_id=ctx.job_id, attempt=ctx.attempt)
+    data = await ctx.wait_for_event(p["event"], match=p.get("match"), timeout=p.get("timeout"),
+                                    on_timeout=p.get("on_timeout", "return"))
+    seen("woke", job_id=ctx.job_id, detail=data)
+    return {"data": data}
+
+
+@app.job(name="wf.waiter_sync", max_attempts=3)
+def waiter_sync(ctx: JobContext, p: dict[str, Any]) -> dict[str, Any]:
+    data = ctx.wait_for_event_sync(p["event"], match=p.get("match"), timeout=p.get("timeout"))
+    return {"data": data}
+
+
+@app.job(name="wf.bad_wait", max_attempts=3)
+async def bad_wait(ctx: JobContext, p: dict[str, str]) -> None:
+    match: Any = {"set": {1, 2}} if p["how"] == "set" else {"x": float("nan")}
+    await ctx.wait_for_event("ok", match=match)

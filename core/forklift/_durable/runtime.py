@@ -74,6 +74,8 @@ class AttemptSteps:
 
     runtime: Runtime
     used: set[str] = field(default_factory=set)
+    #: waits per event name so far in this run (a wait's default name counts them)
+    waits: dict[str, int] = field(default_factory=dict)
     #: name -> the step as stored, loaded on first use
     stored: dict[str, Stored] | None = None
 
