@@ -6,7 +6,8 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if TYPE_CHECKING:
     from forklift._flow.locks import Lock
@@ -146,6 +147,36 @@ class JobContext:
         from forklift._durable import steps
 
         return steps.step_sync(self, name, fn, args, kwargs)  # type: ignore[no-any-return]
+
+    async def sleep(self, name: str, duration: timedelta | float) -> None:
+        """Park the job for ``duration`` (a step named ``name``): its slot and lease are given
+        back at once, and it runs again after that, finished steps skipped."""
+        from forklift._durable import waits
+
+        await waits.sleep(self, name, duration)
+
+    def sleep_sync(self, name: str, duration: timedelta | float) -> None:
+        from forklift._durable import waits
+
+        waits.sleep_sync(self, name, duration)
+
+    async def wait_for_event(
+        self, event: str, *, match: Any = None, timeout: timedelta | float | None = None,
+        name: str | None = None, on_timeout: Literal["return", "raise"] = "return",
+    ) -> Any:
+        """Park until an event ``event`` whose data contains ``match`` commits after this wait
+        began; returns its data, or None at ``timeout`` (``on_timeout="raise"``: WaitTimedOut)."""
+        from forklift._durable import waits
+
+        return await waits.wait_for_event(self, event, match, timeout, name, on_timeout)
+
+    def wait_for_event_sync(
+        self, event: str, *, match: Any = None, timeout: timedelta | float | None = None,
+        name: str | None = None, on_timeout: Literal["return", "raise"] = "return",
+    ) -> Any:
+        from forklift._durable import waits
+
+        return waits.wait_for_event_sync(self, event, match, timeout, name, on_timeout)
 
     def _cancel(self, reason: str) -> None:
         if self.cancel_reason is None:
