@@ -179,8 +179,8 @@ def test_the_sync_form_waits_too(app: Forklift, conn: psycopg.Connection[Any]) -
 
 
 @pytest.mark.parametrize(("p", "code"), [
-    ({"event": "x\x1b"}, "invalid_option"),
-    ({"event": "x" * 201}, "invalid_option"),
+    ({"event": "x\x1b"}, "invalid_name"),
+    ({"event": "x" * 201}, "invalid_name"),
     ({"event": "ok", "on_timeout": "explode"}, "invalid_option"),
     ({"event": "ok", "timeout": -5}, "invalid_option"),
 ])

@@ -30,10 +30,10 @@ import psycopg
 
 from forklift._durable.deps import HELD_UNTIL
 from forklift._durable.errors import Park, StepLeaseLost, WaitTimedOut, refused
-from forklift._durable.names import check_name
 from forklift._durable.runtime import AttemptSteps, Stored, attempt_steps
 from forklift._durable.steps import Db, Op, _load, claim_name, drive, drive_sync
 from forklift._errors import ForkliftError, InvalidOption
+from forklift._names import check_name
 from forklift._payload import to_json_text
 from forklift._sqltext import render
 
@@ -207,7 +207,7 @@ def _wait(ctx: JobContext, state: AttemptSteps, event: object, match: Any,
           timeout: timedelta | float | None, name: str | None, on_timeout: OnTimeout
           ) -> Generator[Op, Any, Any]:
     try:
-        event_name = check_name(event, "event name")
+        event_name = check_name(event, "event", field="event name")
         if on_timeout not in ("return", "raise"):
             raise InvalidOption(f"on_timeout must be 'return' or 'raise', not {on_timeout!r}",
                                 field="on_timeout")
