@@ -47,12 +47,13 @@ _MINE = """j AS (
     SELECT id FROM {s}.jobs
     WHERE id = %(job)s AND fence = %(fence)s AND state = 'running' FOR UPDATE
 )"""
-# The park itself: written only when the step says the job must wait.
+# The park itself: written only when the step says the job must wait. Like a settle, it records
+# the start (a buffered start may not be written yet) and ends a run of lease expiries.
 _PARK = """UPDATE {s}.jobs AS t SET
         state = CASE WHEN t.cancel_requested_at IS NOT NULL THEN 'cancelled' ELSE 'scheduled' END,
         finished_at = CASE WHEN t.cancel_requested_at IS NOT NULL THEN now() END,
         run_at = coalesce(%(until)s, %(held)s), attempt = greatest(0, t.attempt - 1),
-        lease_expires_at = NULL"""
+        lease_expires_at = NULL, attempted_at = coalesce(t.attempted_at, now()), lost = 0"""
 
 SLEEP_SQL = "WITH " + _MINE + """, s AS (
     INSERT INTO {s}.job_steps (job_id, name, state, fence, attempt, wake_at)
