@@ -153,6 +153,28 @@ def test_a_job_waiting_while_its_worker_is_killed_is_woken_and_resumed_elsewhere
     assert row["result"] == {"data": {"order": 5}} and row["errors"] == []
 
 
+def test_many_jobs_of_one_worker_park_and_wake_at_once_without_a_failed_attempt(
+    app: Forklift, conn: psycopg.Connection[Any], procs: faults.Procs
+) -> None:
+    """The worker's one steps session serves every handler: concurrent parks must take turns
+    on it (interleaved transactions on one connection break it and fail attempts)."""
+    w = procs.start(concurrency=40, lease=5.0, poll_interval=0.2,
+                    extra=["--app", "apps.workflows:app"])
+    faults.registered(conn, w)
+    ids = app.kind("wf.waiter").enqueue_many(
+        [{"event": "order.paid", "match": {"order": i}} for i in range(40)])
+    wait_until(lambda: conn.execute(
+        "SELECT count(*) FROM forklift.job_steps WHERE state = 'waiting' AND job_id = ANY(%s)",
+        (ids,)).fetchone() == (40,), timeout=60, message=lambda: procs.logs())
+    with conn.transaction():
+        for i in range(40):
+            app.publish_event("order.paid", {"order": i}, conn=conn)
+    wait_until(lambda: all(done(conn, j) for j in ids), timeout=60, message=lambda: procs.logs())
+    rows = [job(conn, j) for j in ids]
+    assert [r["errors"] for r in rows] == [[]] * 40
+    assert {r["state"] for r in rows} == {"completed"} and {r["attempt"] for r in rows} == {1}
+
+
 def test_a_drained_worker_leaves_its_waiting_job_parked(
     app: Forklift, conn: psycopg.Connection[Any], procs: faults.Procs
 ) -> None:

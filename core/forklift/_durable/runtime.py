@@ -37,6 +37,9 @@ class Runtime:
         self.schema = worker.schema
         self.payload_limit = worker.app.payload_limit
         self.db: Session = worker.session("steps")
+        # Every handler of the worker shares the one session: its operations take turns (two
+        # transactions interleaved on one connection break it). Each is one short statement.
+        self._turn = asyncio.Lock()
         _RUNTIMES[worker.id] = self
 
     @property
@@ -53,11 +56,12 @@ class Runtime:
             _RUNTIMES.pop(self.worker.id, None)
 
     async def call(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
-        return await self.db.run(op)
+        async with self._turn:
+            return await self.db.run(op)
 
     def call_sync(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         """From a handler's thread: run ``op`` on the worker's loop and wait for it."""
-        return asyncio.run_coroutine_threadsafe(self.db.run(op), self.loop).result()
+        return asyncio.run_coroutine_threadsafe(self.call(op), self.loop).result()
 
 
 @dataclass
