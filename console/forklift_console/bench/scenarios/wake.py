@@ -67,8 +67,9 @@ def wake(bench: Bench) -> list[Figure]:
             client_seconds = time.perf_counter() - t0
             row = conn.execute(
                 "SELECT extract(epoch FROM max(finished_at) - %s)::float8,"
-                " extract(epoch FROM percentile_cont(0.5) WITHIN GROUP (ORDER BY finished_at)"
-                " - %s)::float8 FROM forklift.jobs", (committed[0], committed[0])
+                " percentile_cont(0.5) WITHIN GROUP"
+                " (ORDER BY extract(epoch FROM finished_at - %s)::float8) FROM forklift.jobs",
+                (committed[0], committed[0])
             ).fetchone() if committed else None
         finally:
             app.close()
