@@ -109,6 +109,25 @@ def test_a_refused_step_fails_the_job_for_good_with_its_code(
         assert steps == []
 
 
+def test_a_requeued_job_returns_its_stored_results_without_running_its_steps_again(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from forklift.ops import Operator
+
+    j = app.kind("wf.steps").enqueue({"n": 4})
+    with running_worker(app, **FAST):
+        wait_until(lambda: finished(conn, j.id), timeout=30)
+        first = job(conn, j.id)
+        with Operator(dsn, actor="tester") as op:
+            op.requeue(j.id, reason="again")
+        wait_until(lambda: job(conn, j.id)["fence"] > first["fence"] and finished(conn, j.id),
+                   timeout=30)
+    row = job(conn, j.id)
+    assert row["state"] == "completed" and row["result"] == first["result"]
+    assert step_runs(conn, "charge") == 1 and step_runs(conn, "ship") == 1
+    assert [s[:2] for s in stored(conn, j.id)] == [("charge", "completed"), ("ship", "completed")]
+
+
 def test_a_stale_fence_cannot_write_a_step(app: Forklift, dsn: str,
                                            conn: psycopg.Connection[Any]) -> None:
     j = app.kind("wf.steps").enqueue({"n": 1})
