@@ -140,3 +140,23 @@ def test_steps_and_dependencies_of_jobs_that_are_gone_are_deleted(
     assert asyncio.run(run()) == 2
     assert conn.execute("SELECT job_id FROM forklift.job_steps").fetchall() == [(kept[0],)]
     assert conn.execute("SELECT job_id FROM forklift.job_deps").fetchall() == [(kept[0],)]
+
+
+@pytest.mark.parametrize("name", ["order\u200b", "order ", "", "or\x1bder", "order\u202e"])
+def test_operator_filters_by_a_name_that_hides_characters_are_refused(
+    dsn: str, conn: psycopg.Connection[Any], name: str
+) -> None:
+    from forklift import InvalidName
+    from forklift.ops import Operator
+
+    conn.execute("INSERT INTO forklift.outbox (topic, payload, state) VALUES ('order', '{}',"
+                 " 'dead')")
+    with Operator(dsn, actor="tester") as op:
+        for call in (lambda: op.events(name=name), lambda: op.event_waits(name=name),
+                     lambda: op.outbox_messages(topic=name),
+                     lambda: op.retry_outbox(topic=name)):
+            with pytest.raises(InvalidName) as info:
+                call()
+            assert info.value.code == "invalid_name"
+    assert conn.execute("SELECT state FROM forklift.outbox").fetchall() == [("dead",)]
+    assert conn.execute("SELECT count(*) FROM forklift.audit").fetchone() == (0,)

@@ -10,13 +10,15 @@ from typing import Any
 import psycopg
 
 from forklift._durable import events as _events
+from forklift._names import check_name
 from forklift._sqltext import render
 from forklift._steps import drive
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
-from forklift.ops.filters import check_text
 from forklift.ops.shape import Shape
+
+__all__ = ["MAX_PAGE", "PREVIEW", "EventInfo", "WaitInfo", "list_events", "publish", "waits"]
 
 MAX_PAGE = 1000
 PREVIEW = 200
@@ -69,12 +71,15 @@ def _page(limit: int) -> int:
     return limit
 
 
+def _name(name: str | None) -> str | None:
+    return None if name is None else check_name(name, "event", field="name")
+
+
 def list_events(
     conn: psycopg.Connection[Any], ctx: OpsContext, *, name: str | None = None, limit: int = 50,
     before_id: int | None = None,
 ) -> list[EventInfo]:
-    params = {"name": check_text(name, "name") if name else None, "before": before_id,
-              "limit": _page(limit)}
+    params = {"name": _name(name), "before": before_id, "limit": _page(limit)}
     return [EventInfo(*r) for r in conn.execute(render(LIST_SQL, ctx.schema), params)]
 
 
@@ -82,7 +87,7 @@ def waits(
     conn: psycopg.Connection[Any], ctx: OpsContext, *, name: str | None = None, limit: int = 50,
 ) -> list[WaitInfo]:
     """Jobs parked waiting for an event (of ``name``), longest waiting first."""
-    params = {"name": check_text(name, "name") if name else None, "limit": _page(limit)}
+    params = {"name": _name(name), "limit": _page(limit)}
     return [WaitInfo(*r) for r in conn.execute(render(WAITS_SQL, ctx.schema), params)]
 
 

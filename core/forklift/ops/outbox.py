@@ -14,12 +14,14 @@ from typing import Any
 import psycopg
 
 from forklift._durable.errors import MessageNotFound
+from forklift._names import check_name
 from forklift._sqltext import render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
-from forklift.ops.filters import check_text
 from forklift.ops.shape import Shape
+
+__all__ = ["MAX_PAGE", "PREVIEW", "STATES", "OutboxMessage", "TopicInfo", "messages", "retry", "topics"]
 
 STATES = ("pending", "delivered", "dead")
 MAX_PAGE = 1000
@@ -90,7 +92,7 @@ def messages(
                             field="state")
     if not 1 <= limit <= MAX_PAGE:
         raise InvalidFilter(f"limit must be between 1 and {MAX_PAGE}", field="limit")
-    params = {"state": state, "topic": check_text(topic, "topic") if topic else None,
+    params = {"state": state, "topic": check_name(topic, "topic") if topic is not None else None,
               "before": before_id, "limit": limit}
     rows = conn.execute(render(LIST_SQL, ctx.schema), params).fetchall()
     return [OutboxMessage(*r) for r in rows]
@@ -110,11 +112,12 @@ def retry(
     An id that names no dead message refuses the whole call (``message_not_found``)."""
     ctx.require_write("outbox retry")
     wanted = sorted(set(ids or []))
+    topic = check_name(topic, "topic") if topic is not None else None
     if not wanted and not topic:
         raise InvalidFilter("name message ids or a topic to retry", field="ids")
     with conn.transaction():
         rows = conn.execute(render(RETRY_SQL, ctx.schema),
-                            {"ids": wanted, "topic": check_text(topic, "topic") if topic else None}
+                            {"ids": wanted, "topic": topic}
                             ).fetchall()
         done = sorted(int(r[0]) for r in rows)
         missing = sorted(set(wanted) - set(done))

@@ -16,6 +16,8 @@ from forklift._job import Job
 from forklift._sqltext import render
 from forklift.ops.shape import Shape
 
+__all__ = ["MAX_STEPS", "SUMMARY", "Dependency", "StepInfo", "parked", "read"]
+
 SUMMARY = 120
 MAX_STEPS = 200
 
