@@ -175,6 +175,28 @@ def test_many_jobs_of_one_worker_park_and_wake_at_once_without_a_failed_attempt(
     assert {r["state"] for r in rows} == {"completed"} and {r["attempt"] for r in rows} == {1}
 
 
+def test_jobs_woken_together_read_their_stored_steps_in_batches(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    """A resumed attempt reads its job's steps once; attempts resuming at once share the read
+    (one statement per batch, not one per job)."""
+    from forklift._durable.runtime import _RUNTIMES
+
+    ids = app.kind("wf.waiter").enqueue_many(
+        [{"event": "order.paid", "match": {"order": i}} for i in range(30)])
+    with running_worker(app, **{**FAST, "concurrency": 30}) as w:
+        wait_until(lambda: all(waiting(conn, j) for j in ids), timeout=60)
+        runtime = _RUNTIMES[w.id]
+        before = runtime.load_statements
+        with conn.transaction():
+            for i in range(30):
+                app.publish_event("order.paid", {"order": i}, conn=conn)
+        wait_until(lambda: all(done(conn, j) for j in ids), timeout=60)
+        reads = runtime.load_statements - before
+    assert [job(conn, j)["result"] for j in ids] == [{"data": {"order": i}} for i in range(30)]
+    assert 1 <= reads < len(ids)
+
+
 def test_a_drained_worker_leaves_its_waiting_job_parked(
     app: Forklift, conn: psycopg.Connection[Any], procs: faults.Procs
 ) -> None:

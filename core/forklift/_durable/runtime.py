@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import psycopg
 
 from forklift._session import Session
+from forklift._sqltext import render
 
 if TYPE_CHECKING:
     from forklift._context import JobContext
@@ -25,6 +27,19 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 _RUNTIMES: dict[str, Runtime] = {}
+
+LOAD_SQL = """
+SELECT job_id, name, state, result, event_id, wake_at FROM {s}.job_steps WHERE job_id = ANY(%s)
+"""
+
+
+async def _load_many(conn: psycopg.AsyncConnection[Any], *, schema: str, ids: list[int]
+                     ) -> dict[int, dict[str, Stored]]:
+    cur = await conn.execute(render(LOAD_SQL, schema), (ids,))
+    found: dict[int, dict[str, Stored]] = {i: {} for i in ids}
+    for job_id, name, state, result, event_id, wake_at in await cur.fetchall():
+        found[job_id][name] = Stored(state, result, event_id, wake_at)
+    return found
 
 
 class Runtime:
@@ -40,6 +55,12 @@ class Runtime:
         # Every handler of the worker shares the one session: its operations take turns (two
         # transactions interleaved on one connection break it). Each is one short statement.
         self._turn = asyncio.Lock()
+        # Attempts that want their job's stored steps, read together: many jobs woken at once
+        # (one transaction's events) cost one statement per batch, not one each.
+        self._wanted: dict[int, list[asyncio.Future[dict[str, Stored]]]] = {}
+        self._reader: asyncio.Future[None] | None = None
+        #: statements that read stored steps (a batch each)
+        self.load_statements = 0
         _RUNTIMES[worker.id] = self
 
     @property
@@ -62,6 +83,38 @@ class Runtime:
     def call_sync(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         """From a handler's thread: run ``op`` on the worker's loop and wait for it."""
         return asyncio.run_coroutine_threadsafe(self.call(op), self.loop).result()
+
+    async def load(self, job_id: int) -> dict[str, Stored]:
+        """The job's stored steps, read in one statement with every other attempt's that asks
+        while a read is under way."""
+        wanted: asyncio.Future[dict[str, Stored]] = self.loop.create_future()
+        self._wanted.setdefault(job_id, []).append(wanted)
+        if self._reader is None or self._reader.done():
+            self._reader = asyncio.ensure_future(self._read())
+        return await wanted
+
+    def load_sync(self, job_id: int) -> dict[str, Stored]:
+        return asyncio.run_coroutine_threadsafe(self.load(job_id), self.loop).result()
+
+    async def _read(self) -> None:
+        while self._wanted:
+            batch, self._wanted = self._wanted, {}
+            try:
+                self.load_statements += 1
+                found = await self.call(partial(_load_many, schema=self.schema, ids=list(batch)))
+            except BaseException as exc:
+                for waiting in (f for fs in batch.values() for f in fs if not f.done()):
+                    if isinstance(exc, asyncio.CancelledError):
+                        waiting.cancel()
+                    else:
+                        waiting.set_exception(exc)
+                if isinstance(exc, asyncio.CancelledError):
+                    raise
+                continue
+            for job_id, futures in batch.items():
+                for waiting in futures:
+                    if not waiting.done():  # each attempt gets a dict of its own to update
+                        waiting.set_result(dict(found[job_id]))
 
 
 @dataclass

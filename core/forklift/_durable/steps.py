@@ -46,8 +46,6 @@ from forklift._sqltext import render
 if TYPE_CHECKING:
     from forklift._context import JobContext
 
-LOAD_SQL = "SELECT name, state, result, event_id, wake_at FROM {s}.job_steps WHERE job_id = %s"
-
 # One statement per step: fenced on the attempt's lease; a completed step is never overwritten.
 WRITE_SQL = """
 INSERT INTO {s}.job_steps AS s (job_id, name, state, result, error, fence, attempt, started_at,
@@ -72,26 +70,35 @@ class Db:
 
 
 @dataclass(frozen=True)
+class Load:
+    """The job's stored steps (read in a batch with other attempts': Runtime.load)."""
+
+    job_id: int
+
+
+@dataclass(frozen=True)
 class _Call:
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
 
 
-Op = Db | _Call
+Op = Db | Load | _Call
 Steps = Generator[Op, Any, Any]
-
-
-async def _load(conn: psycopg.AsyncConnection[Any], *, schema: str, job_id: int
-                ) -> dict[str, Stored]:
-    cur = await conn.execute(render(LOAD_SQL, schema), (job_id,))
-    return {r[0]: Stored(r[1], r[2], r[3], r[4]) for r in await cur.fetchall()}
 
 
 async def _write(conn: psycopg.AsyncConnection[Any], *, schema: str, params: dict[str, Any]
                  ) -> bool:
     cur = await conn.execute(render(WRITE_SQL, schema), params)
     return await cur.fetchone() is not None
+
+
+def loaded(ctx: JobContext, state: AttemptSteps) -> Generator[Op, Any, dict[str, Stored]]:
+    """The job's stored steps, read once per attempt, on the first step it reaches."""
+    if state.stored is None:
+        state.stored = yield Load(ctx.job_id)
+    assert state.stored is not None
+    return state.stored
 
 
 def claim_name(state: AttemptSteps, name: object, what: str = "step name") -> str:
@@ -163,10 +170,8 @@ def _step(ctx: JobContext, state: AttemptSteps, name: object, fn: Callable[..., 
           args: tuple[Any, ...], kwargs: dict[str, Any]) -> Steps:
     checked = claim_name(state, name)
     schema = state.runtime.schema
-    if state.stored is None:
-        state.stored = yield Db(partial(_load, schema=schema, job_id=ctx.job_id))
-    assert state.stored is not None
-    done = state.stored.get(checked)
+    stored = yield from loaded(ctx, state)
+    done = stored.get(checked)
     if done is not None and done.state == "completed":
         return _decode(fn, checked, done.result)
     began = time.monotonic()
@@ -183,7 +188,7 @@ def _step(ctx: JobContext, state: AttemptSteps, name: object, fn: Callable[..., 
     params = _params(ctx, checked, "completed", time.monotonic() - began, result=text)
     if not (yield Db(partial(_write, schema=schema, params=params))):
         raise _lost(checked)
-    state.stored[checked] = Stored("completed", json.loads(text))
+    stored[checked] = Stored("completed", json.loads(text))
     return returned
 
 
@@ -200,6 +205,8 @@ async def drive(state: AttemptSteps, steps: Steps) -> Any:
         try:
             if isinstance(op, Db):
                 reply = await state.runtime.call(op.op)
+            elif isinstance(op, Load):
+                reply = await state.runtime.load(op.job_id)
             else:
                 reply = op.fn(*op.args, **op.kwargs)
                 if inspect.isawaitable(reply):
@@ -221,6 +228,8 @@ def drive_sync(state: AttemptSteps, steps: Steps) -> Any:
         try:
             if isinstance(op, Db):
                 reply = state.runtime.call_sync(op.op)
+            elif isinstance(op, Load):
+                reply = state.runtime.load_sync(op.job_id)
             else:
                 reply = op.fn(*op.args, **op.kwargs)
                 if inspect.isawaitable(reply):

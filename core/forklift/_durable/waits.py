@@ -31,7 +31,7 @@ import psycopg
 from forklift._durable.deps import HELD_UNTIL
 from forklift._durable.errors import Park, StepLeaseLost, WaitTimedOut, refused
 from forklift._durable.runtime import AttemptSteps, Stored, attempt_steps
-from forklift._durable.steps import Db, Op, _load, claim_name, drive, drive_sync
+from forklift._durable.steps import Db, Op, claim_name, drive, drive_sync, loaded
 from forklift._errors import ForkliftError, InvalidOption
 from forklift._names import check_name
 from forklift._payload import to_json_text
@@ -166,13 +166,6 @@ async def _locked(conn: psycopg.AsyncConnection[Any], *, event: str, sql: str,
     return await cur.fetchone()
 
 
-def _loaded(ctx: JobContext, state: AttemptSteps) -> Generator[Op, Any, dict[str, Stored]]:
-    if state.stored is None:
-        state.stored = yield Db(partial(_load, schema=state.runtime.schema, job_id=ctx.job_id))
-    assert state.stored is not None
-    return state.stored
-
-
 def _lost(name: str) -> StepLeaseLost:
     return StepLeaseLost(f"{name!r} could not park the job: this attempt lost its lease",
                          step=name)
@@ -185,7 +178,7 @@ def _sleep(ctx: JobContext, state: AttemptSteps, name: object, duration: timedel
     except ForkliftError as exc:
         raise refused(exc) from None
     checked = claim_name(state, name, "sleep name")
-    stored = (yield from _loaded(ctx, state)).get(checked)
+    stored = (yield from loaded(ctx, state)).get(checked)
     schema = state.runtime.schema
     params = {**_base(ctx, checked), "secs": secs}
     if stored is not None and stored.state == "completed":
@@ -222,7 +215,7 @@ def _wait(ctx: JobContext, state: AttemptSteps, event: object, match: Any,
         state.waits[event_name] = n
         name = f"wait:{event_name}" + (f"#{n}" if n > 1 else "")
     checked = claim_name(state, name, "wait name")
-    known = yield from _loaded(ctx, state)
+    known = yield from loaded(ctx, state)
     stored = known.get(checked)
     schema = state.runtime.schema
     params = {**_base(ctx, checked), "secs": secs, "event": event_name, "match": match_text}
