@@ -31,6 +31,8 @@ PRUNE_STATES = ("completed", "cancelled", "dead")
 def parse_limit(text: str) -> int | None:
     """``none`` (no limit) or a whole number 0..1,000,000; raises ValueError with the reason."""
     value = text.strip().lower()
+    if not value:
+        raise ValueError("type a whole number, or none to lift the limit")
     if value in ("none", "off", "unlimited", "∞"):
         return None
     try:
