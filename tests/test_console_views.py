@@ -12,7 +12,6 @@ from console_seed import (
     Scene,
     Seeded,
     drive,
-    freeze_db_clock,
     loaded,
     make_app,
     on_screen,
@@ -20,6 +19,7 @@ from console_seed import (
 )
 from helpers import wait_until_async
 from test_console_actions import audit, confirm, state_of
+from test_console_snapshots import frozen  # noqa: F401  (the fixture)
 from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 
@@ -46,6 +46,13 @@ async def goto(app: ConsoleApp, pilot: Pilot[None], name: str) -> Any:
     return app.screen
 
 
+async def open_queues(app: ConsoleApp, pilot: Pilot[None]) -> QueuesScreen:
+    await pilot.press("2")
+    queues: QueuesScreen = await on_screen(app, QueuesScreen)
+    await loaded(app, queues)
+    return queues
+
+
 def plain(widget: Static) -> str:
     return str(widget.render())
 
@@ -55,9 +62,7 @@ def test_s_sorts_by_the_next_column_with_a_glyph_and_keeps_the_cursor_row(
     dsn: str, seeded: Seeded
 ) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
-        await pilot.press("2")
-        queues = await on_screen(app, QueuesScreen)
-        await loaded(app, queues)
+        queues = await open_queues(app, pilot)
         table = queues.query_one("#queues", LiveTable)
         table.focus()
         assert table.keys == ["default", "mail", "reports", "slow"]  # the screen's order
@@ -86,9 +91,7 @@ def test_slash_filters_a_list_by_column_and_a_rejected_filter_says_so(
     dsn: str, seeded: Seeded
 ) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
-        await pilot.press("2")
-        queues = await on_screen(app, QueuesScreen)
-        await loaded(app, queues)
+        queues = await open_queues(app, pilot)
         line = queues.query_one(FilterLine)
         assert not line.display, app.focused  # no filter: no line
         await pilot.press("slash")
@@ -180,9 +183,7 @@ def test_l_sets_a_queue_limit_refusing_a_bad_value_first(
     dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
 ) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
-        await pilot.press("2")
-        queues = await on_screen(app, QueuesScreen)
-        await loaded(app, queues)
+        queues = await open_queues(app, pilot)
         assert queues.query_one("#queues", LiveTable).move_to_key("mail")
         await pilot.press("l")
         form = await on_screen(app, LimitScreen)
@@ -217,8 +218,7 @@ def test_P_prunes_after_counting_and_the_count_typed(
     assert before > 0
 
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
-        await pilot.press("2")
-        await loaded(app, await on_screen(app, QueuesScreen))
+        await open_queues(app, pilot)
         await pilot.press("P")
         form = await on_screen(app, PruneScreen)
         assert form.query_one("#confirm", Button).disabled  # no age given yet
@@ -258,19 +258,24 @@ VIEW_SCENES: tuple[Scene, ...] = (
 )
 
 
-@pytest.fixture
-def frozen(dsn: str, conn: psycopg.Connection[Any]) -> tuple[str, Seeded]:
-    seeded = seed(conn)
-    freeze_db_clock(conn)
-    return dsn, seeded
-
-
 @pytest.mark.parametrize("scene", VIEW_SCENES, ids=[s.name for s in VIEW_SCENES])
 def test_view_scene(
-    snap_compare: Any, frozen: tuple[str, Seeded], scene: Scene, monkeypatch: pytest.MonkeyPatch
+    snap_compare: Any,
+    frozen: tuple[str, Seeded],  # noqa: F811  (the fixture imported above)
+    scene: Scene,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     dsn, seeded = frozen
     if scene.no_color:
         monkeypatch.setenv("NO_COLOR", "1")
-    assert snap_compare(scene.app(dsn), terminal_size=scene.size,
-                        run_before=scene.before(seeded))
+    before = scene.before(seeded)
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await before(pilot)
+        # A dialog's text cursor blinks on a timer: the picture must not depend on when it
+        # is taken.
+        for field in pilot.app.screen.query(Input):
+            field.cursor_blink = False
+        await pilot.pause()
+
+    assert snap_compare(scene.app(dsn), terminal_size=scene.size, run_before=run_before)
