@@ -84,6 +84,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         FILTER_KEY,
     ]
     action_focus_filter = open_filter
+    ROW_ACTIONS = ConsoleScreen.ROW_ACTIONS | {"limit"}
 
     def __init__(self) -> None:
         super().__init__()
@@ -208,6 +209,12 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         if action in ("toggle_pause", "open", "limit"):
             return True if self.selected() is not None else None
         return True
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action in ("toggle_pause", "open", "limit"):
+            return "no queue is shown" + (" (the filter hides them all)"
+                                          if self.query_one(FilterLine).applied else "")
+        return None
 
     def action_limit(self) -> None:
         q = self.selected()

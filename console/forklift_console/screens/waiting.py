@@ -205,6 +205,12 @@ class WaitingScreen(ConsoleScreen[tuple[Request, JobPage]]):
             return True if (self.current() or (action != "open" and self.table.marks)) else None
         return True
 
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action in ("run_now", "cancel", "open"):
+            return f"no {self.NOUN} is highlighted" + (
+                " (none match the filter)" if self.filter != JobFilter() else "")
+        return None
+
     def targets(self) -> list[int]:
         marks = self.table.marks
         if marks:
