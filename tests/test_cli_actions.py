@@ -30,13 +30,13 @@ ACTIONS = {
     "queues resume", "queues limit", "dead requeue", "dead delete", "batches cancel",
     "batches retry-failed", "schedules pause", "schedules resume", "schedules run-now",
     "backfills start", "backfills pause", "backfills resume", "backfills cancel", "backfills rate",
-    "health set", "retention set", "retention reset",
+    "health set", "retention set", "retention reset", "outbox retry", "events publish",
     "queues rate", "queues fair", "keys limit", "keys rate", "keys reset",
 }
 #: ... and those that change something outside the audit trail.
 UNAUDITED = {"migrate", "db stop", "db remove"}
 TABLES = ("jobs", "queues", "audit", "schedules", "schedule_ticks", "backfills", "backfill_runs",
-          "batches", "dead_letters", "flow_keys", "flow_values")
+          "batches", "dead_letters", "outbox", "events", "job_steps", "flow_keys", "flow_values")
 
 
 def run(dsn: str, *args: str, input: str | None = None, **env: str) -> Any:
@@ -104,6 +104,7 @@ def world(dsn: str, conn: psycopg.Connection[Any]) -> dict[str, Any]:
     with bapp.bound(dsn, conn) as bound:
         batch, _ = bound.batch("batch.step", [{"n": 0}, {"n": 1}], caller="w", mode="serial")
         dead_batch_target = insert_job(conn, state="dead", batch_id=None)
+    conn.execute("INSERT INTO forklift.outbox (topic, payload, state) VALUES ('t', '{}', 'dead')")
     with Operator(dsn) as op:
         group = op.dead_groups().groups[0].id
     return {"batch": batch.id, "dead": dead_id, "group": group, "spare": dead_batch_target}
@@ -134,6 +135,8 @@ DRY_RUNS = [
     ["dead", "requeue", "{group}"],
     ["dead", "delete", "{group}"],
     ["prune", "--dead-older-than", "0s"],
+    ["outbox", "retry", "--topic", "t"],
+    ["events", "publish", "order.paid", "--data", '{"order": 1}'],
     ["enqueue", "basic.echo", "--args", '{"name": "x"}', "--app", APP, "--dsn", "{dsn}"],
 ]
 

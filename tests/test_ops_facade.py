@@ -111,15 +111,16 @@ def test_the_operator_loads_its_modules_on_first_use() -> None:
     loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                             check=True, timeout=60).stdout
     for lazy in ("actions", "batches", "backfills", "schedules", "prune", "dead", "health",
-                 "horizon", "roles", "locks", "explain", "jobs", "retention", "keys", "rates"):
+                 "horizon", "roles", "locks", "explain", "jobs", "retention", "outbox",
+                 "events", "keys", "rates"):
         assert f"'forklift.ops.{lazy}'" not in loaded, (lazy, loaded)
     tree = ast.parse(inspect.getsource(module))
     used = {(n.value.id, n.attr) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
             and isinstance(n.value, ast.Name) and n.value.id.startswith("_")
             and n.value.id[1:] in {"actions", "audit", "backfills", "batches", "dead",
-                                   "explain", "health", "horizon", "jobs", "keys", "locks",
-                                   "prune", "queues", "rates", "retention", "roles",
-                                   "schedules", "workers"}}
+                                   "events", "explain", "health", "horizon", "jobs", "keys",
+                                   "locks", "outbox", "prune", "queues", "rates", "retention",
+                                   "roles", "schedules", "workers"}}
     assert len(used) > 30
     for name, attr in used:
         assert hasattr(importlib.import_module(f"forklift.ops.{name[1:]}"), attr), (name, attr)

@@ -108,7 +108,7 @@ def test_the_app_and_kind_api_is_documented_where_the_job_api_is() -> None:
     members = _public_members(Forklift) | _public_members(JobKind) | params
     # Documented with their features (Batches, Cron schedules, Paced backfills).
     elsewhere = {"batch", "batch_async", "get_batch", "batch_limits", "periodic", "schedule",
-                 "backfill", "lock", "on"}
+                 "backfill", "lock", "on", "outbox", "publish_event", "publish_event_async"}
     for name in elsewhere:
         assert name in _documented(README), name
     missing = sorted(members - elsewhere - documented)

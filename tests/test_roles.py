@@ -27,7 +27,8 @@ READS = {
     "stats", "audit", "jobs list", "jobs show", "jobs explain", "schedules list",
     "backfills list", "backfills show", "batches list", "batches show", "health",
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
-    "locks list", "keys list", "keys show", "dead groups",
+    "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
+    "events waits",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
@@ -36,6 +37,7 @@ WRITES = {
     "batches cancel", "batches retry-failed", "health set", "retention set", "retention reset",
     "queues pause", "queues resume", "queues limit", "queues rate", "queues fair",
     "keys limit", "keys rate", "keys reset", "dead requeue", "dead delete",
+    "outbox retry", "events publish",
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
@@ -173,6 +175,8 @@ def seed(conn: psycopg.Connection[Any], dsn: str) -> dict[str, str]:
         "done": str(insert_job(conn, state="completed")),
         "later": str(insert_job(conn, state="scheduled")),
         "batch": str(batch[0]),
+        "outbox": str(conn.execute("INSERT INTO forklift.outbox (topic, payload, state)"
+                                   " VALUES ('t', '{}', 'dead') RETURNING id").fetchone()[0]),  # type: ignore[index]
     }
 
 
@@ -209,6 +213,8 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["keys", "reset", "tenant"],
         ["dead", "requeue", t["group"], "--yes"],
         ["dead", "delete", t["group"], "--yes"],
+        ["outbox", "retry", t["outbox"], "--yes"],
+        ["events", "publish", "order.paid", "--data", "{}"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
@@ -221,7 +227,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["health"], ["health", "horizon"], ["retention", "show"], ["queues", "list"],
         ["queues", "explain", "mail"], ["workers", "list"], ["locks", "list"],
         ["keys", "list"], ["keys", "show", "tenant"],
-        ["dead", "groups"],
+        ["dead", "groups"], ["outbox", "list"], ["events", "list"], ["events", "waits"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 

@@ -17,7 +17,8 @@ SCHEMA = "forklift"
 
 CATALOG = {
     "tables": """
-        SELECT c.relname, c.relkind::text, coalesce(array_to_string(c.reloptions, ','), '')
+        SELECT c.relname, c.relkind::text, c.relpersistence::text,
+               coalesce(array_to_string(c.reloptions, ','), '')
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname = %(s)s AND c.relkind IN ('r', 'p', 'S', 'v', 'm')""",
     "columns": """

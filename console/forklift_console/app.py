@@ -39,8 +39,11 @@ from forklift_console.screens.modals import ConfirmScreen, GotoScreen, PickScree
 from forklift_console.screens.overview import OverviewScreen
 from forklift_console.screens.queues import QueuesScreen
 from forklift_console.screens.schedules import SchedulesScreen
+from forklift_console.screens.waiting import RetriesScreen, ScheduledScreen
 from forklift_console.screens.workers import WorkersScreen
-from forklift_console.widgets.header import TABS, Status
+from forklift_console.screens.workflows import WorkflowsScreen
+from forklift_console.widgets.header import MORE_SCREENS, TABS, Status
+from forklift_console.widgets.table import LiveTable
 from forklift_console.widgets.text import use_colour
 
 log = logging.getLogger("forklift_console")
@@ -124,6 +127,9 @@ class ConsoleApp(App[None]):
             "backfills": BackfillsScreen(),
             "flow": FlowScreen(),
             "health": HealthScreen(),
+            "workflows": WorkflowsScreen(),  # no tab: the command palette's "Go to Workflows"
+            "retries": RetriesScreen(),
+            "scheduled": ScheduledScreen(),
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]
@@ -273,6 +279,46 @@ class ConsoleApp(App[None]):
         query the action runs), then the operator types the count to confirm."""
         self._dry_run(action, flt, described, after)
 
+    def propose_checked(
+        self,
+        verb: str,
+        check: Callable[[Any], Any],
+        plan_of: Callable[[Any], Plan | str],
+        after: Callable[[], None] | None = None,
+    ) -> None:
+        """Ask the operator API first (a dry run, in a worker thread), then confirm the plan
+        built from its answer; ``plan_of`` returns a sentence instead when there is nothing
+        to do."""
+        self._check_first(verb, check, plan_of, after)
+
+    @work(thread=True, exit_on_error=False, group="action")
+    def _check_first(
+        self,
+        verb: str,
+        check: Callable[[Any], Any],
+        plan_of: Callable[[Any], Plan | str],
+        after: Callable[[], None] | None,
+    ) -> None:
+        try:
+            answer = self.backend.call(check)
+        except Exception as exc:
+            self.call_from_thread(self._action_failed, verb, exc)
+            return
+        self.call_from_thread(self._checked, verb, plan_of, answer, after)
+
+    def _checked(
+        self,
+        verb: str,
+        plan_of: Callable[[Any], Plan | str],
+        answer: Any,
+        after: Callable[[], None] | None,
+    ) -> None:
+        plan = plan_of(answer)
+        if isinstance(plan, str):
+            self.notify(plan, title=verb)
+        else:
+            self.propose(plan, after)
+
     @work(thread=True, exit_on_error=False, group="action")
     def _dry_run(
         self, action: str, flt: JobFilter, described: str, after: Callable[[], None] | None
@@ -366,6 +412,13 @@ class ConsoleApp(App[None]):
                 f"Go to {label}", f"Show the {label.lower()} screen (key {key})",
                 partial(self.action_go, mode),
             )
+        for mode, label in MORE_SCREENS:
+            if mode in self.views:
+                yield SystemCommand(
+                    f"Go to {label}", f"Show the {label.lower()} screen (:{mode})",
+                    partial(self.action_go, mode),
+                )
+        yield from self._sort_commands(screen)
         yield SystemCommand("Help", "Keys of this screen and the glyph legend (?)", self.action_help)
         yield SystemCommand(
             "Freeze refresh" if not self.status.frozen else "Resume refresh",
@@ -382,6 +435,21 @@ class ConsoleApp(App[None]):
                     partial(self._palette_action, mode, view, action, title),
                 )
         yield from super().get_system_commands(screen)
+
+    def _sort_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Sort this screen's list by any of its columns (what s and S step through)."""
+        tables = [t for t in screen.query(LiveTable) if t.display][:1]
+        for table in tables:
+            for col in table.sortable():
+                label = col.label.strip() or col.key
+                for descending in (False, True):
+                    glyph = "▼" if descending else "▲"
+                    yield SystemCommand(
+                        f"Sort by {label} {glyph}",
+                        f"{'Descending' if descending else 'Ascending'} (s: next column,"
+                        " S: reverse)",
+                        partial(table.set_sort, col.key, descending),
+                    )
 
     def _palette_action(
         self, mode: str, view: ConsoleScreen[Any], action: str, title: str = ""

@@ -39,6 +39,8 @@ GROUPS = {
         ("roles", "cli_roles:roles_app"),
         ("locks", "cli_locks:locks_app"),
         ("keys", "cli_keys:keys_app"),
+        ("outbox", "cli_outbox:outbox_app"),
+        ("events", "cli_outbox:events_app"),
     )
 }
 

@@ -172,6 +172,17 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
             for frame in e.get("traceback") or []:
                 out.print(f"      {safe(frame.get('file'))}:{safe(frame.get('line'))}"
                           f" in {safe(frame.get('func'))}")
+    if detail.parked:
+        out.print(f"parked: {safe(detail.parked)}")
+    if detail.waits_for:
+        out.print("waits for: " + ", ".join(f"job {d.job_id} ({d.state})" for d in detail.waits_for)
+                  + f"; if one fails: {detail.waits_for[0].policy}")
+    if detail.steps:
+        out.print("[bold]steps[/]")
+        for st in detail.steps:
+            took = f" {st.seconds:.3f}s" if st.seconds is not None else ""
+            out.print(f"  {safe(st.name)}  {safe(st.state)}  attempt {st.attempt}"
+                      f"  {stamp(st.started_at)}{took}  {safe(st.summary or '')}")
     out.print("[bold]timeline[/]")
     for ev in detail.timeline:
         out.print(f"  {stamp(ev.at)}  {safe(ev.event)}"

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from forklift._batch import Batch, BatchLimits
     from forklift._context import JobContext
     from forklift._cron import Policy, Schedule
+    from forklift._durable.events import Event
+    from forklift._durable.outbox import Outbox
     from forklift._flow.keys import Key, Rate
     from forklift._flow.locks import Lock
 
@@ -416,3 +418,36 @@ class Forklift:
     def get_job(self, job_id: int) -> Job | None:
         """One job by id, or None."""
         return self._run(_enq.get_steps(self.schema, job_id))
+
+    # -- durable workflows (see forklift._durable) --------------------------------------------
+    def publish_event(
+        self, name: str, data: Any = None, *, conn: psycopg.Connection[Any] | None = None,
+        ttl: timedelta | float = timedelta(days=1),
+    ) -> Event:
+        """Publish an event for ``ctx.wait_for_event``; with ``conn=`` in the caller's
+        transaction (it wakes its waits when that commits). Expires after ``ttl``."""
+        from forklift._durable import events
+
+        return self._run(events.publish_steps(self.schema, events.prepare(self, name, data, ttl)),
+                         conn)
+
+    async def publish_event_async(
+        self, name: str, data: Any = None, *, conn: psycopg.AsyncConnection[Any] | None = None,
+        ttl: timedelta | float = timedelta(days=1),
+    ) -> Event:
+        """:meth:`publish_event` for asyncio."""
+        from forklift._durable import events
+
+        return await self._run_async(
+            events.publish_steps(self.schema, events.prepare(self, name, data, ttl)), conn)
+
+    @property
+    def outbox(self) -> Outbox:
+        """The transactional outbox: ``app.outbox.publish(topic, payload, conn=...)`` and
+        ``app.outbox.sink(topic, kind_or_callable)``."""
+        box = self.__dict__.get("_outbox")
+        if box is None:
+            from forklift._durable.outbox import Outbox
+
+            box = self.__dict__["_outbox"] = Outbox(self)
+        return box

@@ -6,10 +6,13 @@ import asyncio
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if TYPE_CHECKING:
     from forklift._flow.locks import Lock
+
+T = TypeVar("T")
 
 _EVENTS = threading.Lock()  # guards the lazy creation of JobContext.cancelled
 
@@ -129,6 +132,51 @@ class JobContext:
             raise ConfigError("ctx.lock() needs a worker: outside jobs use app.lock()")
         lock: Lock = self._locks.lock(self, key, ttl, wait)
         return lock
+
+    # -- durable steps (forklift._durable.steps): nothing is loaded until a handler calls one --
+    async def step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``fn(*args, **kwargs)`` once per job: a later attempt returns its stored result.
+
+        ``fn`` may be sync or async; its result is stored on its first success."""
+        from forklift._durable import steps
+
+        return await steps.step(self, name, fn, args, kwargs)
+
+    def step_sync(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+        """:meth:`step` for a sync handler (``fn`` a plain function)."""
+        from forklift._durable import steps
+
+        return steps.step_sync(self, name, fn, args, kwargs)  # type: ignore[no-any-return]
+
+    async def sleep(self, name: str, duration: timedelta | float) -> None:
+        """Park the job for ``duration`` (a step named ``name``): its slot and lease are given
+        back at once, and it runs again after that, finished steps skipped."""
+        from forklift._durable import waits
+
+        await waits.sleep(self, name, duration)
+
+    def sleep_sync(self, name: str, duration: timedelta | float) -> None:
+        from forklift._durable import waits
+
+        waits.sleep_sync(self, name, duration)
+
+    async def wait_for_event(
+        self, event: str, *, match: Any = None, timeout: timedelta | float | None = None,
+        name: str | None = None, on_timeout: Literal["return", "raise"] = "return",
+    ) -> Any:
+        """Park until an event ``event`` whose data contains ``match`` commits after this wait
+        began; returns its data, or None at ``timeout`` (``on_timeout="raise"``: WaitTimedOut)."""
+        from forklift._durable import waits
+
+        return await waits.wait_for_event(self, event, match, timeout, name, on_timeout)
+
+    def wait_for_event_sync(
+        self, event: str, *, match: Any = None, timeout: timedelta | float | None = None,
+        name: str | None = None, on_timeout: Literal["return", "raise"] = "return",
+    ) -> Any:
+        from forklift._durable import waits
+
+        return waits.wait_for_event_sync(self, event, match, timeout, name, on_timeout)
 
     def _cancel(self, reason: str) -> None:
         if self.cancel_reason is None:

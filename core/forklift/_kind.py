@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from forklift._app import Forklift
     from forklift._context import JobContext
     from forklift._flow.keys import Key, Rate
+    from forklift._steps import Steps
 
 __all__ = ["ErrorsMode", "Extra", "JobKind"]
 
@@ -251,16 +252,18 @@ class JobKind(Generic[P, R]):
         *,
         conn: psycopg.Connection[Any] | None = None,
         on_conflict: _enq.OnConflict = "return_existing",
+        after: Iterable[int | Job] = (),
+        if_dependency_fails: str = "cancel",
         **options: Any,
     ) -> Job:
         """Store one job and return it.
 
         With ``conn=`` the insert runs on the caller's connection, inside whatever transaction
-        it has open: the job exists exactly when that transaction commits.
+        it has open: the job exists exactly when that transaction commits. With ``after=``
+        (jobs or ids) it waits until they all completed (see :mod:`forklift._durable.deps`).
         """
-        steps = _enq.one_steps(self.app.schema, self.row(args, **options),
-                               _enq.check_on_conflict(on_conflict))
-        job: Job = self.app._run(steps, conn)
+        job: Job = self.app._run(
+            self._one(args, on_conflict, after, if_dependency_fails, options), conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
         return job
@@ -271,15 +274,28 @@ class JobKind(Generic[P, R]):
         *,
         conn: psycopg.AsyncConnection[Any] | None = None,
         on_conflict: _enq.OnConflict = "return_existing",
+        after: Iterable[int | Job] = (),
+        if_dependency_fails: str = "cancel",
         **options: Any,
     ) -> Job:
         """:meth:`enqueue` for asyncio."""
-        steps = _enq.one_steps(self.app.schema, self.row(args, **options),
-                               _enq.check_on_conflict(on_conflict))
-        job: Job = await self.app._run_async(steps, conn)
+        job: Job = await self.app._run_async(
+            self._one(args, on_conflict, after, if_dependency_fails, options), conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
         return job
+
+    def _one(self, args: Any, on_conflict: Any, after: Iterable[int | Job],
+             if_dependency_fails: str, options: dict[str, Any]) -> Steps[Job]:
+        row = self.row(args, **options)
+        policy = _enq.check_on_conflict(on_conflict)
+        if after:
+            from forklift._durable import deps
+
+            return deps.insert_steps(self.app.schema, row,
+                                     deps.check(after, if_dependency_fails, row),
+                                     if_dependency_fails)
+        return _enq.one_steps(self.app.schema, row, policy)
 
     def enqueue_many(
         self,

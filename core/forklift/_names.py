@@ -33,6 +33,9 @@ CAPS: Final[dict[str, int]] = {
     "caller": 500,
     "unique_key": 1000,
     "batch_key": 500,
+    "event": 200,
+    "topic": 200,
+    "step": 200,
 }
 #: How many tags one job may carry.
 MAX_TAGS: Final = 100

@@ -13,7 +13,8 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from forklift_console.screens.base import WRITE_ACTIONS, ConsoleScreen
-from forklift_console.widgets.header import TABS
+from forklift_console.widgets.header import MORE_SCREENS, TABS
+from forklift_console.widgets.table import LiveTable
 from forklift_console.widgets.text import (
     CONNECTION_STATES,
     JOB_STATES,
@@ -51,7 +52,9 @@ def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]
     app = screen.app
     rows: list[tuple[str, str, str]] = []
     seen: set[str] = set()
-    for node in (screen, app):
+    # The list's own keys (sort, marks) sit on its table, between the screen's and the app's.
+    tables = [t for t in screen.query(LiveTable) if t.display][:1]
+    for node in (screen, *tables, app):
         for b in type(node).BINDINGS:
             if not isinstance(b, Binding) or not b.description or b.action in seen:
                 continue
@@ -100,6 +103,8 @@ class HelpScreen(ModalScreen[None]):
             keys.append("\n")
         last = TABS[-1][1]
         keys.append(f"\n  1-{last} or :name  switch screen · ctrl+p  every action, searchable\n")
+        keys.append("  " + " ".join(f":{m}" for m, _ in MORE_SCREENS)
+                    + "  screens without a number key\n")
         keys.append("  ↑ ↓ pgup pgdn home end  move · tab  next pane · esc  back / close\n")
         if self.read_only:
             keys.append("\n  READ-ONLY: actions that change jobs or queues are disabled.\n",

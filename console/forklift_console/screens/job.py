@@ -123,6 +123,7 @@ class JobScreen(ConsoleScreen[JobView]):
                 yield Static(id="progress-note")
             yield Static(id="lease")
             yield Static(id="timeline")
+            yield Static(id="steps")
             yield Static(id="errors")
             yield Static(id="args")
             yield Static(id="result")
@@ -148,7 +149,7 @@ class JobScreen(ConsoleScreen[JobView]):
             head.update(
                 Text(f"job {self.job_id} no longer exists: it was deleted or pruned.", style="bold")
             )
-            for part in ("#why", "#lease", "#timeline", "#errors", "#args", "#result"):
+            for part in ("#why", "#lease", "#timeline", "#steps", "#errors", "#args", "#result"):
                 self.query_one(part, Static).update("")
             self.query_one("#progress-row").display = False
             return
@@ -212,6 +213,9 @@ class JobScreen(ConsoleScreen[JobView]):
             timeline.append("\n")
         timeline.rstrip()
         self.query_one("#timeline", Static).update(timeline)
+
+        self.query_one("#steps", Static).update(_steps_text(data.detail, now))
+        self.query_one("#steps").display = bool(data.detail.steps or data.detail.parked)
 
         errors = Text().append(f"Errors ({len(job.errors)})\n", style="bold")
         if not job.errors:
@@ -316,3 +320,26 @@ def _error_text(e: dict[str, Any]) -> Text:
             )
             out.append("\n")
     return out
+
+
+def _steps_text(detail: JobDetail, now: datetime) -> Text:
+    """Parked state, the jobs waited for, and each durable step: state, time, result summary."""
+    text = Text()
+    if detail.parked:
+        text.append("Parked: ", style="bold").append_text(one_line(detail.parked, limit=200))
+        text.append("\n")
+    if detail.waits_for:
+        text.append("Waits for: ", style="bold")
+        text.append(", ".join(f"job {d.job_id} ({d.state})" for d in detail.waits_for))
+        text.append("\n")
+    if detail.steps:
+        text.append(f"Steps ({len(detail.steps)})\n", style="bold")
+    for st in detail.steps:
+        took = f"{st.seconds:.3f}s" if st.seconds is not None else ""
+        text.append(f"  {stamp(st.started_at, now):>19}  ")
+        text.append_text(one_line(st.name, limit=40))
+        text.append(f"  {st.state} (attempt {st.attempt}) {took}  ")
+        text.append_text(one_line(st.summary or "", limit=120))
+        text.append("\n")
+    text.rstrip()
+    return text

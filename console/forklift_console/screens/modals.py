@@ -17,7 +17,7 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from forklift.ops import Operator
-from forklift_console.widgets.header import TABS
+from forklift_console.widgets.header import MORE_SCREENS, TABS
 from forklift_console.widgets.text import ids_summary, one_line, plain, plural
 
 Operation = Callable[[Operator], Any]
@@ -267,6 +267,7 @@ class GotoScreen(ModalScreen[str | None]):
         **{mode: mode for mode, _, _ in TABS},
         **{key: mode for mode, key, _ in TABS},
         **{label.lower().split()[0]: mode for mode, _, label in TABS},
+        **{mode: mode for mode, _ in MORE_SCREENS},
         "q": "quit",
         "quit": "quit",
         "help": "help",
@@ -274,9 +275,10 @@ class GotoScreen(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="goto"):
+            modes = [m for m, _, _ in TABS] + [m for m, _ in MORE_SCREENS]
             yield Input(
-                placeholder=":" + " ".join(mode for mode, _, _ in TABS),
-                suggester=SuggestFromList([m for m, _, _ in TABS], case_sensitive=False),
+                placeholder=":" + " ".join(modes),
+                suggester=SuggestFromList(modes, case_sensitive=False),
                 id="where",
                 compact=True,
             )
@@ -286,7 +288,8 @@ class GotoScreen(ModalScreen[str | None]):
         word = event.value.strip().lstrip(":").lower()
         target = self.NAMES.get(word)
         if target is None:
-            matches = [m for m, _, _ in TABS if m.startswith(word)] if word else []
+            modes = [m for m, _, _ in TABS] + [m for m, _ in MORE_SCREENS]
+            matches = [m for m in modes if m.startswith(word)] if word else []
             target = matches[0] if len(matches) == 1 else None
         if target is None:
             self.notify(f"no screen called {word!r}", severity="warning")

@@ -1,4 +1,5 @@
-"""Queues (key 2): depth by state, pickup lag, throughput; pause and resume; drill down."""
+"""Queues (key 2): depth by state, pickup lag, throughput; pause and resume, the concurrency
+limit, prune; ``/`` filter, ``s`` sort; drill down."""
 
 from __future__ import annotations
 
@@ -13,13 +14,29 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
-from forklift.ops import Explanation, Operator, QueueInfo, QueueNotFound, QueueStats, Stats
+from forklift.ops import (
+    Explanation,
+    Operator,
+    PruneReport,
+    QueueInfo,
+    QueueNotFound,
+    QueueStats,
+    Stats,
+)
 from forklift.ops.display import show_id
 from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.forms import (
+    LimitAnswer,
+    LimitScreen,
+    PruneAnswer,
+    PruneScreen,
+    limit_cli,
+)
 from forklift_console.screens.insight import LAG_ALERT_SECONDS, queue_state, window_label
+from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan, ReasonScreen
-from forklift_console.widgets.filterbar import quote
+from forklift_console.widgets.filterbar import FilterLine, quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     age,
@@ -54,12 +71,20 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         f" available job has waited; over {LAG_ALERT_SECONDS:g}s the queue shows 'lagging') and"
         " completed jobs per minute. Below: the highlighted queue's pause, scheduled jobs,"
         " workers, run times and why it is (not) moving. p pauses (asks why) or resumes it;"
-        " enter shows its jobs."
+        " l sets its concurrency limit (none lifts it); P prunes finished jobs older than an"
+        " age (counted first, the count typed to confirm); enter shows its jobs."
+        " / filters the rows (state:paused lag:>60 mail), s sorts by the next column, S"
+        " reverses."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Jobs"),
         Binding("p", "toggle_pause", "Pause/resume"),
+        Binding("l", "limit", "Limit"),
+        Binding("P", "prune", "Prune", key_display="P"),
+        FILTER_KEY,
     ]
+    action_focus_filter = open_filter
+    ROW_ACTIONS = ConsoleScreen.ROW_ACTIONS | {"limit"}
 
     def __init__(self) -> None:
         super().__init__()
@@ -69,6 +94,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
+            yield FilterLine("queues", "queues")
             yield LiveTable(
                 [
                     Column("state", "State", 10),
@@ -180,9 +206,48 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
 
     # -- actions ------------------------------------------------------------------------------
     def can(self, action: str) -> bool | None:
-        if action in ("toggle_pause", "open"):
+        if action in ("toggle_pause", "open", "limit"):
             return True if self.selected() is not None else None
         return True
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action in ("toggle_pause", "open", "limit"):
+            return "no queue is shown" + (" (the filter hides them all)"
+                                          if self.query_one(FilterLine).applied else "")
+        return None
+
+    def action_limit(self) -> None:
+        q = self.selected()
+        if q is None:
+            return
+        name = q.name
+
+        def answered(answer: object) -> None:
+            if not isinstance(answer, LimitAnswer):
+                return
+            limit, reason = answer.limit, answer.reason
+            self.console.propose(
+                Plan(
+                    verb="Set limit", noun="queue", count=1, ids=(name,),
+                    cli=limit_cli(name, limit, reason),
+                    run=lambda op: op.set_concurrency(name, limit, reason=reason or None),
+                    destructive=False,
+                    report=_limited,
+                )
+            )
+
+        self.app.push_screen(LimitScreen(name, q.concurrency), answered)
+
+    def action_prune(self) -> None:
+        def answered(answer: object) -> None:
+            if isinstance(answer, PruneAnswer):
+                kw = answer.kwargs()
+                self.console.propose_checked(
+                    "Prune", lambda op: op.prune(dry_run=True, **kw),
+                    lambda report: _prune_plan(answer, report),
+                )
+
+        self.app.push_screen(PruneScreen(), answered)
 
     def action_open(self) -> None:
         q = self.selected()
@@ -254,6 +319,36 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
             ReasonScreen(f"Pause queue {shown}?", lambda r, f: pause_cli(name, r, f)),
             reasoned,
         )
+
+
+def _prune_plan(answer: PruneAnswer, report: PruneReport) -> Plan | str:
+    """The confirmation after the dry run (its count is typed), or why there is none."""
+    if not report.total:
+        return "nothing is old enough to prune"
+    kw = answer.kwargs()
+    scope = ", ".join(
+        f"{n:,} {state} finished over {answer.older_than[state]} ago"
+        for state, n in report.deleted.items() if n
+    )
+    if report.more:
+        scope += f" (the first {report.max_rows:,}; run it again for the rest)"
+    # max_rows: never more than the count typed, even if more jobs aged since the count
+    return Plan(
+        verb="Prune", noun="finished job", count=report.total, scope=scope,
+        cli=answer.cli(), run=lambda op: op.prune(max_rows=report.total, **kw),
+        report=_pruned,
+    )
+
+
+def _pruned(r: PruneReport) -> str:
+    parts = ", ".join(f"{n:,} {s}" for s, n in r.deleted.items())
+    more = "; more remain: run it again" if r.more else ""
+    return f"pruned {parts or 'nothing'}{more}"
+
+
+def _limited(info: QueueInfo) -> str:
+    limit = "no limit" if info.concurrency is None else f"at most {info.concurrency:,} running"
+    return f"queue {show_id(info.name)}: {limit}, from the workers' next claim"
 
 
 def pause_cli(name: str, reason: str, for_: str) -> str:

@@ -1,20 +1,32 @@
-"""The jobs filter: ``queue:mail state:dead kind:send_email tag:x batch:42 "some text"``.
+"""The ``/`` filter line of every list, and the jobs filter: ``queue:mail state:dead kind:send_email tag:x batch:42 "some text"``.
 
 Qualifiers narrow the list; everything else (bare words or a quoted phrase) is searched in args
 and errors. A qualifier may list alternatives (``state:dead,retryable``). The parsed filter is
 data handed to the operator API as parameters; it is never pasted into SQL or markup.
+
+:class:`FilterLine` is the filter line every list screen shows (on ``/``, and while a filter is
+applied): the input, and beside it what the filter did (``3 of 12 queues``) or why it was
+refused (``✖ not applied: … · still showing every row``), so a rejected filter never looks
+applied. Other lists filter their rows by column (:mod:`forklift_console.widgets.rows`).
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from typing import ClassVar
 
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.widgets import Input
+from textual.containers import Horizontal
+from textual.widgets import Input, Static
 
 from forklift import STATES, ForkliftError
 from forklift.ops.filters import JobFilter
+from forklift_console.widgets.rows import RowFilterError, parse_rows
+from forklift_console.widgets.table import LiveTable
 
 QUALIFIERS = ("queue", "state", "kind", "tag", "batch", "id")
 
@@ -132,11 +144,158 @@ class FilterBar(Input):
         Binding("escape", "leave", "Back to list", show=False)
     ]
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, placeholder: str | None = None) -> None:
         super().__init__(
-            placeholder='/ filter: queue:mail state:dead kind:x tag:x batch:42 "text"',
+            placeholder=placeholder
+            or '/ filter: queue:mail state:dead kind:x tag:x batch:42 "text"',
             id=id,
         )
 
     def action_leave(self) -> None:
         self.screen.focus_next()
+
+
+class FilterLine(Horizontal):
+    """``/`` on a list: the filter input and, beside it, what the filter did or why not.
+
+    ``target`` is the id of the :class:`LiveTable` it filters. Shown while it has the focus or
+    a filter is applied; ``enter`` applies (the table keeps its cursor row when it can),
+    ``esc`` goes back to the list, an empty filter shows every row again.
+
+    A list fetched from the server a page at a time filters there instead: ``apply`` gets the
+    text and returns None once applied, or why it was refused; ``hint`` is the placeholder.
+    """
+
+    DEFAULT_CSS = """
+    FilterLine {
+        height: 1;
+        display: none;
+    }
+    FilterLine.-shown {
+        display: block;
+    }
+    FilterLine > FilterBar {
+        width: 1fr;
+        height: 1;
+        border: none;
+        padding: 0 1;
+        background: $boost;
+    }
+    FilterLine > FilterBar:focus {
+        background: $primary 20%;
+    }
+    FilterLine > #filter-status {
+        width: auto;
+        max-width: 60%;
+        height: 1;
+        padding: 0 1;
+    }
+    """
+
+    def __init__(
+        self,
+        target: str,
+        noun: str = "rows",
+        *,
+        id: str | None = None,
+        apply: Callable[[str], str | None] | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(id=id or f"{target}-filter")
+        self.target = target
+        self.noun = noun
+        self.apply = apply
+        self.hint = hint
+        self.applied = ""
+        self.rejected: str | None = None
+        #: With ``apply``: "N of M" as the screen counts it (set by the screen).
+        self.count_text = ""
+
+    def compose(self) -> ComposeResult:
+        bar = FilterBar(id=f"{self.target}-filter-input", placeholder=" ")
+        bar.can_focus = False  # hidden until /: neither auto-focus nor tab lands in it
+        yield bar
+        yield Static(id="filter-status")
+
+    @property
+    def table(self) -> LiveTable:
+        return self.screen.query_one(f"#{self.target}", LiveTable)
+
+    @property
+    def input(self) -> FilterBar:
+        return self.query_one(FilterBar)
+
+    def on_mount(self) -> None:
+        table = self.table
+        names = list(table.filter_names())
+        example = " ".join(f"{n}:…" for n in names[:3])
+        self.input.placeholder = self.hint or (
+            f"/ filter by {', '.join(names)}; e.g. {example} \"text\"")
+        table.on_synced.append(self.paint)
+
+    def open(self) -> None:
+        """``/``: show the line and put the cursor in it."""
+        self.add_class("-shown")
+        self.input.can_focus = True
+        self.input.focus()
+
+    def paint(self) -> None:
+        table = self.table
+        status = Text()
+        if self.rejected is not None:
+            status.append("✖ not applied: ", style="bold")
+            status.append(self.rejected)
+            status.append(f" · still showing {self.applied or 'every row'}", style="dim")
+        elif self.applied and self.apply is not None:
+            status.append(self.count_text or "applied")
+        elif self.applied:
+            status.append(f"{len(table.keys):,} of {table.total:,} {self.noun}")
+        else:
+            status.append("enter applies · esc back", style="dim")
+        self.query_one("#filter-status", Static).update(status)
+        shown = bool(self.applied or self.rejected or self.has_focus_within)
+        self.set_class(shown, "-shown")
+        self.input.can_focus = shown
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        if self.apply is not None:
+            refused = self.apply(event.value.strip())
+            if refused is not None:
+                self._refuse(refused)
+                return
+            self._accept(event.value.strip())
+            return
+        try:
+            flt = parse_rows(event.value, self.table.filter_names())
+        except RowFilterError as exc:
+            self._refuse(str(exc))
+            return
+        self.table.set_filter(flt)
+        self._accept(flt.text)
+
+    def _refuse(self, why: str) -> None:
+        self.rejected = why
+        self.notify(why, title="filter not applied", severity="error")
+        self.paint()
+
+    def _accept(self, text: str) -> None:
+        self.rejected = None
+        self.applied = text
+        self.input.value = text
+        self.table.focus()
+        self.paint()
+
+    @on(Input.Changed)
+    def _changed(self, event: Input.Changed) -> None:
+        event.stop()
+        if self.rejected is not None and event.value == self.applied:
+            self.rejected = None
+            self.paint()
+
+    def on_descendant_blur(self) -> None:
+        if self.rejected is not None:
+            return  # the refusal stays in view until it is fixed or the filter cleared
+        self.input.value = self.applied  # what is typed and not applied does not linger
+        self.call_after_refresh(self.paint)

@@ -22,6 +22,11 @@ TABS: tuple[tuple[str, str, str], ...] = (
     ("schedules", "8", "Schedules"),
     ("backfills", "9", "Backfills"),
 )
+#: (mode, label): screens without a number key, reached with ``:name`` and the palette.
+MORE_SCREENS: tuple[tuple[str, str], ...] = (
+    ("retries", "Retries"),
+    ("scheduled", "Scheduled"),
+)
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,10 @@ class TabBar(Static):
             line.append("" if shorten == 2 else " ")
         if shorten == 2:
             line.append(" ")
+        for mode, _ in MORE_SCREENS:  # a screen without a number key names itself
+            if mode == current:
+                line.append(f"[:{mode}]", style="bold reverse")
+                line.append(" ")
         return line
 
 

@@ -1,18 +1,38 @@
-"""A DataTable that is refreshed in place, row by row, by key."""
+"""A DataTable that is refreshed in place, row by row, by key; sorted, filtered and marked.
+
+Every list in the console is a :class:`LiveTable`, so every list has the same tools:
+
+- ``s`` sorts by the next column and ``S`` flips the direction (a click on a header sorts by
+  that column); the header names the sort with ``▲``/``▼``, not colour alone. A table whose
+  rows come from the server a page at a time (``server_sort``) does not reorder its page: it
+  posts :class:`LiveTable.SortChanged` and the screen fetches in that order.
+- a ``/`` filter (see :mod:`forklift_console.widgets.rows`), applied to each snapshot;
+- marks, on a ``markable`` table: ``space`` marks a row, ``shift+↓``/``shift+↑`` mark a range
+  as the cursor moves; the marks column shows ``✓``, :func:`marks_badge` the count.
+
+The cursor stays on its row (by key) across a refresh, a re-sort and a new filter.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual.binding import Binding, BindingType
+from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
+
+from forklift_console.widgets.rows import RowFilter, column_names, natural, sort_key
+from forklift_console.widgets.text import MARK
 
 Cell = Text | str
 #: A row: its key and its cells, in column order.
 Row = tuple[Hashable, Sequence[Cell]]
+MARK_COLUMN = "_mark"
+UP, DOWN = "▲", "▼"
 
 
 @dataclass(frozen=True)
@@ -20,6 +40,16 @@ class Column:
     key: str
     label: str
     width: int | None = None
+    #: With ``server_sort``: the operator API's sort key for this column (None: not sortable).
+    sort: str | None = None
+
+
+def marks_badge(count: int, noun: str = "marked") -> Text:
+    """`` ✓ 3 marked ``: reverse video and a glyph, so it reads without colour."""
+    text = Text()
+    if count:
+        text.append(f" {MARK} {count:,} {noun} ", style="bold reverse")
+    return text
 
 
 class LiveTable(DataTable[Cell]):
@@ -37,22 +67,65 @@ class LiveTable(DataTable[Cell]):
     #: Room kept for the vertical scrollbar.
     SCROLLBAR = 2
 
-    def __init__(self, columns: Sequence[Column], *, id: str | None = None) -> None:
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "sort_next", "Sort"),
+        Binding("S", "sort_reverse", "Reverse sort", key_display="S", show=False),
+        Binding("space", "mark", "Mark"),
+        Binding("shift+down", "mark_range(1)", "Mark range", key_display="⇧↓", show=False),
+        Binding("shift+up", "mark_range(-1)", "Mark range up", key_display="⇧↑", show=False),
+    ]
+
+    class SortChanged(Message):
+        """The operator chose another sort (posted by every table; a ``server_sort`` table's
+        screen must fetch in that order)."""
+
+        def __init__(self, table: LiveTable, column: str | None, descending: bool) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
+            self.descending = descending
+
+    class MarksChanged(Message):
+        def __init__(self, table: LiveTable) -> None:
+            super().__init__()
+            self.table = table
+
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        *,
+        id: str | None = None,
+        markable: bool = False,
+        server_sort: bool = False,
+        sort: tuple[str, bool] | None = None,
+    ) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=False)
-        self._columns = list(columns)
+        self.markable = markable
+        self.server_sort = server_sort
+        self._columns = ([Column(MARK_COLUMN, " ", 1)] if markable else []) + list(columns)
         self._keys: list[str] = []
         self._cells: dict[str, tuple[Cell, ...]] = {}
         self._rows: list[Row] = []
         self._flex = next(
             (i for i, c in enumerate(self._columns) if c.width is None), None
         )
+        #: (column key, descending), or None for the order the screen gave.
+        self.sort_by: tuple[str, bool] | None = sort
+        self.row_filter = RowFilter()
+        self.marks: set[str] = set()
+        #: Every row shows as marked (the jobs screen's "all matching").
+        self.all_marked = False
+        self.total = 0  # rows in the last snapshot, before the filter
+        #: Called after each sync (the filter line's count).
+        self.on_synced: list[Callable[[], None]] = []
 
     def on_mount(self) -> None:
         # The flex column gets a width of its own too: DataTable's auto width is measured
         # on idle, and a row drawn before that measurement stays cached at the label's width.
         for col in self._columns:
-            self.add_column(col.label, key=col.key, width=col.width or self.flex_width())
+            self.add_column(self._label(col), key=col.key, width=col.width or self.flex_width())
 
+    # -- what is shown ------------------------------------------------------------------------
     @property
     def keys(self) -> list[str]:
         return list(self._keys)
@@ -66,6 +139,11 @@ class LiveTable(DataTable[Cell]):
             return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
         except (CellDoesNotExist, RowDoesNotExist):
             return None
+
+    @property
+    def data_columns(self) -> list[Column]:
+        """The screen's columns (without the marks column)."""
+        return [c for c in self._columns if c.key != MARK_COLUMN]
 
     def flex_width(self) -> int:
         # The app's width, not the widget's: before its first layout a widget measures 0.
@@ -92,18 +170,39 @@ class LiveTable(DataTable[Cell]):
             column.width = width
             self.sync(self._rows, rebuild=True)  # a new width: rewrite every row
 
-    def sync(self, rows: Sequence[Row], *, rebuild: bool = False) -> None:
+    def _mark_cell(self, key: str) -> Cell:
+        return Text(MARK, style="bold") if self.all_marked or key in self.marks else " "
+
+    def _arrange(self, rows: Sequence[Row]) -> list[tuple[str, tuple[Cell, ...]]]:
+        """The snapshot as shown: filtered, sorted, with the marks column."""
+        out = [(str(k), tuple(v)) for k, v in rows]
+        self.total = len(out)
+        if self.row_filter:
+            out = [(k, v) for k, v in out if self.row_filter.keep(v)]
+        if self.sort_by is not None and not self.server_sort:
+            column, descending = self.sort_by
+            index = next((i for i, c in enumerate(self.data_columns) if c.key == column), None)
+            if index is not None:
+                out.sort(key=lambda kv: sort_key(natural(kv[1][index]), descending))
+        if self.markable:
+            out = [(k, (self._mark_cell(k), *v)) for k, v in out]
+        return out
+
+    def sync(self, rows: Sequence[Row], *, rebuild: bool = False, follow: bool = False) -> None:
+        """Show a new snapshot. ``follow``: scroll to keep the cursor's row in view (its
+        place moved: a re-sort, a new filter)."""
         self._rows = list(rows)
-        new_keys = [str(k) for k, _ in rows]
-        cells = {str(k): self._fit(v) for k, v in rows}
+        arranged = self._arrange(rows)
+        new_keys = [k for k, _ in arranged]
+        cells = {k: self._fit(v) for k, v in arranged}
         if new_keys == self._keys and not rebuild:
             for key in new_keys:
                 old = self._cells.get(key)
-                for col, value in zip(self._columns, cells[key], strict=True):
-                    index = self._columns.index(col)
+                for index, (col, value) in enumerate(zip(self._columns, cells[key], strict=True)):
                     if old is None or not _same(old[index], value):
                         self.update_cell(key, col.key, value)
             self._cells = cells
+            self._synced()
             return
         keep = self.current_key
         scroll_y = self.scroll_y
@@ -112,10 +211,20 @@ class LiveTable(DataTable[Cell]):
             self.add_row(*cells[key], key=key)
         self._keys, self._cells = new_keys, cells
         if keep is not None and keep in cells:
-            self.move_cursor(row=new_keys.index(keep), animate=False, scroll=False)
-            self.scroll_to(y=scroll_y, animate=False)
+            self.move_cursor(row=new_keys.index(keep), animate=False, scroll=follow)
+            if not follow:
+                self.scroll_to(y=scroll_y, animate=False)
         elif new_keys:
             self.move_cursor(row=min(max(self.cursor_row, 0), len(new_keys) - 1), animate=False)
+        self._synced()
+
+    def _synced(self) -> None:
+        for callback in self.on_synced:
+            callback()
+
+    def resync(self, *, follow: bool = True) -> None:
+        """Show the last snapshot again (the sort, the filter or the marks changed)."""
+        self.sync(self._rows, rebuild=True, follow=follow)
 
     def move_to_key(self, key: Hashable) -> bool:
         try:
@@ -127,6 +236,142 @@ class LiveTable(DataTable[Cell]):
 
     def cell_value(self, key: str, column: str) -> Any:
         return self.get_cell(key, column)
+
+    # -- filter -------------------------------------------------------------------------------
+    def filter_names(self) -> dict[str, int]:
+        """Column names a ``/`` qualifier may use, to each column's index in a row."""
+        cols = self.data_columns
+        return column_names([c.key for c in cols], [c.label for c in cols])
+
+    def set_filter(self, flt: RowFilter) -> None:
+        self.row_filter = flt
+        self.resync()
+
+    # -- sort ---------------------------------------------------------------------------------
+    def sortable(self) -> list[Column]:
+        cols = self.data_columns
+        return [c for c in cols if c.sort] if self.server_sort else cols
+
+    def _label(self, col: Column) -> Text:
+        if self.sort_by is None or self.sort_by[0] != col.key:
+            return Text(col.label)
+        glyph = DOWN if self.sort_by[1] else UP
+        width = col.width or 200
+        label = col.label.strip()
+        # the glyph always shows: a label too long gives way
+        text = f"{label} {glyph}" if len(label) + 2 <= width else label[: max(width - 1, 1)] + glyph
+        return Text(text, style="bold underline")
+
+    def set_sort(self, column: str | None, descending: bool = False) -> None:
+        """Sort by ``column`` (a column key), or None for the order the screen gives."""
+        if column is not None and column not in {c.key for c in self.sortable()}:
+            return
+        self.sort_by = None if column is None else (column, descending)
+        for col in self._columns:
+            dt_column = self.columns.get(ColumnKey(col.key))
+            if dt_column is not None:
+                dt_column.label = self._label(col)
+        self._clear_caches()
+        self.refresh()
+        if not self.server_sort:
+            self.resync()
+        self.post_message(self.SortChanged(self, column, descending))
+
+    @property
+    def sort_text(self) -> str:
+        """``sorted by Lag ▼``, for a screen's info line; empty in the screen's own order."""
+        if self.sort_by is None:
+            return ""
+        label = next((c.label for c in self._columns if c.key == self.sort_by[0]), "")
+        return f"sorted by {label.strip() or self.sort_by[0]} {DOWN if self.sort_by[1] else UP}"
+
+    def action_sort_next(self) -> None:
+        """The next column, in its natural first direction (text A→Z, numbers high→low);
+        after the last column, back to the screen's own order."""
+        cols = [c.key for c in self.sortable()]
+        if not cols:
+            self.notify("this list cannot be sorted", severity="warning")
+            return
+        current = self.sort_by[0] if self.sort_by is not None else None
+        index = cols.index(current) + 1 if current in cols else 0
+        if index >= len(cols) and not self.server_sort:
+            self.set_sort(None)
+            self.notify("sort: the screen's own order", title="Sort")
+            return
+        column = cols[index % len(cols)]
+        self.set_sort(column, descending=self._numeric(column))
+        self.notify(self.sort_text, title="Sort")
+
+    def _numeric(self, column: str) -> bool:
+        index = next(i for i, c in enumerate(self.data_columns) if c.key == column)
+        values = [natural(cells[index]) for _, cells in self._rows]
+        return any(v is not None and v[0] == 0 for v in values) or self.server_sort
+
+    def action_sort_reverse(self) -> None:
+        if self.sort_by is None:
+            self.action_sort_next()
+            return
+        self.set_sort(self.sort_by[0], not self.sort_by[1])
+        self.notify(self.sort_text, title="Sort")
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        column = str(event.column_key.value)
+        if self.sort_by is not None and self.sort_by[0] == column:
+            self.set_sort(column, not self.sort_by[1])
+        else:
+            self.set_sort(column, self._numeric(column) if column != MARK_COLUMN else False)
+
+    # -- marks --------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("mark", "mark_range"):
+            return self.markable
+        return True
+
+    def _marks_changed(self) -> None:
+        self.resync(follow=True)
+        self.post_message(self.MarksChanged(self))
+
+    def toggle_mark(self, key: str | None = None) -> None:
+        key = key or self.current_key
+        if key is None:
+            return
+        self.all_marked = False
+        self.marks.symmetric_difference_update({key})
+        self._marks_changed()
+
+    def clear_marks(self) -> None:
+        if self.marks or self.all_marked:
+            self.marks.clear()
+            self.all_marked = False
+            self._marks_changed()
+
+    def mark_all(self, on: bool) -> None:
+        self.marks.clear()
+        self.all_marked = on
+        self._marks_changed()
+
+    def keep_marks(self, keys: set[str]) -> None:
+        """Forget marks on rows that no longer exist."""
+        if self.marks - keys:
+            self.marks &= keys
+            self.post_message(self.MarksChanged(self))
+
+    def action_mark(self) -> None:
+        self.toggle_mark()
+        self.action_cursor_down()
+
+    def action_mark_range(self, step: int) -> None:
+        """Mark the row under the cursor, move, mark the next: a range, as text is selected."""
+        key = self.current_key
+        if key is None:
+            return
+        self.all_marked = False
+        self.marks.add(key)
+        row = max(0, min(len(self._keys) - 1, self.cursor_row + step))
+        self.marks.add(self._keys[row])
+        self.move_cursor(row=row, animate=False)
+        self._marks_changed()
 
 
 def _same(a: Cell, b: Cell) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 from forklift._app import JobKind
 from forklift._context import JobContext
+from forklift._durable.errors import HandlerRefusal, Park
 from forklift._errors import ForkliftError, LockLost
 from forklift._payload import to_json_text
 from forklift._retry import Backoff, Fail, Retry, Snooze
@@ -71,6 +72,8 @@ def failed(
 def classify(
     job: Claimed, ctx: JobContext, kind: JobKind[Any, Any], exc: BaseException
 ) -> Outcome:
+    if isinstance(exc, HandlerRefusal):  # a durable step's refusal: it would repeat every try
+        return failed(job, ctx, kind, exc, exc.code, message=exc.message, terminal=True)
     if isinstance(exc, Snooze):
         return Outcome(job.id, job.fence, "scheduled", delay=exc.delay, refund=1, code="snoozed")
     if isinstance(exc, Retry):
@@ -95,7 +98,8 @@ async def run_attempt(
     executor: Executor,
     result_limit: int,
 ) -> Outcome | None:
-    """Run one attempt. Returns None when the lease was lost (nothing may be written).
+    """Run one attempt. Returns None when the lease was lost or the handler parked the job
+    (nothing may be written).
 
     Raises ``CancelledError`` only when the worker itself is being torn down.
     """
@@ -135,6 +139,8 @@ async def run_attempt(
             )
         else:
             completed = Outcome(job.id, job.fence, "completed", result=text, code="completed")
+    except Park:
+        return None  # ctx.sleep / wait_for_event parked the job itself: nothing more to write
     except asyncio.CancelledError as exc:
         if ctx.cancel_reason is None:
             task = asyncio.current_task()

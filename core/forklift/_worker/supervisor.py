@@ -32,8 +32,14 @@ class Service(Protocol):
     async def run(self) -> None: ...
 
 
-#: Factories of extra services every worker runs, beside its own (empty today).
-SERVICES: list[Callable[[Worker], Service]] = []
+def _steps(worker: Worker) -> Service:
+    from forklift._durable.runtime import Runtime
+
+    return Runtime(worker)
+
+
+#: Factories of extra services every worker runs, beside its own.
+SERVICES: list[Callable[[Worker], Service]] = [_steps]
 
 
 class Supervisor:

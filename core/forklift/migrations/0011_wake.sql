@@ -6,8 +6,10 @@
 -- serialised on NOTIFY's cluster-wide lock. The race with a worker going idle is closed by an
 -- advisory lock on (schema, queue): see the function.
 -- No key: a worker replaces its marks (a new row each time) instead of upserting them, so
--- neither side ever waits on a row the other has locked.
-CREATE TABLE {s}.idle_workers (
+-- neither side ever waits on a row the other has locked. Unlogged: a mark is written at every
+-- wait, and a logged one cost the idle worker a WAL flush each time; after a crash the table is
+-- empty and nobody is woken until workers, re-listening, mark themselves again.
+CREATE UNLOGGED TABLE {s}.idle_workers (
     queue      text NOT NULL,
     worker_id  text NOT NULL
 );

@@ -13,10 +13,12 @@ from psycopg.rows import dict_row
 from forklift._errors import JobNotFound
 from forklift._job import JOB_COLUMNS, Job
 from forklift.ops import history
+from forklift.ops import steps as _steps
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import Cursor, JobFilter, Sort
 from forklift.ops.shape import Shape, jsonable
+from forklift.ops.steps import Dependency, StepInfo
 
 __all__ = [
     "COUNT_CAP",
@@ -188,15 +190,22 @@ class Event(Shape):
 
 @dataclass(frozen=True)
 class JobDetail:
-    """A job with its timeline: enqueued, each failed attempt, the current attempt, the end."""
+    """A job with its timeline: enqueued, each failed attempt, the current attempt, the end;
+    and its durable side (forklift.ops.steps): steps, the jobs it waits for, why it is parked."""
 
     job: Job
     timeline: list[Event]
+    steps: list[StepInfo] = field(default_factory=list)
+    waits_for: list[Dependency] = field(default_factory=list)
+    parked: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = self.job.to_json()
         out.pop("reused", None)
         out["timeline"] = jsonable(self.timeline)
+        out["steps"] = jsonable(self.steps)
+        out["waits_for"] = jsonable(self.waits_for)
+        out["parked"] = self.parked
         return out
 
 
@@ -241,4 +250,5 @@ def _sort_key(at: datetime | str | None) -> datetime:
 
 def show(conn: psycopg.Connection[Any], ctx: OpsContext, job_id: int) -> JobDetail:
     job = get_job(conn, ctx.schema, job_id)
-    return JobDetail(job, timeline(job))
+    steps, deps = _steps.read(conn, ctx.schema, job_id)
+    return JobDetail(job, timeline(job), steps, deps, _steps.parked(job, steps, deps))

@@ -42,12 +42,14 @@ if TYPE_CHECKING:
     from forklift.ops import backfills as _backfills
     from forklift.ops import batches as _batches
     from forklift.ops import dead as _dead
+    from forklift.ops import events as _events
     from forklift.ops import explain as _explain
     from forklift.ops import health as _health
     from forklift.ops import horizon as _horizon
     from forklift.ops import jobs as _jobs
     from forklift.ops import keys as _keys
     from forklift.ops import locks as _locks
+    from forklift.ops import outbox as _outbox
     from forklift.ops import prune as _prune
     from forklift.ops import queues as _queues
     from forklift.ops import rates as _rates
@@ -66,11 +68,13 @@ else:
         def __getattr__(self, attr: str) -> Any:
             return getattr(importlib.import_module(self._name), attr)
 
-    (_actions, _audit, _backfills, _batches, _dead, _explain, _health, _horizon, _jobs, _keys,
-     _locks, _prune, _queues, _rates, _retention, _roles, _schedules, _workers) = (
-        _Module(n) for n in ("actions", "audit", "backfills", "batches", "dead", "explain",
-                             "health", "horizon", "jobs", "keys", "locks", "prune", "queues",
-                             "rates", "retention", "roles", "schedules", "workers"))
+    (_actions, _audit, _backfills, _batches, _dead, _events, _explain, _health, _horizon, _jobs,
+     _keys, _locks, _outbox, _prune, _queues, _rates, _retention, _roles, _schedules,
+     _workers) = (
+        _Module(n) for n in ("actions", "audit", "backfills", "batches", "dead", "events",
+                             "explain", "health", "horizon", "jobs", "keys", "locks", "outbox",
+                             "prune", "queues", "rates", "retention", "roles", "schedules",
+                             "workers"))
 
 __all__ = ["Operator"]
 
@@ -257,6 +261,26 @@ class Operator:
         return self._run(  # type: ignore[no-any-return]
             _jobs.list_jobs, flt, sort=sort, limit=limit, cursor=cursor, count=count
         )
+
+    # -- durable workflows: the outbox and events (forklift.ops.outbox, forklift.ops.events) ----
+    def outbox_messages(self, **filters: Any) -> list[_outbox.OutboxMessage]:
+        return self._run(_outbox.messages, **filters)  # type: ignore[no-any-return]
+
+    def outbox_topics(self) -> list[_outbox.TopicInfo]:
+        return self._run(_outbox.topics)  # type: ignore[no-any-return]
+
+    def retry_outbox(self, **what: Any) -> list[int]:
+        return self._run(_outbox.retry, **what)  # type: ignore[no-any-return]
+
+    def events(self, **filters: Any) -> list[_events.EventInfo]:
+        return self._run(_events.list_events, **filters)  # type: ignore[no-any-return]
+
+    def event_waits(self, **filters: Any) -> list[_events.WaitInfo]:
+        return self._run(_events.waits, **filters)  # type: ignore[no-any-return]
+
+    def publish_event(self, name: str, data: Any, *, reason: str | None = None
+                      ) -> _events.EventInfo:
+        return self._run(_events.publish, name, data, reason=reason)  # type: ignore[no-any-return]
 
     def job(self, job_id: int) -> _jobs.JobDetail:
         return self._run(_jobs.show, job_id)  # type: ignore[no-any-return]

@@ -14,10 +14,12 @@ from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.cron import CronChore
 from forklift._worker.maintenance.elector import Elector
 from forklift._worker.maintenance.history import HistoryUpkeep
+from forklift._worker.maintenance.outbox import OutboxRelay
 from forklift._worker.maintenance.rescuer import Rescuer
 from forklift._worker.maintenance.retention import Retention
 from forklift._worker.maintenance.stager import Stager
 from forklift._worker.maintenance.workers import WorkerPruner
+from forklift._worker.maintenance.workflows import WorkflowRetention
 
 if TYPE_CHECKING:
     from forklift._worker.worker import Worker
@@ -28,4 +30,5 @@ __all__ = ["Chore", "Elector", "chores"]
 def chores(worker: Worker) -> list[Chore]:
     """Every chore the leader runs (a new chore is a new entry here)."""
     return [Stager(worker), Rescuer(worker), CronChore(worker), Retention(worker),
-            WorkerPruner(worker), HistoryUpkeep(worker)]
+            WorkerPruner(worker), HistoryUpkeep(worker), OutboxRelay(worker),
+            WorkflowRetention(worker)]

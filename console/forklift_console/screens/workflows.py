@@ -1,0 +1,122 @@
+"""Workflows (command palette: "Workflows"): the outbox per topic and its newest messages, the
+newest events, and the jobs parked waiting for one. ``r`` retries the dead messages of the
+highlighted topic (confirmed, like every action)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import Static
+
+from forklift.ops import Operator
+from forklift.ops.events import EventInfo, WaitInfo
+from forklift.ops.outbox import OutboxMessage, TopicInfo
+from forklift_console.runbook import cli
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.modals import Plan
+from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.text import count, one_line, stamp, style_of
+
+PAGE = 50
+
+
+@dataclass(frozen=True)
+class WorkflowsView:
+    topics: list[TopicInfo]
+    messages: list[OutboxMessage]
+    events: list[EventInfo]
+    waits: list[WaitInfo]
+
+
+class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
+    MODE = "workflows"
+    HELP = (
+        "The transactional outbox: per topic, messages waiting for the relay and dead ones; the"
+        " newest messages with their state and last error. Below, the newest events and the"
+        " jobs parked waiting for an event. r retries the dead messages of the highlighted"
+        " topic."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("r", "retry", "Retry dead messages"),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield Static(id="info")
+            yield LiveTable([Column("topic", "Topic", 30), Column("pending", "Pending", 8),
+                             Column("dead", "Dead", 6), Column("oldest", "Oldest pending", 19),
+                             Column("tries", "Head tries", 10)], id="topics")
+            yield LiveTable([Column("id", "Msg", 8), Column("topic", "Topic", 20),
+                             Column("state", "State", 10), Column("tries", "Tries", 5),
+                             Column("at", "Created", 10), Column("error", "Last error", None)],
+                            id="messages")
+            yield LiveTable([Column("id", "Event", 8), Column("name", "Name", 24),
+                             Column("at", "Published", 10), Column("woke", "Woke", 5),
+                             Column("data", "Data", None)], id="events")
+            yield LiveTable([Column("job", "Job", 8), Column("kind", "Kind", 20),
+                             Column("event", "Waits for", 20), Column("since", "Since", 10),
+                             Column("deadline", "Deadline", 19)], id="waits")
+
+    def fetch(self, op: Operator) -> WorkflowsView:
+        return WorkflowsView(op.outbox_topics(), op.outbox_messages(limit=PAGE),
+                             op.events(limit=PAGE), op.event_waits(limit=PAGE))
+
+    def show(self, data: WorkflowsView) -> None:
+        now = self.console.now()
+        dead_style = style_of("state-dead")
+        topics: list[Row] = []
+        for t in data.topics:
+            dead = Text(count(t.dead), style=dead_style if t.dead else "")
+            topics.append((t.topic, [one_line(t.topic, limit=30), count(t.pending), dead,
+                                     stamp(t.oldest_pending, now), count(t.max_attempts or 0)]))
+        self.query_one("#topics", LiveTable).sync(topics)
+        messages: list[Row] = []
+        for m in data.messages:
+            state = Text(m.state, style=dead_style if m.state == "dead" else "")
+            error = f"{m.last_error_code}: {m.last_error_message or ''}" if m.last_error_code else ""
+            messages.append((m.id, [str(m.id), one_line(m.topic, limit=20), state,
+                                    str(m.attempts), stamp(m.created_at, now),
+                                    one_line(error, limit=160)]))
+        self.query_one("#messages", LiveTable).sync(messages)
+        events: list[Row] = [
+            (e.id, [str(e.id), one_line(e.name, limit=24), stamp(e.published_at, now),
+                    count(e.woke), one_line(e.data_preview, limit=160)]) for e in data.events]
+        self.query_one("#events", LiveTable).sync(events)
+        waits: list[Row] = [
+            (w.job_id, [str(w.job_id), one_line(w.kind, limit=20), one_line(w.event, limit=20),
+                        stamp(w.since, now), stamp(w.deadline, now) if w.deadline else "never"])
+            for w in data.waits]
+        self.query_one("#waits", LiveTable).sync(waits)
+        pending = sum(t.pending for t in data.topics)
+        dead_total = sum(t.dead for t in data.topics)
+        self.query_one("#info", Static).update(Text(
+            f"outbox: {pending} pending, {dead_total} dead in {len(data.topics)} topic(s) · "
+            f"{len(data.waits)} job(s) waiting for an event"))
+
+    def action_retry(self) -> None:
+        topic = self.query_one("#topics", LiveTable).current_key
+        if topic is None:
+            self.notify("highlight a topic with dead messages first")
+            return
+
+        def run(op: Operator) -> list[int]:
+            return op.retry_outbox(topic=topic, reason="console")
+
+        self.console.propose(Plan(
+            verb="Retry dead messages of", noun="topic", count=1, ids=(topic,), run=run,
+            cli=cli("outbox", "retry", "--topic", topic, "--yes"),
+            report=lambda done: f"{len(done)} message(s) of {topic} pending again"))
+
+    def palette(self) -> Iterable[tuple[str, str, str]]:
+        yield ("Go to Workflows", "The outbox per topic, events, jobs waiting for an event",
+               "noop")
+        yield from super().palette()
+
+    def action_noop(self) -> None:
+        """The palette's way here: switching to this screen is the whole action."""

@@ -1,0 +1,281 @@
+"""The list tools every table has (sort, ``/`` filter, marks) and the Retries and Scheduled
+views, driven with Pilot against a real, seeded PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from console_seed import (
+    SCHEMA,
+    Scene,
+    Seeded,
+    drive,
+    loaded,
+    make_app,
+    on_screen,
+    seed,
+)
+from helpers import wait_until_async
+from test_console_actions import audit, confirm, state_of
+from test_console_snapshots import frozen  # noqa: F401  (the fixture)
+from textual.pilot import Pilot
+from textual.widgets import Button, Input, Static
+
+from forklift_console.app import ConsoleApp
+from forklift_console.screens.forms import LimitScreen, PruneScreen
+from forklift_console.screens.modals import ConfirmScreen, GotoScreen
+from forklift_console.screens.queues import QueuesScreen
+from forklift_console.screens.waiting import RetriesScreen, ScheduledScreen
+from forklift_console.widgets.filterbar import FilterLine
+from forklift_console.widgets.table import LiveTable
+
+
+@pytest.fixture
+def seeded(conn: psycopg.Connection[Any]) -> Seeded:
+    return seed(conn)
+
+
+async def goto(app: ConsoleApp, pilot: Pilot[None], name: str) -> Any:
+    await pilot.press("colon")
+    await on_screen(app, GotoScreen)
+    await pilot.press(*name, "enter")
+    await wait_until_async(lambda: app.current_mode == name, timeout=10)
+    await loaded(app)
+    return app.screen
+
+
+async def open_queues(app: ConsoleApp, pilot: Pilot[None]) -> QueuesScreen:
+    await pilot.press("2")
+    queues: QueuesScreen = await on_screen(app, QueuesScreen)
+    await loaded(app, queues)
+    return queues
+
+
+def plain(widget: Static) -> str:
+    return str(widget.render())
+
+
+# -- sort ----------------------------------------------------------------------------------
+def test_s_sorts_by_the_next_column_with_a_glyph_and_keeps_the_cursor_row(
+    dsn: str, seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        queues = await open_queues(app, pilot)
+        table = queues.query_one("#queues", LiveTable)
+        table.focus()
+        assert table.keys == ["default", "mail", "reports", "slow"]  # the screen's order
+        assert table.move_to_key("reports")
+        await pilot.press("s")  # State, A→Z
+        assert table.sort_by == ("state", False)
+        await pilot.press("s")  # Queue
+        await pilot.press("s")  # Avail: numbers, biggest first
+        assert table.sort_by == ("available", True)
+        assert table.keys == ["mail", "default", "reports", "slow"]  # 23, 14, 6, 0
+        assert table.current_key == "reports"  # the cursor stayed on its row
+        header = table.columns[next(c for c in table.columns if c.value == "available")]
+        assert header.label.plain == "Avail▼"  # the sort is a glyph, not only colour
+        await pilot.press("S")
+        assert table.keys == ["slow", "reports", "default", "mail"]
+        assert table.columns[header.key].label.plain == "Avail▲"
+        await loaded(app, queues)  # a refresh keeps the sort and the cursor row
+        assert table.keys == ["slow", "reports", "default", "mail"]
+        assert table.current_key == "reports"
+
+    drive(make_app(dsn), scenario)
+
+
+# -- filter --------------------------------------------------------------------------------
+def test_slash_filters_a_list_by_column_and_a_rejected_filter_says_so(
+    dsn: str, seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        queues = await open_queues(app, pilot)
+        line = queues.query_one(FilterLine)
+        assert not line.display, app.focused  # no filter: no line
+        await pilot.press("slash")
+        assert line.display and app.focused is line.input
+        await pilot.press(*"avail:>10", "enter")
+        table = queues.query_one("#queues", LiveTable)
+        assert table.keys == ["default", "mail"]
+        assert "2 of 4 queues" in plain(line.query_one("#filter-status", Static))
+        assert app.focused is table
+        await pilot.press("slash")
+        line.input.value = ""
+        await pilot.press(*"bogus:1", "enter")
+        status = plain(line.query_one("#filter-status", Static))
+        assert "not applied: unknown column bogus:" in status
+        assert "still showing avail:>10" in status
+        assert table.keys == ["default", "mail"]  # the rows still show the applied filter
+        line.input.value = ""
+        await pilot.press("enter")  # an empty filter: every row again
+        assert table.keys == ["default", "mail", "reports", "slow"]
+
+    drive(make_app(dsn), scenario)
+
+
+# -- Retries and Scheduled -----------------------------------------------------------------
+def test_retries_lists_retryable_jobs_and_retry_now_asks_then_acts_and_audits(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    job = seeded.ids["backing_off"]
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        retries = await goto(app, pilot, "retries")
+        assert isinstance(retries, RetriesScreen)
+        assert retries.table.keys == [str(job)]
+        await pilot.press("n")
+        dialog = await confirm(app, pilot)
+        assert dialog.plan.title == "Retry now 1 retryable job?"
+        assert dialog.plan.cli == f"forklift jobs run-now {job} --yes"
+        await wait_until_async(lambda: state_of(conn, job) == "available", timeout=20)
+        await loaded(app, retries)
+        assert retries.table.keys == []
+
+    drive(make_app(dsn), scenario)
+    assert audit(conn) == [("tester", "run_now", {"job": job}, 1, None, "made_available")]
+    row = conn.execute(f"SELECT attempt, jsonb_array_length(errors) FROM {SCHEMA}.jobs"
+                       " WHERE id = %s", (job,)).fetchone()
+    assert row == (2, 2)  # the attempt count and the error history stay
+
+
+def test_scheduled_marks_a_range_and_runs_them_now(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        scheduled = await goto(app, pilot, "scheduled")
+        assert isinstance(scheduled, ScheduledScreen)
+        table = scheduled.table
+        keys = table.keys
+        assert len(keys) == 4 and keys[0] == str(seeded.ids["scheduled"])  # soonest first
+        await pilot.press("shift+down", "shift+down")
+        assert table.marks == set(keys[:3])
+        assert "✓ 3 marked" in plain(scheduled.query_one("#info", Static))
+        await pilot.press("n")
+        dialog = await on_screen(app, ConfirmScreen)
+        assert dialog.plan.count == 3
+        await confirm(app, pilot)
+        await wait_until_async(
+            lambda: [state_of(conn, int(k)) for k in keys] ==
+            ["available"] * 3 + ["scheduled"], timeout=20)
+        await wait_until_async(lambda: not table.marks, timeout=10)
+
+    drive(make_app(dsn), scenario)
+    assert [(a[1], a[3], a[5]) for a in audit(conn)] == [
+        ("run_now_many", 3, "made_available: 3")]
+
+
+def test_read_only_disables_run_now_and_says_so(dsn: str, seeded: Seeded) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        retries = await goto(app, pilot, "retries")
+        assert retries.check_action("run_now", ()) is None  # shown, disabled
+        await pilot.press("n")
+        await pilot.pause()
+        assert not isinstance(app.screen, ConfirmScreen)
+        assert app.screen.query_one("#retries-filter-input", Input) is not None
+
+    drive(make_app(dsn, read_only=True), scenario)
+
+
+# -- Queues: limit and prune ---------------------------------------------------------------
+def test_l_sets_a_queue_limit_refusing_a_bad_value_first(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        queues = await open_queues(app, pilot)
+        assert queues.query_one("#queues", LiveTable).move_to_key("mail")
+        await pilot.press("l")
+        form = await on_screen(app, LimitScreen)
+        field = form.query_one("#limit", Input)
+        assert app.focused is field  # the value comes first
+        field.value = ""
+        await pilot.press(*"five")
+        assert form.query_one("#confirm", Button).disabled
+        assert "Set limit is disabled: 'five' is not a whole number" in plain(
+            form.query_one("#missing", Static))
+        field.value = ""
+        await pilot.press(*"5", "enter")  # enter: on to the reason, not submitted yet
+        assert app.screen is form and app.focused is form.query_one("#reason", Input)
+        await pilot.press(*"upstream quota", "enter")
+        await wait_until_async(lambda: conn.execute(
+            f"SELECT concurrency FROM {SCHEMA}.queues WHERE name = 'mail'").fetchone() == (5,),
+            timeout=20)
+
+    drive(make_app(dsn), scenario)
+    assert [(a[1], a[2], a[4]) for a in audit(conn)] == [
+        ("limit", {"queue": "mail", "concurrency": 5}, "upstream quota")]
+
+
+def test_P_prunes_after_counting_and_the_count_typed(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    def dead() -> int:
+        row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.jobs WHERE state = 'dead'").fetchone()
+        return int(row[0]) if row else -1
+
+    before = dead()
+    assert before > 0
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await open_queues(app, pilot)
+        await pilot.press("P")
+        form = await on_screen(app, PruneScreen)
+        assert form.query_one("#confirm", Button).disabled  # no age given yet
+        form.query_one("#prune-dead", Input).focus()
+        await pilot.press(*"1d")
+        assert not form.query_one("#confirm", Button).disabled
+        assert plain(form.query_one("#cli", Static)).endswith(
+            "forklift prune --dead-older-than 1d --yes")
+        form.query_one("#confirm", Button).press()
+        shown = await on_screen(app, ConfirmScreen)
+        await wait_until_async(lambda: bool(shown.query("#typed")), timeout=10)  # mounted
+        dialog = await confirm(app, pilot, typed=before)
+        assert dialog.plan.count == before
+        await wait_until_async(lambda: dead() == 0, timeout=20)
+
+    drive(make_app(dsn), scenario)
+    assert [a[1] for a in audit(conn)] == ["prune"]
+
+
+# -- snapshots -----------------------------------------------------------------------------
+VIEW_SCENES: tuple[Scene, ...] = (
+    Scene("retries", "retries", alt="Retries: failed jobs waiting to try again, soonest first,"
+          " with the attempt, when the next try is due and the last error; n retries now"),
+    Scene("retries-80x24", "retries", (80, 24)),
+    Scene("scheduled-marked", "scheduled", keys=("shift+down", "shift+down"),
+          alt="Scheduled: jobs enqueued for later, soonest first; a range marked with"
+          " shift+↓ (✓ and a count), n runs them now"),
+    Scene("scheduled-80x24", "scheduled", (80, 24)),
+    Scene("scheduled-no-color", "scheduled", keys=("shift+down",), no_color=True),
+    Scene("queues-sorted", "queues", keys=("s", "s", "s"), alt="Queues sorted by a column"
+          " (s steps through the columns, S reverses; ▲/▼ in the header)"),
+    Scene("queues-limit", "queues", highlight="mail", keys=("l",),
+          alt="Setting a queue's concurrency limit (l): the CLI command follows what is typed"),
+    Scene("queues-limit-80x24", "queues", (80, 24), highlight="mail", keys=("l",)),
+    Scene("queues-prune-80x24", "queues", (80, 24), keys=("P",)),
+    Scene("queues-filter-80x24", "queues", (80, 24), keys=("slash", *"lag:>60", "enter")),
+)
+
+
+@pytest.mark.parametrize("scene", VIEW_SCENES, ids=[s.name for s in VIEW_SCENES])
+def test_view_scene(
+    snap_compare: Any,
+    frozen: tuple[str, Seeded],  # noqa: F811  (the fixture imported above)
+    scene: Scene,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    dsn, seeded = frozen
+    if scene.no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    before = scene.before(seeded)
+
+    async def run_before(pilot: Pilot[None]) -> None:
+        await before(pilot)
+        # A dialog's text cursor blinks on a timer: the picture must not depend on when it
+        # is taken.
+        for field in pilot.app.screen.query(Input):
+            field.cursor_blink = False
+        await pilot.pause()
+
+    assert snap_compare(scene.app(dsn), terminal_size=scene.size, run_before=run_before)

@@ -1,0 +1,134 @@
+"""Sleep: ctx.sleep parks the job (slot and lease given back at once, the attempt refunded, no
+error entry) and it resumes after the duration with finished steps skipped. Real worker
+processes: a concurrency-1 worker runs other work while a job sleeps; parked jobs hold no
+connection; a worker killed while its jobs sleep loses nothing."""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from apps import faults
+from apps import workflows as wf
+from apps.basic import running_worker
+from helpers import wait_until
+
+from forklift import Forklift
+
+FAST = {"lease": 2.0, "poll_interval": 0.1, "leader_interval": 0.1, "concurrency": 4}
+procs = faults.procs
+
+
+@pytest.fixture
+def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
+    with wf.bound(dsn, conn) as bound_app:
+        yield bound_app
+
+
+def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
+    return faults.job(conn, job_id)
+
+
+def step(conn: psycopg.Connection[Any], job_id: int, name: str) -> tuple[Any, ...] | None:
+    return conn.execute("SELECT state, wake_at FROM forklift.job_steps WHERE job_id = %s"
+                        " AND name = %s", (job_id, name)).fetchone()
+
+
+def sleeping(conn: psycopg.Connection[Any], job_id: int) -> bool:
+    s = step(conn, job_id, "cool-down")
+    return job(conn, job_id)["state"] == "scheduled" and s is not None and s[0] == "sleeping"
+
+
+def runs(conn: psycopg.Connection[Any], what: str) -> int:
+    row = conn.execute("SELECT count(*) FROM public.wf_seen WHERE what = 'step'"
+                       " AND detail ->> 'step' = %s", (what,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def start(procs: faults.Procs, conn: psycopg.Connection[Any], concurrency: int = 1
+          ) -> faults.WorkerProc:
+    w = procs.start(concurrency=concurrency, lease=2.0, poll_interval=0.2,
+                    extra=["--app", "apps.workflows:app"])
+    faults.registered(conn, w)
+    return w
+
+
+def test_a_sleeping_job_holds_no_slot_and_resumes_with_finished_steps_skipped(
+    app: Forklift, conn: psycopg.Connection[Any], procs: faults.Procs
+) -> None:
+    start(procs, conn, concurrency=1)
+    s = app.kind("wf.sleeper").enqueue({"secs": 4})
+    wait_until(lambda: sleeping(conn, s.id), timeout=30, message=lambda: procs.logs())
+    row = job(conn, s.id)
+    wake = step(conn, s.id, "cool-down")
+    assert wake is not None and row["run_at"] == wake[1]  # due at the wake time, by one clock
+    assert row["attempt"] == 0 and row["errors"] == [] and row["lease_expires_at"] is None
+    # The one slot is free: other work runs while the job sleeps.
+    t = app.kind("wf.task").enqueue({"n": 1})
+    wait_until(lambda: job(conn, t.id)["state"] == "completed", timeout=30)
+    assert sleeping(conn, s.id)
+    wait_until(lambda: job(conn, s.id)["state"] == "completed", timeout=30,
+               message=lambda: f"{job(conn, s.id)}")
+    row = job(conn, s.id)
+    assert row["result"] == {"woke": 1} and row["attempt"] == 1 and row["errors"] == []
+    assert runs(conn, "before") == 1 and runs(conn, "after") == 1
+    assert step(conn, s.id, "cool-down")[0] == "completed"  # type: ignore[index]
+
+
+def test_many_parked_jobs_hold_no_connection(app: Forklift, conn: psycopg.Connection[Any],
+                                             procs: faults.Procs) -> None:
+    w = start(procs, conn, concurrency=4)
+    worker_id = faults.registered(conn, w)
+    ids = app.kind("wf.sleeper").enqueue_many([{"secs": 3600}] * 200)
+    wait_until(lambda: conn.execute(
+        "SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s) AND state = 'scheduled'",
+        (ids,)).fetchone() == (200,), timeout=60, message=lambda: procs.logs())
+    sessions = faults.backends(conn, worker_id)
+    assert len(sessions) <= 12  # the worker's own purposes, not one per parked job
+    assert conn.execute("SELECT count(*) FROM forklift.jobs WHERE state = 'running'"
+                        ).fetchone() == (0,)
+
+
+def test_the_sync_form_parks_and_resumes(app: Forklift, conn: psycopg.Connection[Any]) -> None:
+    s = app.kind("wf.sleeper_sync").enqueue({"secs": 0.5})
+    with running_worker(app, **FAST):
+        wait_until(lambda: job(conn, s.id)["state"] == "completed", timeout=30)
+    assert runs(conn, "before") == 1 and runs(conn, "after") == 1
+    assert job(conn, s.id)["attempt"] == 1
+
+
+def test_a_worker_killed_while_its_job_sleeps_loses_nothing(
+    app: Forklift, conn: psycopg.Connection[Any], procs: faults.Procs
+) -> None:
+    w = start(procs, conn)
+    s = app.kind("wf.sleeper").enqueue({"secs": 2})
+    wait_until(lambda: sleeping(conn, s.id), timeout=30, message=lambda: procs.logs())
+    w.signal(signal.SIGKILL)
+    assert w.popen.wait(10) == -signal.SIGKILL
+    with running_worker(app, **FAST):
+        wait_until(lambda: job(conn, s.id)["state"] == "completed", timeout=30)
+    row = job(conn, s.id)
+    assert row["errors"] == [] and row["attempt"] == 1  # not rescued: it held no lease
+    assert runs(conn, "before") == 1
+
+
+def test_cancelling_a_sleeping_job(app: Forklift, dsn: str, conn: psycopg.Connection[Any]) -> None:
+    from forklift.ops import Operator
+
+    s = app.kind("wf.sleeper").enqueue({"secs": 3600})
+    with running_worker(app, **FAST):
+        wait_until(lambda: sleeping(conn, s.id), timeout=30)
+        with Operator(dsn, actor="test") as op:
+            op.cancel(s.id)
+        assert job(conn, s.id)["state"] == "cancelled"
+
+
+def test_a_bad_duration_fails_the_job_for_good(app: Forklift, conn: psycopg.Connection[Any]
+                                               ) -> None:
+    s = app.kind("wf.sleeper").enqueue({"secs": -1})
+    with running_worker(app, **FAST):
+        wait_until(lambda: job(conn, s.id)["state"] == "dead", timeout=30)
+    assert [e["code"] for e in job(conn, s.id)["errors"]] == ["invalid_option"]
