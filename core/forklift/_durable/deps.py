@@ -40,9 +40,9 @@ WITH want AS (SELECT DISTINCT unnest(%(after)s::bigint[]) AS id),
 known AS (SELECT count(*) AS n FROM {s}.jobs j JOIN want ON j.id = want.id),
 job AS (
     INSERT INTO {s}.jobs (queue, kind, args, state, priority, max_attempts, run_at, tags, meta,
-                          retry)
+                          retry, keys)
     SELECT %(queue)s, %(kind)s, %(args)s::jsonb, 'scheduled', %(priority)s, %(max_attempts)s,
-           %(held)s, %(tags)s::text[], %(meta)s::jsonb, %(retry)s::jsonb
+           %(held)s, %(tags)s::text[], %(meta)s::jsonb, %(retry)s::jsonb, %(keys)s::text[]
     FROM known WHERE known.n = cardinality(%(after)s::bigint[])
     RETURNING id, state, run_at, created_at
 ), deps AS (
@@ -80,7 +80,8 @@ def check(after: Iterable[int | Job], policy: object, row: Row) -> list[int]:
 def _params(row: Row, ids: list[int], policy: str) -> dict[str, Any]:
     return {"after": ids, "queue": row.queue, "kind": row.kind, "args": row.args,
             "priority": row.priority, "max_attempts": row.max_attempts, "held": HELD_UNTIL,
-            "tags": row.tags, "meta": row.meta, "retry": row.retry, "policy": policy}
+            "tags": row.tags, "meta": row.meta, "retry": row.retry, "policy": policy,
+            "keys": row.keys}  # a keyed kind's values (forklift._flow.keys): its limits hold
 
 
 def _job(row: Row, got: tuple[Any, ...]) -> Job:
