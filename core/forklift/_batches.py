@@ -115,6 +115,7 @@ class _Target:
     max_attempts: int
     retry: str | None
     traceparent: str | None = None
+    keys: list[str] | None = None  # a keyed kind's values (forklift._flow.keys)
 
 
 @dataclass(frozen=True)
@@ -224,8 +225,8 @@ def prepare(
         key=key,
         mode=mode,  # type: ignore[arg-type]  # checked above
         max_parallel=max_parallel,
-        targets=[_Target(r.queue, r.args, r.priority, r.max_attempts, r.retry, r.traceparent)
-                 for r in rows],
+        targets=[_Target(r.queue, r.args, r.priority, r.max_attempts, r.retry, r.traceparent,
+                         r.keys) for r in rows],
         meta=meta_text,
         on_complete=_callback_spec(app, on_complete, "on_complete"),
         on_success=_callback_spec(app, on_success, "on_success"),
@@ -288,7 +289,7 @@ def submit_steps(plan: _Plan) -> Steps[tuple[Batch, bool]]:
     )
     batch = Batch.from_row(row)
     now = batch.created_at
-    records = [
+    records: list[tuple[Any, ...]] = [
         (
             t.queue, plan.kind, t.args,
             "available" if i < window else "scheduled",
@@ -299,11 +300,16 @@ def submit_steps(plan: _Plan) -> Steps[tuple[Batch, bool]]:
         )
         for i, t in enumerate(plan.targets)
     ]
+    copy_sql = COPY_SQL
     if any(t.traceparent for t in plan.targets):
-        traced = [(*r, t.traceparent) for r, t in zip(records, plan.targets, strict=True)]
-        yield Copy(render(COPY_TRACED_SQL, s), traced)
-    else:
-        yield Copy(render(COPY_SQL, s), records)
+        records = [(*r, t.traceparent) for r, t in zip(records, plan.targets, strict=True)]
+        copy_sql = COPY_TRACED_SQL
+    if any(t.keys is not None for t in plan.targets):
+        # A keyed kind's targets carry their key values, so its limits hold for them too; the
+        # others never send the column.
+        records = [(*r, t.keys) for r, t in zip(records, plan.targets, strict=True)]
+        copy_sql = copy_sql.replace(") FROM STDIN", ", keys) FROM STDIN")
+    yield Copy(render(copy_sql, s), records)
     return batch, False
 
 
