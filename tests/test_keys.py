@@ -60,9 +60,14 @@ def test_key_values_are_computed_at_enqueue_by_every_path(
         *k.enqueue_many([Work("acme", "a4"), Work("beta", "a5")]),
         *k.enqueue_many([Work("beta", "a6")], unique_key="u2"),
     ]
+    ids.append(k.enqueue(Work("gamma", "a7"), after=[ids[0]]).id)  # held until ids[0] settles
+    batch, _ = app.batch(k, [Work("delta", "b1"), Work("delta", "b2")], caller="t",
+                         max_parallel=1)  # one target released, one held
+    ids += [r[0] for r in conn.execute("SELECT id FROM forklift.jobs WHERE batch_id = %s"
+                                       " ORDER BY batch_index", (batch.id,))]
     want = [[f"tenant{SEP}{t}", f"account{SEP}{a}"] for t, a in
             [("acme", "a1"), ("acme", "a2"), ("zeta", "a3"), ("acme", "a4"), ("beta", "a5"),
-             ("beta", "a6")]]
+             ("beta", "a6"), ("gamma", "a7"), ("delta", "b1"), ("delta", "b2")]]
     assert keys_of(conn, ids) == want
     # replace: the new payload's keys with it
     k.enqueue(Work("omega", "a9"), unique_key="u1", on_conflict="replace")
