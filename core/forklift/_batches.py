@@ -154,6 +154,11 @@ def _callback_spec(app: BatchHost, cb: Any, what: str) -> str | None:
             " (its payload is the batch summary; give Callback(kind, args=...) otherwise)"
         )
         raise InvalidOption(f"{what}: {exc.message}{hint}", field=what) from None
+    if row.keys is not None:
+        # The callback is inserted by the batch's trigger, which stores no key values: its
+        # kind's per-key limits and rates could not hold for it.
+        raise InvalidOption(f"{what}: kind {kind.name} declares keys (concurrency= or rate=);"
+                            " a batch callback cannot carry key values", field=what)
     body: dict[str, Any] = {
         "kind": kind.name,
         "queue": row.queue,
