@@ -15,7 +15,7 @@ from apps import flow_keys
 from apps.flow_keys import Work
 from typer.testing import CliRunner
 
-from forklift import ConfigError, Forklift, InvalidKey, Key, Rate
+from forklift import Callback, ConfigError, Forklift, InvalidKey, InvalidOption, Key, Rate
 from forklift._flow import declare
 from forklift.ops import Operator
 from forklift_console.cli import app as cli
@@ -68,6 +68,9 @@ def test_key_values_are_computed_at_enqueue_by_every_path(
     want = [[f"tenant{SEP}{t}", f"account{SEP}{a}"] for t, a in
             [("acme", "a1"), ("acme", "a2"), ("zeta", "a3"), ("acme", "a4"), ("beta", "a5"),
              ("beta", "a6"), ("gamma", "a7"), ("delta", "b1"), ("delta", "b2")]]
+    with pytest.raises(InvalidOption, match=r"on_complete: kind flow\.keys\.sync declares keys"):
+        app.batch(flow_keys.plain, [Work("x")], caller="t",  # the callback could not carry them
+                  on_complete=Callback(k, args={"tenant": "t", "account": "a"}))
     assert keys_of(conn, ids) == want
     # replace: the new payload's keys with it
     k.enqueue(Work("omega", "a9"), unique_key="u1", on_conflict="replace")
