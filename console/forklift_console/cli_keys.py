@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from forklift_console.cliformat import seconds
+from forklift_console.cliformat import plural, seconds
 from forklift_console.opskit import Call, command, ident, out
 
 if TYPE_CHECKING:
@@ -39,7 +39,7 @@ def bucket_text(b: Bucket | None) -> str:
     if b is None:
         return ""
     if b.next_slot_seconds <= 0:
-        return f"{b.tokens:.0f} token(s)"
+        return plural(int(b.tokens), "token")
     return f"next slot in {seconds(b.next_slot_seconds)}"
 
 
@@ -115,7 +115,7 @@ def keys_show(
         t.add_row(*_value_row(v))
     out.print(t)
     if d.more_values:
-        out.print(f"[dim]{d.more_values:,} more value(s): --limit shows more[/]")
+        out.print(f"[dim]{plural(d.more_values, 'more value')}: --limit shows more[/]")
 
 
 @keys_app.command("limit")

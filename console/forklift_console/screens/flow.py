@@ -228,7 +228,8 @@ class FlowScreen(ConsoleScreen[FlowSnapshot]):
         for v in d.values:
             text.append("\n").append_text(self._value_line(v))
         if d.more_values:
-            text.append(f"\n… {d.more_values:,} more value(s): forklift keys show", style="dim")
+            more = "1 more value" if d.more_values == 1 else f"{d.more_values:,} more values"
+            text.append(f"\n… {more}: forklift keys show", style="dim")
         box.update(text)
 
     @staticmethod

@@ -54,6 +54,10 @@ SELECT DISTINCT e FROM (SELECT keys FROM {s}.jobs
 """
 
 
+def _count(n: int, one: str) -> str:
+    return f"{n:,} {one if n == 1 else one + 's'}"
+
+
 def shown(element: str) -> str:
     name, value = split(element)
     return f"{name}={value}"
@@ -116,8 +120,9 @@ def job_reasons(conn: psycopg.Connection[Any], ctx: OpsContext, job: Any) -> lis
         out.append(Reason(
             "fair_share",
             f"queue {job.queue!r} takes turns across partitions: {shown(elements[0])} has"
-            f" {min(ahead, 10_000):,}{'+' if ahead > 10_000 else ''} job(s) ahead of this one,"
-            f" and {parts:,} partition(s) wait (each claim takes from each in turn)",
+            f" {min(ahead, 10_000):,}{'+' if ahead > 10_000 else ''} {'job' if ahead == 1 else 'jobs'}"
+            f" ahead of this one, and {_count(parts, 'partition')} wait (each claim takes from"
+            " each in turn)",
             {"partition": shown(elements[0]), "ahead_in_partition": min(ahead, 10_000),
              "partitions": parts}))
     return out
@@ -134,12 +139,12 @@ def queue_reasons(conn: psycopg.Connection[Any], ctx: OpsContext, queue: str) ->
         same = [r for r in found if r.code == code]
         out += same[:MAX_LISTED]
         if len(same) > MAX_LISTED:
-            out.append(Reason(code, f"... and {len(same) - MAX_LISTED} more key value(s) like"
+            out.append(Reason(code, f"... and {_count(len(same) - MAX_LISTED, 'more key value')} like"
                                     " these: forklift keys list", {"more": len(same) - MAX_LISTED}))
     out += _queue_rate(conn, ctx, queue)
     flow = queue_flow(conn, ctx, queue)
     if flow.fair:
         out.append(Reason("fair_share", f"queue {queue!r} takes turns across partitions"
-                          f" (fair share on; {len(elements):,} key value(s) among the first"
+                          f" (fair share on; {_count(len(elements), 'key value')} among the first"
                           f" {SAMPLE:,} waiting jobs)", {"fair": True}))
     return out
