@@ -310,3 +310,58 @@ def test_17_2_enter_on_a_dead_letter_group_lists_exactly_its_jobs(
         assert dialog.plan.cli == f"forklift dead requeue {key} --yes"
 
     drive(make_app(dsn), scenario)
+
+
+# -- the overview's alerts: worker_lost and the database's health --------------------------------
+async def alert_lines(app: ConsoleApp, words: str) -> list[str]:
+    overview = app.views["overview"]
+    await loaded(app, overview)
+    box = overview.query_one("#alerts", OptionList)
+    lines = [str(box.get_option_at_index(i).prompt) for i in range(box.option_count)]
+    assert any(words in line for line in lines), lines
+    return lines
+
+
+def test_the_overview_alerts_on_jobs_that_died_worker_lost(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    now = datetime.now(UTC)
+    lost = sorted(
+        insert_job(conn, state="dead", kind="mail.send",
+                   errors=[error(code="worker_lost", message="worker w1 was lost", at=at)],
+                   finished_at=at)
+        for at in (now - timedelta(minutes=3), now - timedelta(minutes=9))
+    )
+    insert_job(conn, state="dead", kind="mail.send", errors=[error(code="bounce")])
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        lines = await alert_lines(app, "2 jobs of mail.send died worker_lost")
+        index = next(i for i, line in enumerate(lines) if "worker_lost" in line)
+        box = app.screen.query_one("#alerts", OptionList)
+        box.focus()
+        box.highlighted = index
+        await pilot.press("enter")
+        jobs = await on_screen(app, JobsScreen)
+        assert jobs.filter_text.startswith("group:")
+        await loaded(app, jobs)
+        assert sorted(int(k) for k in jobs.query_one("#jobs", LiveTable).keys) == lost
+
+    drive(make_app(dsn, now=now), scenario)
+
+
+def test_the_overview_shows_the_databases_health_alerts(dsn: str) -> None:
+    from forklift.ops import Operator
+
+    with Operator(dsn) as op:
+        op.set_health_threshold("connections_ratio", 0.0)  # any client connection is "too many"
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        lines = await alert_lines(app, "database: connections:")
+        index = next(i for i, line in enumerate(lines) if "database: connections" in line)
+        box = app.screen.query_one("#alerts", OptionList)
+        box.focus()
+        box.highlighted = index
+        await pilot.press("enter")
+        await wait_until_async(lambda: app.current_mode == "health", timeout=10)
+
+    drive(make_app(dsn), scenario)
