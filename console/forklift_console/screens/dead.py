@@ -23,7 +23,9 @@ from forklift_console.runbook import cli
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import bulk_report
+from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan
+from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     MARK,
@@ -91,7 +93,9 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
         Binding("r", "act('requeue')", "Requeue group"),
         Binding("D", "act('delete')", "Delete group", key_display="D"),
         Binding("escape", "clear", "Clear marks", show=False),
+        FILTER_KEY,
     ]
+    action_focus_filter = open_filter
 
     def __init__(self) -> None:
         super().__init__()
@@ -102,6 +106,7 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
             yield Static(id="info")
+            yield FilterLine("groups", "groups")
             yield LiveTable(
                 [
                     Column("mark", " ", 1),
