@@ -362,3 +362,30 @@ def test_a_claimed_row_decodes_to_the_same_frozen_job_as_the_constructor_builds(
     assert meta == {"tenant": "a"}
     broken = Claimed.from_row((*row[:3], "[1" + "0" * 5000 + "]", *row[4:]))
     assert broken.args is None and broken.undecodable
+
+
+def test_a_heartbeat_skips_a_locked_row_and_reports_it_held_not_renewed(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Waiting for the row lock of the worker's own settle in flight could deadlock with it.
+    (a, fa), (b, fb) = _running(conn, "open", 2)
+    conn.execute("UPDATE forklift.jobs SET cancel_requested_at = now() WHERE id = %s", (a,))
+
+    async def beat() -> dict[int, bool | None]:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ac:
+            await ac.execute("SET statement_timeout = '5s'")
+            return await leases.renew(ac, "forklift", {fa: a, fb: b, fb + 1000: b}, 60.0)
+
+    def expiry(job_id: int) -> Any:
+        return conn.execute("SELECT lease_expires_at FROM forklift.jobs WHERE id = %s",
+                            (job_id,)).fetchone()
+
+    before = expiry(b)
+    with psycopg.connect(dsn) as other:
+        other.execute("SELECT 1 FROM forklift.jobs WHERE id = %s FOR UPDATE", (b,))
+        # a: renewed, its cancel request reported; b: locked, held but not renewed; a fence
+        # that is not the row's: lost.
+        assert asyncio.run(beat()) == {fa: True, fb: None}
+    assert expiry(b) == before
+    assert asyncio.run(beat()) == {fa: True, fb: False}
+    assert expiry(b) > before
