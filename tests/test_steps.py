@@ -118,6 +118,23 @@ def test_a_requeued_job_returns_its_stored_results_without_running_its_steps_aga
     assert [s[:2] for s in stored(conn, j.id)] == [("charge", "completed"), ("ship", "completed")]
 
 
+def test_a_step_costs_one_statement_and_the_read_of_the_job_s_steps_one_per_attempt(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    from forklift._durable.runtime import _RUNTIMES
+
+    with running_worker(app, **FAST) as w:
+        runtime = _RUNTIMES[w.id]
+        j = app.kind("wf.steps").enqueue({"n": 2})
+        wait_until(lambda: finished(conn, j.id), timeout=30)
+        assert job(conn, j.id)["state"] == "completed"
+        assert (runtime.statements, runtime.load_statements) == (3, 1)  # read, charge, ship
+        again = app.kind("wf.steps").enqueue({"n": 3, "fail": True})
+        wait_until(lambda: finished(conn, again.id), timeout=30)
+        # attempt 1: read, charge; attempt 2: read, ship (charge comes from the read)
+        assert (runtime.statements, runtime.load_statements) == (3 + 4, 1 + 2)
+
+
 def test_a_stale_fence_cannot_write_a_step(app: Forklift, dsn: str,
                                            conn: psycopg.Connection[Any]) -> None:
     j = app.kind("wf.steps").enqueue({"n": 1})
