@@ -249,8 +249,9 @@ def test_a_dead_letter_group_is_requeued_after_typing_its_count(
         table.focus()
         assert dead.selected().code == "mailbox_full"  # busiest in the last hour comes first
         await pilot.press("r")
+        key = dead.selected().id
         dialog = await confirm(app, pilot, typed=9)
-        assert sorted(dialog.plan.ids) == group
+        assert dialog.plan.count == 9 and dialog.plan.cli == f"forklift dead requeue {key} --yes"
         await wait_until_async(
             lambda: all(state_of(conn, i) == "available" for i in group), timeout=20
         )
@@ -537,16 +538,22 @@ def test_marked_dead_letter_groups_are_deleted_together(
         dead.query_one("#groups", LiveTable).focus()
         await pilot.press("space", "space")  # the two busiest groups
         assert len(dead.marks) == 2
-        marked = sorted({i for k in dead.marks for i in dead._groups[k].ids})
+        groups = [dead._groups[k] for k in dead.marks]
+        marked = sorted(int(r[0]) for r in conn.execute(
+            f"SELECT job_id FROM {SCHEMA}.dead_letters WHERE group_key = ANY(%s)",
+            ([g.id for g in groups],)))
+        assert len(marked) == sum(g.count for g in groups)
         await pilot.press("D")
         dialog = await confirm(app, pilot, typed=len(marked))
-        assert sorted(dialog.plan.ids) == marked and dialog.plan.verb == "Delete"
+        assert dialog.plan.count == len(marked) and dialog.plan.verb == "Delete"
         await wait_until_async(lambda: all(state_of(conn, i) is None for i in marked),
                                timeout=20)
         await wait_until_async(lambda: not dead.marks, timeout=10)
 
     drive(make_app(dsn), scenario)
-    assert [(r[1], r[5]) for r in audit(conn)] == [("delete_many", "deleted: 14")]
+    # Each group is its own audited bulk action.
+    assert sorted((r[1], r[5]) for r in audit(conn)) == [("delete_many", "deleted: 5"),
+                                                         ("delete_many", "deleted: 9")]
 
 
 def test_enter_on_an_alert_shows_the_jobs_behind_it(

@@ -18,9 +18,10 @@ from textual.widgets import Input, OptionList
 
 from forklift_console.app import ConsoleApp
 from forklift_console.screens.base import READ_ONLY_WHY
+from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.job import JobScreen
 from forklift_console.screens.jobs import JobsScreen
-from forklift_console.screens.modals import PickScreen, ReasonScreen
+from forklift_console.screens.modals import ConfirmScreen, PickScreen, ReasonScreen
 from forklift_console.screens.queues import QueuesScreen
 from forklift_console.screens.workers import WorkersScreen
 from forklift_console.widgets.table import LiveTable
@@ -175,10 +176,12 @@ def test_17_13_jobs_at_80_columns_gives_the_error_column_room(dsn: str, seeded: 
         assert "queue default" in current and "attempt 4/4" in current
         await pilot.resize_terminal(120, 36)
         await wait_until_async(
-            lambda: "Queue" in [str(c.label) for c in
-                                jobs.query_one("#jobs", LiveTable).columns.values()],
+            lambda: "Queue" in [str(c.label) for c in table.columns.values()],
             timeout=10, message="the wide layout must come back at 120 columns")
-        assert jobs.query_one("#jobs", LiveTable).keys == [str(seeded.ids["hostile"])]
+        # The same table, its rows and cursor kept (it is never missing while it changes).
+        assert jobs.query_one("#jobs", LiveTable) is table
+        assert table.keys == [str(seeded.ids["hostile"])]
+        assert str(table.cell_value(str(seeded.ids["hostile"]), "queue")) == "default"
 
     drive(make_app(dsn), scenario, size=(80, 24))
 
@@ -270,5 +273,95 @@ def test_17_13_workers_queues_are_not_cut_at_120_columns(dsn: str, seeded: Seede
         await loaded(app, workers)
         table = workers.query_one("#workers", LiveTable)
         assert str(table.cell_value("web-1:4242:a1", "queues")) == "default,mail,reports"
+
+    drive(make_app(dsn), scenario)
+
+
+# -- 17.2 ---------------------------------------------------------------------------------------
+def test_17_2_enter_on_a_dead_letter_group_lists_exactly_its_jobs(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    """The SMTP group (code "error", 5 jobs) shares its kind with the mailbox_full group (9):
+    enter must not open ``state:dead kind:demo.failing`` (14)."""
+    smtp = sorted(int(r[0]) for r in conn.execute(
+        f"SELECT id FROM {SCHEMA}.jobs WHERE state = 'dead' AND kind = 'demo.failing'"
+        " AND errors -> -1 ->> 'code' = 'error'"))
+    assert len(smtp) == 5
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("4")
+        dead = await on_screen(app, DeadScreen)
+        await loaded(app, dead)
+        table = dead.query_one("#groups", LiveTable)
+        table.focus()
+        key = next(k for k in table.keys
+                   if dead._groups[k].code == "error" and dead._groups[k].kind == "demo.failing")
+        assert table.move_to_key(key)
+        await pilot.press("enter")
+        jobs = await on_screen(app, JobsScreen)
+        assert jobs.filter_text == f"group:{key}"
+        await loaded(app, jobs)
+        assert sorted(int(k) for k in jobs.query_one("#jobs", LiveTable).keys) == smtp
+        assert "jobs 1–5 of 5" in info(jobs)
+        # Acting on all of them names the group's own command.
+        await pilot.press("a", "r")
+        dialog = await on_screen(app, ConfirmScreen)
+        assert dialog.plan.count == 5
+        assert dialog.plan.cli == f"forklift dead requeue {key} --yes"
+
+    drive(make_app(dsn), scenario)
+
+
+# -- the overview's alerts: worker_lost and the database's health --------------------------------
+async def alert_lines(app: ConsoleApp, words: str) -> list[str]:
+    overview = app.views["overview"]
+    await loaded(app, overview)
+    box = overview.query_one("#alerts", OptionList)
+    lines = [str(box.get_option_at_index(i).prompt) for i in range(box.option_count)]
+    assert any(words in line for line in lines), lines
+    return lines
+
+
+def test_the_overview_alerts_on_jobs_that_died_worker_lost(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    now = datetime.now(UTC)
+    lost = sorted(
+        insert_job(conn, state="dead", kind="mail.send",
+                   errors=[error(code="worker_lost", message="worker w1 was lost", at=at)],
+                   finished_at=at)
+        for at in (now - timedelta(minutes=3), now - timedelta(minutes=9))
+    )
+    insert_job(conn, state="dead", kind="mail.send", errors=[error(code="bounce")])
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        lines = await alert_lines(app, "2 jobs of mail.send died worker_lost")
+        index = next(i for i, line in enumerate(lines) if "worker_lost" in line)
+        box = app.screen.query_one("#alerts", OptionList)
+        box.focus()
+        box.highlighted = index
+        await pilot.press("enter")
+        jobs = await on_screen(app, JobsScreen)
+        assert jobs.filter_text.startswith("group:")
+        await loaded(app, jobs)
+        assert sorted(int(k) for k in jobs.query_one("#jobs", LiveTable).keys) == lost
+
+    drive(make_app(dsn, now=now), scenario)
+
+
+def test_the_overview_shows_the_databases_health_alerts(dsn: str) -> None:
+    from forklift.ops import Operator
+
+    with Operator(dsn) as op:
+        op.set_health_threshold("connections_ratio", 0.0)  # any client connection is "too many"
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        lines = await alert_lines(app, "database: connections:")
+        index = next(i for i, line in enumerate(lines) if "database: connections" in line)
+        box = app.screen.query_one("#alerts", OptionList)
+        box.focus()
+        box.highlighted = index
+        await pilot.press("enter")
+        await wait_until_async(lambda: app.current_mode == "health", timeout=10)
 
     drive(make_app(dsn), scenario)

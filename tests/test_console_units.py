@@ -8,7 +8,6 @@ import pytest
 
 from forklift.ops import JobFilter
 from forklift_console.runbook import cli, filter_flags
-from forklift_console.screens.dead import normalise
 from forklift_console.widgets.filterbar import FilterError, parse, to_text
 from forklift_console.widgets.text import duration, one_line, plain, pretty_json, spark
 
@@ -51,12 +50,13 @@ def test_hostile_filter_text_is_data() -> None:
     )
 
 
-def test_error_messages_group_by_shape() -> None:
-    assert normalise("user 41 not found") == normalise("user 97 not found") == "user <n> not found"
-    assert normalise("order 'A-17' failed: 0xdeadbeef") == "order <str> failed: <hex>"
-    assert normalise("id 3f2b6c1e-8f4a-4b8e-9d7a-1c2b3d4e5f60 gone") == "id <uuid> gone"
-    assert normalise("\x1b[2Jcleared 3") == "cleared <n>"
-    assert normalise(None) == ""
+def test_a_dead_letter_group_is_a_filter_qualifier() -> None:
+    """17.2: Dead letters' enter opens group:ID, exactly the group's jobs."""
+    flt = parse("group:3F2A9C01B2E4D5F6 queue:mail")
+    assert flt == JobFilter.build(dead_group="3f2a9c01b2e4d5f6", queues="mail")
+    assert parse(to_text(flt)) == flt
+    with pytest.raises(FilterError, match="not a dead-letter group id"):
+        parse("group:nothex")
 
 
 def test_text_from_jobs_is_never_markup() -> None:

@@ -279,3 +279,39 @@ def test_view_scene(
         await pilot.pause()
 
     assert snap_compare(scene.app(dsn), terminal_size=scene.size, run_before=run_before)
+
+
+@pytest.mark.parametrize("key", ["2", "4", "5", "6", "7", "8", "9"])
+def test_every_list_screen_filters_with_slash(dsn: str, seeded: Seeded, key: str) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press(key)
+        await wait_until_async(lambda: bool(app.screen.query(FilterLine)), timeout=10)
+        screen = app.screen
+        await loaded(app, screen)
+        line = screen.query_one(FilterLine)
+        table = line.table
+        every = table.keys
+        rows = {k: [natural_text(c) for c in table.get_row(k)] for k in every}
+        await pilot.press("slash")
+        assert app.focused is line.input, app.focused
+        await pilot.press(*"no-such-thing-anywhere", "enter")
+        assert table.keys == []
+        assert f"0 of {len(every):,}" in plain(line.query_one("#filter-status", Static))
+        if every:  # a word of the first row keeps that row (and only rows holding it)
+            word = max((w for c in rows[every[0]] for w in c.split()), key=len)
+            await pilot.press("slash")
+            line.input.value = ""
+            await pilot.press(*word, "enter")
+            assert every[0] in table.keys and set(table.keys) <= set(every)
+            for k in table.keys:
+                assert any(word.casefold() in c.casefold() for c in rows[k])
+        await pilot.press("slash")
+        line.input.value = ""
+        await pilot.press("enter")
+        assert table.keys == every
+
+    drive(make_app(dsn), scenario)
+
+
+def natural_text(cell: Any) -> str:
+    return cell.plain if hasattr(cell, "plain") else str(cell)

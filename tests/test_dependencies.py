@@ -7,27 +7,21 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+import wf_common
 from apps import faults
-from apps import workflows as wf
 from apps.basic import running_worker
 from helpers import wait_until
+from wf_common import FAST
 
 from forklift import Forklift, ForkliftError
 from forklift._durable.deps import HELD_UNTIL
 
-FAST = {"lease": 2.0, "poll_interval": 0.1, "leader_interval": 0.1, "concurrency": 4}
-procs = faults.procs
-
-
-@pytest.fixture
-def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
-    with wf.bound(dsn, conn) as bound_app:
-        yield bound_app
+app = wf_common.app
+procs = wf_common.procs
 
 
 def state(conn: psycopg.Connection[Any], job_id: int) -> str:

@@ -5,8 +5,10 @@ is lost, and given back untouched by a drain."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
@@ -18,7 +20,7 @@ from forklift import Forklift
 from forklift._db import connect_kwargs
 from forklift._sqltext import render
 from forklift._worker import leases, settle
-from forklift._worker.claim import CLAIM_FREE_SQL, CLAIM_SQL, claim_batch, release
+from forklift._worker.claim import CLAIM_FREE_SQL, CLAIM_SQL, Claimed, claim_batch, release
 from forklift.ops import actions
 from forklift.ops.context import OpsContext
 
@@ -341,3 +343,49 @@ def test_recording_starts_skips_a_locked_row_instead_of_waiting(
     stamped = conn.execute("SELECT count(*) FROM forklift.jobs WHERE attempted_at IS NOT NULL"
                            " AND id = ANY(%s)", ([a, b],)).fetchone()
     assert stamped == (2,)
+
+
+# -- decoding a claimed row ---------------------------------------------------------------------
+def test_a_claimed_row_decodes_to_the_same_frozen_job_as_the_constructor_builds() -> None:
+    # from_row fills the instance's __dict__ at once instead of a setattr per field: every
+    # field must be there (one added to the dataclass must be added there too), and frozen.
+    at = datetime.now(UTC)
+    row = (7, "default", "perf.noop", '{"n": 1}', 1, 25, 9, None, '{}', None, 0, at, False,
+           "00-ab-cd-01", 0.5)
+    job = Claimed.from_row(row)
+    assert job == Claimed(7, "default", "perf.noop", {"n": 1}, 1, 25, 9, None, {}, None, 0, at,
+                          started=False, traceparent="00-ab-cd-01", lag=0.5)
+    assert set(vars(job)) == {f.name for f in dataclasses.fields(Claimed)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        job.fence = 10  # type: ignore[misc]
+    meta = Claimed.from_row((*row[:8], '{"tenant": "a"}', *row[9:])).meta
+    assert meta == {"tenant": "a"}
+    broken = Claimed.from_row((*row[:3], "[1" + "0" * 5000 + "]", *row[4:]))
+    assert broken.args is None and broken.undecodable
+
+
+def test_a_heartbeat_skips_a_locked_row_and_reports_it_held_not_renewed(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Waiting for the row lock of the worker's own settle in flight could deadlock with it.
+    (a, fa), (b, fb) = _running(conn, "open", 2)
+    conn.execute("UPDATE forklift.jobs SET cancel_requested_at = now() WHERE id = %s", (a,))
+
+    async def beat() -> dict[int, bool | None]:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as ac:
+            await ac.execute("SET statement_timeout = '5s'")
+            return await leases.renew(ac, "forklift", {fa: a, fb: b, fb + 1000: b}, 60.0)
+
+    def expiry(job_id: int) -> Any:
+        return conn.execute("SELECT lease_expires_at FROM forklift.jobs WHERE id = %s",
+                            (job_id,)).fetchone()
+
+    before = expiry(b)
+    with psycopg.connect(dsn) as other:
+        other.execute("SELECT 1 FROM forklift.jobs WHERE id = %s FOR UPDATE", (b,))
+        # a: renewed, its cancel request reported; b: locked, held but not renewed; a fence
+        # that is not the row's: lost.
+        assert asyncio.run(beat()) == {fa: True, fb: None}
+    assert expiry(b) == before
+    assert asyncio.run(beat()) == {fa: True, fb: False}
+    assert expiry(b) > before

@@ -6,30 +6,19 @@ connection; a worker killed while its jobs sleep loses nothing."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
-import pytest
+import wf_common
 from apps import faults
-from apps import workflows as wf
 from apps.basic import running_worker
 from helpers import wait_until
+from wf_common import FAST, job
 
 from forklift import Forklift
 
-FAST = {"lease": 2.0, "poll_interval": 0.1, "leader_interval": 0.1, "concurrency": 4}
-procs = faults.procs
-
-
-@pytest.fixture
-def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
-    with wf.bound(dsn, conn) as bound_app:
-        yield bound_app
-
-
-def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
-    return faults.job(conn, job_id)
+app = wf_common.app
+procs = wf_common.procs
 
 
 def step(conn: psycopg.Connection[Any], job_id: int, name: str) -> tuple[Any, ...] | None:

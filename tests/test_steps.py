@@ -6,31 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+import wf_common
 from apps import faults
-from apps import workflows as wf
 from apps.basic import running_worker
 from helpers import wait_until
+from wf_common import FAST, job
 
 from forklift import Forklift
 from forklift._durable.steps import _write
 
-FAST = {"lease": 2.0, "poll_interval": 0.1, "leader_interval": 0.1, "concurrency": 4}
-procs = faults.procs
-
-
-@pytest.fixture
-def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
-    with wf.bound(dsn, conn) as bound_app:
-        yield bound_app
-
-
-def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
-    return faults.job(conn, job_id)
+app = wf_common.app
+procs = wf_common.procs
 
 
 def step_runs(conn: psycopg.Connection[Any], step: str) -> int:
@@ -126,6 +116,23 @@ def test_a_requeued_job_returns_its_stored_results_without_running_its_steps_aga
     assert row["state"] == "completed" and row["result"] == first["result"]
     assert step_runs(conn, "charge") == 1 and step_runs(conn, "ship") == 1
     assert [s[:2] for s in stored(conn, j.id)] == [("charge", "completed"), ("ship", "completed")]
+
+
+def test_a_step_costs_one_statement_and_the_read_of_the_job_s_steps_one_per_attempt(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    from forklift._durable.runtime import _RUNTIMES
+
+    with running_worker(app, **FAST) as w:
+        runtime = _RUNTIMES[w.id]
+        j = app.kind("wf.steps").enqueue({"n": 2})
+        wait_until(lambda: finished(conn, j.id), timeout=30)
+        assert job(conn, j.id)["state"] == "completed"
+        assert (runtime.statements, runtime.load_statements) == (3, 1)  # read, charge, ship
+        again = app.kind("wf.steps").enqueue({"n": 3, "fail": True})
+        wait_until(lambda: finished(conn, again.id), timeout=30)
+        # attempt 1: read, charge; attempt 2: read, ship (charge comes from the read)
+        assert (runtime.statements, runtime.load_statements) == (3 + 4, 1 + 2)
 
 
 def test_a_stale_fence_cannot_write_a_step(app: Forklift, dsn: str,

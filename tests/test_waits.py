@@ -7,32 +7,22 @@ it is not; timeouts return None or raise; a worker restarted while its job waits
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 import pytest
+import wf_common
 from apps import faults
-from apps import workflows as wf
 from apps.basic import running_worker
 from helpers import wait_until
+from wf_common import FAST, job
 
 from forklift import Forklift
 from forklift._durable.deps import HELD_UNTIL
 
-FAST = {"lease": 2.0, "poll_interval": 0.1, "leader_interval": 0.1, "concurrency": 4}
-procs = faults.procs
-
-
-@pytest.fixture
-def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
-    with wf.bound(dsn, conn) as bound_app:
-        yield bound_app
-
-
-def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
-    return faults.job(conn, job_id)
+app = wf_common.app
+procs = wf_common.procs
 
 
 def waiting(conn: psycopg.Connection[Any], job_id: int) -> bool:

@@ -5,7 +5,10 @@ The CLI never writes SQL: it calls the operator API in core.
 
 Start-up is kept short: this module and the command modules import only typer and the small
 option kit (console/opskit.py); each command loads what it needs (the operator API, Rich for
-human output, the worker, Textual for the console) when it runs.
+human output, the worker, Textual for the console) when it runs. A new command group goes in
+GROUPS (module:attribute), so it loads only when named (cligroups.py); options parse without
+Pydantic (cliparse.py). tests/test_cli_extras.py names what ``forklift stats --json`` must not
+import.
 """
 
 from __future__ import annotations

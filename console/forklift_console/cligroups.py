@@ -70,5 +70,8 @@ def loading(base: type[TyperGroup], groups: Table) -> type[TyperGroup]:
             super().__init__(*args, **kwargs)
             self.commands = Commands(self.commands, groups)
 
+        def list_commands(self, ctx: Any) -> list[str]:
+            return list(self.commands)  # typer's walks the items, building every group
+
     Loading.__name__ = Loading.__qualname__ = base.__name__
     return Loading

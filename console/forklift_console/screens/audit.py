@@ -13,6 +13,8 @@ from textual.widgets import Static
 
 from forklift.ops import AuditEntry, Operator
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.listing import FILTER_KEY, open_filter
+from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     count,
@@ -43,7 +45,9 @@ class AuditScreen(ConsoleScreen[list[AuditEntry]]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("right_square_bracket", "page(1)", "Older", key_display="]"),
         Binding("left_square_bracket", "page(-1)", "Newer", key_display="["),
+        FILTER_KEY,
     ]
+    action_focus_filter = open_filter
 
     def __init__(self) -> None:
         super().__init__()
@@ -53,6 +57,7 @@ class AuditScreen(ConsoleScreen[list[AuditEntry]]):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
             yield Static(id="info")
+            yield FilterLine("audit", "entries")
             yield LiveTable(
                 [
                     Column("at", "When (UTC)", 10),

@@ -19,7 +19,9 @@ from forklift.ops import Operator
 from forklift.ops.backfills import BackfillInfo
 from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan
+from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     NONE,
@@ -88,7 +90,9 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
         Binding("greater_than_sign", "rate_up", "Rate ×2", key_display=">"),
         Binding("less_than_sign", "rate_down", "Rate ÷2", key_display="<"),
         Binding("C", "cancel", "Cancel run", key_display="C"),
+        FILTER_KEY,
     ]
+    action_focus_filter = open_filter
     DEFAULT_CSS = """
     BackfillsScreen #backfills {
         height: 1fr;
@@ -102,6 +106,7 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
+            yield FilterLine("backfills", "runs")
             yield LiveTable(
                 [
                     Column("state", "State", 11),

@@ -22,7 +22,9 @@ from forklift.ops.display import show_id
 from forklift_console.batchview import mode_label, progress_bar, rate_label, run_rate, state_text
 from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan
+from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     age,
@@ -60,7 +62,9 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
         Binding("enter", "open", "Its targets"),
         Binding("C", "cancel", "Cancel batch", key_display="C"),
         Binding("r", "requeue", "Retry failed"),
+        FILTER_KEY,
     ]
+    action_focus_filter = open_filter
     DEFAULT_CSS = """
     BatchesScreen #batches {
         height: 1fr;
@@ -78,6 +82,7 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
             yield Static(id="info")
+            yield FilterLine("batches", "batches")
             yield LiveTable(
                 [
                     Column("state", "State", 11),

@@ -11,6 +11,8 @@ from datetime import datetime
 
 from rich.text import Text
 
+from forklift.ops.dead import DeadGroup
+from forklift.ops.health import Health
 from forklift.ops.jobs import JobSummary
 from forklift.ops.stats import LAG_SECONDS, QueueStats, Stats
 from forklift_console.widgets.filterbar import quote
@@ -51,6 +53,41 @@ class Alert:
     text: Text
     #: A filter for the jobs screen that shows what the alert is about (enter follows it).
     jobs_filter: str | None = None
+    #: Or the screen (a mode: "health") that shows it.
+    screen: str | None = None
+
+
+def worker_lost_alerts(groups: list[DeadGroup]) -> list[Alert]:
+    """Jobs that died worker_lost in the last hour: their worker vanished mid-attempt (killed,
+    out of memory, a host gone) as many times in a row as the kind allows. Enter: the group."""
+    out = []
+    for g in groups:
+        if g.code != "worker_lost" or not g.last_hour:
+            continue
+        text = Text(f"{plural(g.last_hour, 'job')} of ")
+        text.append_text(ident(g.kind, limit=40))
+        text.append(
+            f" died worker_lost in the last hour ({g.count:,} in all): their worker vanished"
+            " mid-attempt (killed, out of memory, host lost); check the workers' logs and"
+            " exits (press 5)"
+        )
+        out.append(Alert("✖", style_of("state-dead"), text, f"group:{g.id}"))
+    return out
+
+
+def health_alerts(health: Health | None, error: str | None = None) -> list[Alert]:
+    """The database's health alerts (forklift.ops.health), one line each; enter: Health."""
+    if error is not None:
+        return [Alert("?", style_of("state-warn"),
+                      Text("database health unknown: ").append_text(one_line(error, limit=160)),
+                      screen="health")]
+    out = []
+    for a in health.alerts if health is not None else []:
+        text = Text(f"database: {a.code.replace('_', ' ')}: ")
+        text.append_text(one_line(a.message, limit=120))
+        text.append(" — press enter for Health")
+        out.append(Alert("⚠", style_of("state-warn"), text, screen="health"))
+    return out
 
 
 def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert]:

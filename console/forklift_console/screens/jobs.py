@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import ClassVar
 
@@ -44,6 +44,12 @@ class Request:
 
 
 def bulk_cli(action: str, flt: JobFilter) -> str:
+    if flt.dead_group is not None:
+        # A dead-letter group (group:ID, from Dead letters) is acted on by `forklift dead`.
+        if replace(flt, states=(), dead_group=None).is_empty() and action != "cancel":
+            return cli("dead", "requeue" if action == "requeue" else "delete", flt.dead_group,
+                       "--yes")
+        return "(none: the jobs commands cannot narrow a dead-letter group further)"
     return cli("jobs", CLI_VERBS[action], *filter_flags(flt), "--yes")
 
 
@@ -101,15 +107,15 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         with Vertical(id="body"):
             yield FilterBar(id="filter")
             yield Static(id="info")
-            yield self._table()
+            yield LiveTable(self._columns(), id="jobs")
             yield Static(id="current")
 
-    def _table(self) -> LiveTable:
+    def _columns(self) -> list[Column]:
         """At 80 columns the queue and attempt columns give their room to the error (17.13:
         it was ~12 characters); the line under the table names them for the highlighted job."""
         self._narrow = self.is_narrow()
         wide = not self._narrow
-        columns = [
+        return [
             Column("mark", " ", 1),
             Column("id", "Id", 7),
             Column("state", "State", 11),
@@ -119,7 +125,6 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
             Column("age", "Age", 6),
             Column("info", "Error / args", None),
         ]
-        return LiveTable(columns, id="jobs")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -128,23 +133,14 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         self.query_one("#jobs", LiveTable).focus()
 
     def on_resize(self) -> None:
-        if self.is_mounted and self.is_narrow() != self._narrow:
-            self.call_after_refresh(self._relayout)
-
-    async def _relayout(self) -> None:
-        if self.is_narrow() == self._narrow:
+        if not self.is_mounted or self.is_narrow() == self._narrow:
             return
-        old = self.query_one("#jobs", LiveTable)
-        focused = old.has_focus
-        key = old.current_key
-        await old.remove()
-        table = self._table()
-        await self.query_one("#body").mount(table, after="#info")
+        table = self.query_one("#jobs", LiveTable)
+        key = table.current_key
+        table.set_columns(self._columns())
         self._repaint_rows()
         if key is not None:
             table.move_to_key(key)
-        if focused:
-            table.focus()
 
     @property
     def title_text(self) -> str | None:

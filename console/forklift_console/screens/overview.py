@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -12,9 +13,19 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, OptionList, Static
 
+from forklift import ForkliftError
 from forklift.ops import JobFilter, JobSummary, Operator, Stats
+from forklift.ops.dead import DeadGroup
+from forklift.ops.health import Health
 from forklift_console.screens.base import ConsoleScreen
-from forklift_console.screens.insight import Alert, alerts, queue_state, window_label
+from forklift_console.screens.insight import (
+    Alert,
+    alerts,
+    health_alerts,
+    queue_state,
+    window_label,
+    worker_lost_alerts,
+)
 from forklift_console.widgets.filterbar import quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
@@ -33,6 +44,8 @@ from forklift_console.widgets.text import (
 
 #: Running jobs read for the lease alert; there are never more than the workers' slots.
 RUNNING_LIMIT = 500
+#: Seconds between the overview's health reads (as the Health screen's).
+HEALTH_EVERY = 10.0
 
 
 @dataclass(frozen=True)
@@ -40,6 +53,11 @@ class OverviewData:
     stats: Stats
     running: list[JobSummary]
     live_batches: int = 0
+    #: Dead-letter groups of jobs that died worker_lost (the overview's alert reads them).
+    lost: list[DeadGroup] = field(default_factory=list)
+    health: Health | None = None
+    #: Why health could not be read (a role without access to the statistics views...).
+    health_error: str | None = None
 
 
 def fetch_overview(op: Operator) -> OverviewData:
@@ -56,8 +74,10 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
     MODE = "overview"
     HELP = (
         "Where to start. Totals by state, completed and failed jobs over the last half hour,"
-        " and alerts: paused queues, expired leases, dead letters growing, workers gone quiet,"
-        " queues whose work waits too long. Enter on an alert or a queue shows its jobs."
+        " and alerts: jobs that died because their worker vanished (worker_lost), paused"
+        " queues, expired leases, dead letters growing, workers gone quiet, queues whose work"
+        " waits too long, the database's health alerts. Enter on an alert or a queue shows"
+        " its jobs (or the Health screen)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Show jobs", show=True),
@@ -66,6 +86,8 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
     def __init__(self) -> None:
         super().__init__()
         self._alerts: list[Alert] = []
+        self._health: tuple[Health | None, str | None] = (None, None)
+        self._health_at = float("-inf")
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -88,7 +110,18 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
             )
 
     def fetch(self, op: Operator) -> OverviewData:
-        return fetch_overview(op)
+        data = fetch_overview(op)
+        # One scan of the narrow dead_letters table; health reads statistics views only,
+        # at most every HEALTH_EVERY seconds.
+        lost = [g for g in op.dead_groups(limit=1000).groups if g.code == "worker_lost"]
+        if time.monotonic() - self._health_at >= HEALTH_EVERY:
+            try:
+                self._health = (op.health(), None)
+            except ForkliftError as exc:  # health alone: the rest of the overview still shows
+                self._health = (None, exc.message)
+            self._health_at = time.monotonic()
+        health, error = self._health
+        return replace(data, lost=lost, health=health, health_error=error)
 
     def show(self, data: OverviewData) -> None:
         s = data.stats
@@ -132,7 +165,8 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         )
         self.query_one("#rates", Static).update(rates)
 
-        self._alerts = alerts(s, data.running, now)
+        self._alerts = [*worker_lost_alerts(data.lost), *alerts(s, data.running, now),
+                        *health_alerts(data.health, data.health_error)]
         title = Text().append(f"Alerts ({len(self._alerts)})", style="bold")
         if not self._alerts:
             title.append("  ✔ nothing needs attention", style="not bold " + style_of("state-completed"))
@@ -187,8 +221,13 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
             self.console.show_jobs(f"queue:{quote(table.current_key)}")
 
     def _open_alert(self, index: int) -> None:
-        if 0 <= index < len(self._alerts) and self._alerts[index].jobs_filter:
-            self.console.show_jobs(self._alerts[index].jobs_filter or "")
+        if not 0 <= index < len(self._alerts):
+            return
+        alert = self._alerts[index]
+        if alert.jobs_filter:
+            self.console.show_jobs(alert.jobs_filter)
+        elif alert.screen:
+            self.console.action_go(alert.screen)
 
     @on(OptionList.OptionSelected, "#alerts")
     def _alert_selected(self, event: OptionList.OptionSelected) -> None:

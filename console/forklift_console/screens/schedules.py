@@ -17,8 +17,9 @@ from forklift.ops import Operator
 from forklift.ops.schedules import RunNow, ScheduleInfo
 from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan
-from forklift_console.widgets.filterbar import quote
+from forklift_console.widgets.filterbar import FilterLine, quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     NONE,
@@ -57,7 +58,9 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
         Binding("enter", "open", "Its jobs"),
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("n", "run_now", "Run now"),
+        FILTER_KEY,
     ]
+    action_focus_filter = open_filter
     DEFAULT_CSS = """
     SchedulesScreen #schedules {
         height: 1fr;
@@ -71,6 +74,7 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
+            yield FilterLine("schedules", "schedules")
             yield LiveTable(
                 [
                     Column("state", "State", 9),

@@ -18,7 +18,9 @@ from textual.widgets import DataTable, Static
 from forklift import JobNotFound
 from forklift.ops import JobSummary, Operator, Stats, WorkerInfo
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.overview import OverviewData, fetch_overview
+from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     age,
@@ -122,7 +124,9 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Its jobs"),
         Binding("d", "drain", "Drain (demo)"),
+        FILTER_KEY,
     ]
+    action_focus_filter = open_filter
 
     def __init__(self) -> None:
         super().__init__()
@@ -133,6 +137,7 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
             yield Static(id="info")
+            yield FilterLine("workers", "workers")
             yield LiveTable(
                 [
                     Column("state", "State", 10),

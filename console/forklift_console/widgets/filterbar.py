@@ -28,7 +28,7 @@ from forklift.ops.filters import JobFilter
 from forklift_console.widgets.rows import RowFilterError, parse_rows
 from forklift_console.widgets.table import LiveTable
 
-QUALIFIERS = ("queue", "state", "kind", "tag", "batch", "id")
+QUALIFIERS = ("queue", "state", "kind", "tag", "batch", "id", "group")
 
 
 class FilterError(ValueError):
@@ -48,6 +48,8 @@ def to_text(flt: JobFilter) -> str:
             parts.append(f"{key}:{quote(','.join(values))}")
     if flt.batch_id is not None:
         parts.append(f"batch:{flt.batch_id}")
+    if flt.dead_group is not None:
+        parts.append(f"group:{flt.dead_group}")
     if flt.id_min is not None or flt.id_max is not None:
         lo = "" if flt.id_min is None else str(flt.id_min)
         hi = "" if flt.id_max is None else str(flt.id_max)
@@ -103,6 +105,11 @@ def parse(text: str) -> JobFilter:
         if len(found["batch"]) != 1:
             raise FilterError("batch: takes one batch id")
         batch = _int("batch", found["batch"][0])
+    group = None
+    if "group" in found:
+        if len(found["group"]) != 1:
+            raise FilterError("group: takes one dead-letter group id (Dead letters, enter)")
+        group = found["group"][0]
     id_min = id_max = None
     if "id" in found:
         if len(found["id"]) != 1:
@@ -122,6 +129,7 @@ def parse(text: str) -> JobFilter:
             id_min=id_min,
             id_max=id_max,
             text=" ".join(words) or None,
+            dead_group=group,
         )
     except ForkliftError as exc:
         raise FilterError(exc.message) from None
@@ -134,6 +142,7 @@ _EXAMPLES = {
     "tag": "vip",
     "batch": "42",
     "id": "100..200",
+    "group": "3f2a9c01b2e4d5f6",
 }
 
 

@@ -120,10 +120,22 @@ class LiveTable(DataTable[Cell]):
         self.on_synced: list[Callable[[], None]] = []
 
     def on_mount(self) -> None:
+        self._add_columns()
+
+    def _add_columns(self) -> None:
         # The flex column gets a width of its own too: DataTable's auto width is measured
         # on idle, and a row drawn before that measurement stays cached at the label's width.
         for col in self._columns:
             self.add_column(self._label(col), key=col.key, width=col.width or self.flex_width())
+
+    def set_columns(self, columns: Sequence[Column]) -> None:
+        """Other columns in place (a compact layout at another width): the rows go, the
+        caller syncs them again. The table stays mounted, so it is never missing."""
+        self.clear(columns=True)
+        self._columns = ([Column(MARK_COLUMN, " ", 1)] if self.markable else []) + list(columns)
+        self._flex = next((i for i, c in enumerate(self._columns) if c.width is None), None)
+        self._keys, self._cells, self._rows = [], {}, []
+        self._add_columns()
 
     # -- what is shown ------------------------------------------------------------------------
     @property

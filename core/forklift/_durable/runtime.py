@@ -59,7 +59,9 @@ class Runtime:
         # (one transaction's events) cost one statement per batch, not one each.
         self._wanted: dict[int, list[asyncio.Future[dict[str, Stored]]]] = {}
         self._reader: asyncio.Future[None] | None = None
-        #: statements that read stored steps (a batch each)
+        #: operations run on the steps session (each one statement, or one pipelined
+        #: transaction around one), and those of them that read stored steps (a batch each)
+        self.statements = 0
         self.load_statements = 0
         _RUNTIMES[worker.id] = self
 
@@ -78,6 +80,7 @@ class Runtime:
 
     async def call(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         async with self._turn:
+            self.statements += 1
             return await self.db.run(op)
 
     def call_sync(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:

@@ -118,6 +118,8 @@ class Heartbeater:
                     continue
                 if fence not in answer:
                     w.producer.drop(entry, "the job was rescued, cancelled or requeued")
+                elif answer[fence] is None:
+                    continue  # its row was locked: held, renewed by the next beat
                 elif answer[fence]:
                     w.producer.cancel(entry)
                 else:
@@ -126,6 +128,8 @@ class Heartbeater:
             if fence not in answer:
                 w.attempts.lose(rec, "the job was rescued, cancelled or requeued")
                 continue
+            if answer[fence] is None:
+                continue  # its row was locked: held, renewed by the next beat
             rec.lease_deadline = max(rec.lease_deadline, started + w.lease)
             if answer[fence]:
                 w.attempts.interrupt(rec, "cancelled")

@@ -8,11 +8,26 @@ import psycopg
 
 from forklift._sqltext import render
 
+# A row another transaction holds locked is skipped, not waited for: the settle statement locks
+# the same rows in its plan's order, not id order, so waiting could deadlock with it (a
+# second's stall of both, and a failed beat). A skipped row that is still ours in this
+# statement's snapshot comes back with NULL (held, not renewed this time); the next beat
+# renews it, long before the lease runs out.
 HEARTBEAT_SQL = """
-UPDATE {s}.jobs AS t SET lease_expires_at = now() + make_interval(secs => %s)
-FROM unnest(%s::bigint[], %s::bigint[]) AS h(id, fence)
-WHERE t.id = h.id AND t.fence = h.fence AND t.state = 'running'
-RETURNING t.fence, t.cancel_requested_at IS NOT NULL
+WITH h AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[]) AS h(id, fence)),
+free AS (
+    SELECT t.id FROM {s}.jobs AS t JOIN h ON t.id = h.id AND t.fence = h.fence
+    WHERE t.state = 'running'
+    FOR UPDATE OF t SKIP LOCKED
+), renewed AS (
+    UPDATE {s}.jobs AS t SET lease_expires_at = now() + make_interval(secs => %s)
+    FROM h WHERE t.id = h.id AND t.id IN (SELECT id FROM free)
+    RETURNING t.fence, t.cancel_requested_at IS NOT NULL AS cancel
+)
+SELECT fence, cancel FROM renewed
+UNION ALL
+SELECT t.fence, NULL FROM {s}.jobs AS t JOIN h ON t.id = h.id AND t.fence = h.fence
+WHERE t.state = 'running' AND t.id NOT IN (SELECT id FROM free)
 """
 
 # Buffered jobs whose handlers started (the claim stamped only those that started at once):
@@ -44,21 +59,21 @@ RETURNING t.fence
 
 async def renew(
     conn: psycopg.AsyncConnection[Any], schema: str, held: dict[int, int], lease: float
-) -> dict[int, bool]:
+) -> dict[int, bool | None]:
     """Renew every held lease (fence -> job id). Returns fence -> cancel requested, for the
-    leases still held.
+    leases still held; None for one held but not renewed this time (its row was locked by
+    another transaction, most often this worker's own settle).
 
     A fence missing from the answer has lost its lease: rescued, cancelled, requeued, or
-    settled by this worker since the caller looked. Rows are passed in id order, the order
-    every multi-row write of a worker locks them in, so two of its statements cannot deadlock.
+    settled by this worker since the caller looked.
     """
     if not held:
         return {}
     pairs = sorted((job_id, fence) for fence, job_id in held.items())
     cur = await conn.execute(
-        render(HEARTBEAT_SQL, schema), (lease, [p[0] for p in pairs], [p[1] for p in pairs])
+        render(HEARTBEAT_SQL, schema), ([p[0] for p in pairs], [p[1] for p in pairs], lease)
     )
-    return {row[0]: bool(row[1]) for row in await cur.fetchall()}
+    return {row[0]: None if row[1] is None else bool(row[1]) for row in await cur.fetchall()}
 
 
 async def write_progress(

@@ -29,7 +29,6 @@ from typing import Any
 import psycopg
 
 from forklift._errors import ForkliftError
-from forklift._names import check_name
 from forklift._sqltext import render
 from forklift.ops import actions
 from forklift.ops.context import OpsContext
@@ -189,8 +188,8 @@ def groups(
     """Every dead job grouped by kind, error code and message shape; the most recent first
     (died in the last hour, then day, then the largest)."""
     params = {
-        "queue": check_name(queue, "queue") if queue else None,
-        "kind": check_name(kind, "kind") if kind else None,
+        "queue": check_text(queue, "queue") if queue else None,
+        "kind": check_text(kind, "kind") if kind else None,
         "group": None,
         "limit": max(1, min(int(limit), MAX_GROUPS)),
     }

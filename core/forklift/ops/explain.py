@@ -18,7 +18,6 @@ from typing import Any
 import psycopg
 
 from forklift._job import Job
-from forklift._names import check_name
 from forklift._sqltext import render
 from forklift.ops.context import OpsContext
 from forklift.ops.jobs import COUNT_CAP, get_job
@@ -355,7 +354,6 @@ def _running_reasons(job: Job, f: _QueueFacts) -> list[Reason]:
 
 # -- one queue --------------------------------------------------------------------------------
 def explain_queue(conn: psycopg.Connection[Any], ctx: OpsContext, queue: str) -> Explanation:
-    check_name(queue, "queue")
     f = _queue_facts(conn, ctx, queue)
     if f.info is None and not f.workers and not (f.available or f.running or f.next_due):
         from forklift.ops.errors import QueueNotFound

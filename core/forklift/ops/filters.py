@@ -108,6 +108,12 @@ def like_pattern(text: str) -> str:
     return f"%{escaped}%"
 
 
+def _group_id(group: str) -> str:
+    from forklift.ops.dead import check_group_id  # ops.dead imports this module
+
+    return check_group_id(group)
+
+
 def _strings(values: Iterable[str] | str | None, what: str) -> tuple[str, ...]:
     if values is None:
         return ()
@@ -131,7 +137,8 @@ class JobFilter:
     ``states``/``queues``/``kinds``: any of; ``tags``: the job carries all of them; ``text``: a
     substring (case-insensitive) of the args' or the error history's JSON text; ``id_min``/
     ``id_max``: inclusive; ``after``/``before``: a half-open range [after, before) on
-    ``time_field``; ``ids``: exactly these jobs.
+    ``time_field``; ``ids``: exactly these jobs; ``dead_group``: the dead jobs of one
+    dead-letter group (its 16-hex-digit id, :mod:`forklift.ops.dead`).
     """
 
     states: tuple[str, ...] = ()
@@ -146,6 +153,7 @@ class JobFilter:
     after: datetime | None = None
     before: datetime | None = None
     ids: tuple[int, ...] = field(default=())
+    dead_group: str | None = None
 
     @classmethod
     def build(
@@ -163,6 +171,7 @@ class JobFilter:
         after: str | datetime | None = None,
         before: str | datetime | None = None,
         ids: Iterable[int] | None = None,
+        dead_group: str | None = None,
     ) -> JobFilter:
         """A validated filter from loose input (comma-separated strings, ISO times, durations)."""
         now = datetime.now(UTC)
@@ -179,6 +188,7 @@ class JobFilter:
             after=moment(after, "after", now=now) if after is not None else None,
             before=moment(before, "before", now=now) if before is not None else None,
             ids=tuple(dict.fromkeys(int(i) for i in ids or ())),
+            dead_group=_group_id(dead_group) if dead_group else None,
         ).validate()
 
     def validate(self) -> JobFilter:
@@ -207,6 +217,9 @@ class JobFilter:
                 f" {self.before.isoformat()}",
                 field="time_range",
             )
+        if self.dead_group is not None and _group_id(self.dead_group) != self.dead_group:
+            raise InvalidFilter(f"{self.dead_group!r} is not a dead-letter group id in its"
+                                " canonical form (16 lowercase hex digits)", field="group")
         for n in (self.id_min, self.id_max, self.batch_id, *self.ids):
             if n is not None and not (-(2**63) <= n < 2**63):
                 raise InvalidFilter(f"{n} is out of range for a job id", field="id")
@@ -237,6 +250,11 @@ class JobFilter:
         if self.ids:
             parts.append(f"{a}.id = ANY(%s::bigint[])")
             params.append(list(self.ids))
+        if self.dead_group is not None:
+            # By the dead_letters index (migration 0008); a requeued job leaves the group.
+            parts.append(f"{a}.state = 'dead' AND {a}.id IN"
+                         " (SELECT d.job_id FROM {s}.dead_letters d WHERE d.group_key = %s)")
+            params.append(self.dead_group)
         if self.states:
             # Spelled as OR'd literals (each checked against STATES above) so the planner can
             # combine the partial indexes on live states instead of scanning finished rows.

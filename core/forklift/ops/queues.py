@@ -18,7 +18,7 @@ from forklift._sqltext import channel, render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, QueueNotFound
-from forklift.ops.filters import duration, moment
+from forklift.ops.filters import check_text, duration, moment
 from forklift.ops.shape import Shape
 
 __all__ = ["COLUMNS", "QueueInfo", "get_queue", "list_queues", "pause", "resume", "set_concurrency"]
@@ -93,13 +93,18 @@ def get_queue(conn: psycopg.Connection[Any], ctx: OpsContext, name: str) -> Queu
 
 
 def _check_name(name: str) -> str:
-    # The name as enqueue takes it: nothing hidden, no blanks at either end (InvalidName).
-    return check_name(name, "queue")
+    # Never trimmed: " mail" is another queue than "mail" (both are shown escaped, apart).
+    if not check_text(name, "queue").strip():
+        raise InvalidFilter("a queue name is required", field="queue")
+    return name
 
 
 def _require_known(conn: psycopg.Connection[Any], ctx: OpsContext, name: str, create: bool) -> None:
     row = conn.execute(render(KNOWN_SQL, ctx.schema), {"q": name}).fetchone()
-    if create or (row and row[0]):
+    if row and row[0]:
+        return  # a queue that exists is acted on whatever its name holds (it is shown escaped)
+    if create:
+        check_name(name, "queue")  # a new queue is named as enqueue would name it
         return
     known = [q.name for q in list_queues(conn, ctx)]
     hint = f" (known: {', '.join(known[:20])})" if known else ""

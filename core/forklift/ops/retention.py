@@ -18,7 +18,7 @@ from forklift._sqltext import render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
-from forklift.ops.filters import duration
+from forklift.ops.filters import check_text, duration
 from forklift.ops.settings import InvalidSetting
 from forklift.ops.shape import Shape
 
@@ -115,7 +115,7 @@ def _check_queue(conn: psycopg.Connection[Any], ctx: OpsContext, queue: str,
     if not queue.strip():
         raise InvalidSetting("the queue name is empty; leave --queue out for every queue",
                              queue=queue)
-    check_name(queue, "queue")
+    check_text(queue, "queue")
     row = conn.execute(render(KNOWN_QUEUE_SQL, ctx.schema), {"q": queue}).fetchone()
     if row and row[0]:
         return
@@ -123,6 +123,7 @@ def _check_queue(conn: psycopg.Connection[Any], ctx: OpsContext, queue: str,
         raise InvalidSetting(
             f"queue {queue!r} is not known here (no worker serves it and it has no settings);"
             " check the name, or pass --create to set it up", queue=queue)
+    check_name(queue, "queue")  # a new queue is named as enqueue would name it
     conn.execute(render(CREATE_QUEUE_SQL, ctx.schema), (queue,))
 
 
@@ -169,7 +170,7 @@ def reset_window(
             conn.execute(render(SET_SQL, ctx.schema),
                          (state, r.ALL_QUEUES, r.DEFAULTS[state], ctx.actor))
         else:
-            check_name(queue, "queue")
+            check_text(queue, "queue")
             gone = conn.execute(render(RESET_SQL, ctx.schema), (state, queue)).fetchone()
             if gone is None:
                 raise InvalidSetting(f"queue {queue!r} has no {state} window of its own",
