@@ -18,6 +18,7 @@ import psycopg
 
 from forklift._errors import ConfigError
 from forklift._flow.keys import Rate
+from forklift._names import check_name
 from forklift._sqltext import channel, render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
@@ -167,9 +168,12 @@ def _queue_act(conn: psycopg.Connection[Any], ctx: OpsContext, action: str, queu
     try:
         with conn.transaction():
             known = conn.execute(render(KNOWN_SQL, ctx.schema), {"q": queue}).fetchone()
-            if not create and not (known and known[0]):
-                raise QueueNotFound(f"no queue named {queue!r}: check the name, or pass --create"
-                                    " to set it up before its first job", queue=queue)
+            if not (known and known[0]):
+                if not create:
+                    raise QueueNotFound(f"no queue named {queue!r}: check the name, or pass"
+                                        " --create to set it up before its first job",
+                                        queue=queue)
+                check_name(queue, "queue")  # a new queue is named as enqueue would name it
             conn.execute(render(sql, ctx.schema), params)
             conn.execute(render(QUEUE_BUCKET_SQL, ctx.schema), (queue,))
             conn.execute(WAKE_SQL, (channel(ctx.schema), queue))
