@@ -21,6 +21,8 @@ HIDDEN = ["mail\u200b", "mail ", " mail", "ma\x1bil", "mail\u202e"]
 CALLS: dict[str, Callable[[Operator, str], Any]] = {
     "pause(create)": lambda op, n: op.pause(n, create=True),
     "set_concurrency(create)": lambda op, n: op.set_concurrency(n, 3, create=True),
+    "set_queue_rate(create)": lambda op, n: op.set_queue_rate(n, "10/s", create=True),
+    "set_fair(create)": lambda op, n: op.set_fair(n, True, create=True),
     "set_retention(queue)": lambda op, n: op.set_retention("dead", "7d", queue=n, create=True),
     "schedule": lambda op, n: op.schedule(n),
     "pause_schedule": lambda op, n: op.pause_schedule(n),
@@ -50,4 +52,5 @@ def test_a_plain_name_still_works_and_an_existing_hostile_queue_is_acted_on(
         assert op.pause("mail", create=True).paused
         assert not op.resume("mail").paused
         assert op.pause("mail\u200b", create=True).paused  # it exists: acted on, not refused
+        assert op.set_fair("mail\u200b", True).fair
         assert op.set_retention("dead", "7d", queue="mail\u200b").for_queue("mail\u200b")
