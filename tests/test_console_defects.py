@@ -5,6 +5,7 @@ Each test names the defect it pins (17.N) and fails on the console before its fi
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -363,5 +364,30 @@ def test_the_overview_shows_the_databases_health_alerts(dsn: str) -> None:
         box.highlighted = index
         await pilot.press("enter")
         await wait_until_async(lambda: app.current_mode == "health", timeout=10)
+
+    drive(make_app(dsn), scenario)
+
+
+# -- copy a job's id and args -------------------------------------------------------------------
+def test_copy_a_jobs_id_and_args(dsn: str, conn: psycopg.Connection[Any], seeded: Seeded) -> None:
+    hostile = seeded.ids["hostile"]
+    stored = conn.execute(f"SELECT args FROM {SCHEMA}.jobs WHERE id = %s", (hostile,)).fetchone()
+    assert stored is not None
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        jobs = await filtered(app, pilot, f"id:{hostile}")
+        jobs.query_one("#jobs", LiveTable).focus()
+        await pilot.press("y")
+        await wait_until_async(lambda: app.clipboard == str(hostile), timeout=10)
+        await pilot.press("enter")
+        job = await on_screen(app, JobScreen)
+        await loaded(app, job)
+        await pilot.press("Y")
+        await wait_until_async(lambda: app.clipboard != str(hostile), timeout=10)
+        # The args exactly, escapes and markup included: only the clipboard gets them.
+        assert json.loads(app.clipboard) == stored[0]
+        assert "\\u001b" in app.clipboard and "[bold red]" in app.clipboard
+        assert not any("\x1b" in m for m in messages(app))
+        await told(app, f"copied job {hostile}'s args")
 
     drive(make_app(dsn), scenario)

@@ -3,12 +3,13 @@ attempt's error, args and result."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import ProgressBar, Static
@@ -56,6 +57,11 @@ def job_plan(action: str, job_id: int, state: str) -> Plan:
     )
 
 
+def copy_out(app: App[Any], text: str, what: str) -> None:
+    app.copy_to_clipboard(text)
+    app.notify(f"copied {what} to the clipboard", title="Copied")
+
+
 #: What to do instead, by action and the job's state.
 _INSTEAD = {
     "requeue": "cancel it first (C) to stop it",
@@ -96,13 +102,16 @@ class JobScreen(ConsoleScreen[JobView]):
         "One job in full. 'Why' answers why it is (not) running right now. The timeline lists"
         " enqueue, every attempt and the end; every failed attempt keeps its error (code, type,"
         " scrubbed message, innermost frames). r requeues a finished job, C cancels a live one,"
-        " D deletes a finished one; esc goes back to the list."
+        " D deletes a finished one; y copies its id, Y its args (as JSON) to the clipboard;"
+        " esc goes back to the list."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
         Binding("r", "act('requeue')", "Requeue"),
         Binding("C", "act('cancel')", "Cancel", key_display="C"),
         Binding("D", "act('delete')", "Delete", key_display="D"),
+        Binding("y", "copy('id')", "Copy id"),
+        Binding("Y", "copy('args')", "Copy args", key_display="Y"),
     ]
 
     def __init__(self, job_id: int) -> None:
@@ -259,16 +268,32 @@ class JobScreen(ConsoleScreen[JobView]):
             if view is None or view.detail is None:
                 return None
             return True if view.detail.job.state in APPLIES[str(parameters[0])] else None
+        if action == "copy" and parameters == ("args",):
+            return True if self._view is not None and self._view.detail is not None else None
         return True
 
+    def action_copy(self, what: str) -> None:
+        """y, Y: the job's id, or its args as JSON, to the clipboard (OSC 52: the terminal's
+        own, over ssh too). The text goes only there: the notice says how much was copied."""
+        if what == "id":
+            copy_out(self.app, str(self.job_id), f"job {self.job_id}'s id")
+            return
+        view = self._view
+        if view is None or view.detail is None:
+            return
+        text = json.dumps(view.detail.job.args, ensure_ascii=False, sort_keys=True)
+        copy_out(self.app, text, f"job {self.job_id}'s args ({len(text.encode()):,} bytes of JSON)")
+
     def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
-        if action != "act":
+        if action not in ("act", "copy"):
             return None
         view = self._view
         if view is None:
             return f"job {self.job_id} is still loading"
         if view.detail is None:
             return f"job {self.job_id} no longer exists"
+        if action == "copy":
+            return None
         return not_applicable(str(parameters[0]), self.job_id, view.detail.job.state)
 
     def action_act(self, action: str) -> None:

@@ -16,7 +16,7 @@ from textual.widgets import DataTable, Input, Static
 from forklift.ops import BulkReport, JobFilter, JobPage, JobSummary, Operator
 from forklift_console.runbook import cli, filter_flags
 from forklift_console.screens.base import ConsoleScreen
-from forklift_console.screens.job import CLI_VERBS, VERBS, JobScreen, job_plan
+from forklift_console.screens.job import CLI_VERBS, VERBS, JobScreen, copy_out, job_plan
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterBar, FilterError, parse, to_text
 from forklift_console.widgets.table import Column, LiveTable
@@ -74,7 +74,8 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         ' id:100..200 and free text (or "a quoted phrase") found in args and errors. The list'
         " pages by keyset ([ and ] move a page), so it stays quick on millions of rows. space"
         " marks a job, a marks all jobs matching the filter; r requeues, C cancels, D deletes"
-        " the marked jobs (or the one under the cursor). Every action asks first."
+        " the marked jobs (or the one under the cursor). Every action asks first. y copies the"
+        " highlighted job's id."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "focus_filter", "Filter", key_display="/"),
@@ -84,6 +85,7 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         Binding("r", "act('requeue')", "Requeue"),
         Binding("C", "act('cancel')", "Cancel", key_display="C"),
         Binding("D", "act('delete')", "Delete", key_display="D"),
+        Binding("y", "copy_id", "Copy id", show=False),
         Binding("right_square_bracket", "page(1)", "Next page", key_display="]"),
         Binding("left_square_bracket", "page(-1)", "Prev page", key_display="[", show=False),
         Binding("escape", "back", "Back", show=False),
@@ -360,10 +362,18 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
     def can(self, action: str) -> bool | None:
         if action == "act":
             return True if (self.marks or self.all_matching or self.current()) else None
+        if action == "copy_id":
+            return True if self.current() else None
         return True
 
+    def action_copy_id(self) -> None:
+        """y: the highlighted job's id to the clipboard (enter, then Y, copies its args)."""
+        job = self.current()
+        if job is not None:
+            copy_out(self.app, str(job.id), f"job {job.id}'s id")
+
     def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
-        if action == "act":
+        if action in ("act", "copy_id"):
             return ("no job to act on: no job matches the filter" if self.filter_text
                     else "no job to act on: the list is empty")
         return None
