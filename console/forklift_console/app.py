@@ -35,6 +35,7 @@ from forklift_console.screens.health import HealthScreen
 from forklift_console.screens.help import HelpScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import JobsScreen, bulk_cli, bulk_report
+from forklift_console.screens.kinds import KindsScreen
 from forklift_console.screens.modals import ConfirmScreen, GotoScreen, PickScreen, Plan
 from forklift_console.screens.overview import OverviewScreen
 from forklift_console.screens.queues import QueuesScreen
@@ -130,6 +131,7 @@ class ConsoleApp(App[None]):
             "workflows": WorkflowsScreen(),  # no tab: the command palette's "Go to Workflows"
             "retries": RetriesScreen(),
             "scheduled": ScheduledScreen(),
+            "kinds": KindsScreen(),
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]
