@@ -30,6 +30,7 @@ WINDOWS = (timedelta(minutes=15), timedelta(hours=1), timedelta(hours=24))
 
 
 def window_label(w: timedelta) -> str:
+    """``15 min``, ``1 h``, ``24 h``."""
     minutes = w.total_seconds() / 60
     return f"{minutes:g} min" if minutes < 60 else f"{minutes / 60:g} h"
 
