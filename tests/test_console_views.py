@@ -22,9 +22,10 @@ from helpers import wait_until_async
 from test_console_actions import audit, confirm, state_of
 from test_console_snapshots import frozen  # noqa: F401  (the fixture)
 from textual.pilot import Pilot
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, Sparkline, Static
 
 from forklift_console.app import ConsoleApp
+from forklift_console.screens.charts import ChartsScreen
 from forklift_console.screens.forms import LimitScreen, PruneScreen
 from forklift_console.screens.kinds import KindsScreen
 from forklift_console.screens.modals import ConfirmScreen, GotoScreen
@@ -260,6 +261,9 @@ VIEW_SCENES: tuple[Scene, ...] = (
     Scene("kinds", "kinds", alt="Kinds: per queue and kind, completed and dead jobs in the"
           " window, the share that died, run time p50/p95, and what waits now"),
     Scene("kinds-80x24", "kinds", (80, 24)),
+    Scene("charts", "charts", alt="Charts: completed jobs, failed attempts and deaths per"
+          " minute over the last hour, the peak on the axis and the time below"),
+    Scene("charts-80x24", "charts", (80, 24)),
 )
 
 
@@ -349,5 +353,31 @@ def test_kinds_breaks_the_window_down_per_kind_and_w_changes_the_window(
         jobs = app.screen
         await loaded(app, jobs)  # nothing still on its way when the app closes
         assert jobs.filter_text == "queue:{} kind:{}".format(*key.split("\x1f"))
+
+    drive(make_app(dsn), scenario)
+
+
+# -- Charts --------------------------------------------------------------------------------
+def test_charts_draw_the_window_with_numbers_on_the_axes_and_w_changes_it(
+    dsn: str, frozen: tuple[str, Seeded]  # noqa: F811  (the fixture imported above)
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        charts = await goto(app, pilot, "charts")
+        assert isinstance(charts, ChartsScreen)
+        chart = charts.query_one("#completed-chart", Sparkline)
+        values = [int(v) for v in chart.data or []]
+        assert len(values) == 60 and sum(values) > 0  # 1 h in minutes; the seeded history
+        title = plain(charts.query_one("#completed-title", Static))
+        assert title.startswith("Completed per minute") and f"total {sum(values):,}" in title
+        assert plain(charts.query_one("#completed-axis", Static)) == f"{max(values):,}\n0"
+        assert plain(charts.query_one("#completed-time", Static)).split() == [
+            "-1", "h", "-30", "min", "now"]
+        await pilot.press("w")  # 24 h in 15-minute buckets
+        await wait_until_async(lambda: charts.window == timedelta(hours=24), timeout=5)
+        await loaded(app, charts)
+        assert len(chart.data or []) == 96
+        assert plain(charts.query_one("#completed-title", Static)).startswith(
+            "Completed per 15 min")
+        assert sum(int(v) for v in chart.data or []) >= sum(values)
 
     drive(make_app(dsn), scenario)

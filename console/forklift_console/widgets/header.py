@@ -27,6 +27,7 @@ MORE_SCREENS: tuple[tuple[str, str], ...] = (
     ("retries", "Retries"),
     ("scheduled", "Scheduled"),
     ("kinds", "Kinds"),
+    ("charts", "Charts"),
 )
 
 
