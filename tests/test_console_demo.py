@@ -88,3 +88,23 @@ def test_drain_is_hidden_outside_the_demo_and_disabled_read_only(dsn: str) -> No
 
     drive(ConsoleApp(Backend.open(dsn, schema=SCHEMA, actor="tester"), interval=3600),
           scenario)
+
+
+def test_the_demo_submits_batches_the_batches_screen_shows(dsn: str, engine: DemoEngine) -> None:
+    """17.19: the Batches screen was empty in `forklift demo`."""
+    from forklift_console.screens.batches import BatchesScreen
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("7")
+        batches = await on_screen(app, BatchesScreen)
+        table = batches.query_one("#batches", LiveTable)
+
+        async def shown() -> bool:
+            await loaded(app, batches)
+            return bool(table.keys)
+
+        await wait_until_async(shown, timeout=30, message="the demo's batch never showed")
+
+    app = ConsoleApp(Backend.open(dsn, schema=SCHEMA, actor="tester"), demo=engine,
+                     interval=3600)
+    drive(app, scenario)

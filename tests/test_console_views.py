@@ -3,6 +3,7 @@ views, driven with Pilot against a real, seeded PostgreSQL."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import psycopg
@@ -21,10 +22,12 @@ from helpers import wait_until_async
 from test_console_actions import audit, confirm, state_of
 from test_console_snapshots import frozen  # noqa: F401  (the fixture)
 from textual.pilot import Pilot
-from textual.widgets import Button, Input, Static
+from textual.widgets import Button, Input, Sparkline, Static
 
 from forklift_console.app import ConsoleApp
+from forklift_console.screens.charts import ChartsScreen
 from forklift_console.screens.forms import LimitScreen, PruneScreen
+from forklift_console.screens.kinds import KindsScreen
 from forklift_console.screens.modals import ConfirmScreen, GotoScreen
 from forklift_console.screens.queues import QueuesScreen
 from forklift_console.screens.waiting import RetriesScreen, ScheduledScreen
@@ -255,6 +258,12 @@ VIEW_SCENES: tuple[Scene, ...] = (
     Scene("queues-limit-80x24", "queues", (80, 24), highlight="mail", keys=("l",)),
     Scene("queues-prune-80x24", "queues", (80, 24), keys=("P",)),
     Scene("queues-filter-80x24", "queues", (80, 24), keys=("slash", *"lag:>60", "enter")),
+    Scene("kinds", "kinds", alt="Kinds: per queue and kind, completed and dead jobs in the"
+          " window, the share that died, run time p50/p95, and what waits now"),
+    Scene("kinds-80x24", "kinds", (80, 24)),
+    Scene("charts", "charts", alt="Charts: completed jobs, failed attempts and deaths per"
+          " minute over the last hour, the peak on the axis and the time below"),
+    Scene("charts-80x24", "charts", (80, 24)),
 )
 
 
@@ -315,3 +324,60 @@ def test_every_list_screen_filters_with_slash(dsn: str, seeded: Seeded, key: str
 
 def natural_text(cell: Any) -> str:
     return cell.plain if hasattr(cell, "plain") else str(cell)
+
+
+# -- Kinds ---------------------------------------------------------------------------------
+def test_kinds_breaks_the_window_down_per_kind_and_w_changes_the_window(
+    dsn: str, frozen: tuple[str, Seeded]  # noqa: F811  (the fixture imported above)
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        kinds = await goto(app, pilot, "kinds")
+        assert isinstance(kinds, KindsScreen)
+        table = kinds.query_one("#kinds", LiveTable)
+        assert table.keys, "the seeded history has finished jobs"
+        first = kinds._rows[table.keys[0]]
+        assert first.completed + first.dead > 0
+        done = table.cell_value(table.keys[0], "done")
+        assert natural_text(done) == f"{first.completed:,}"
+        hour = {k: r.completed for k, r in kinds._rows.items()}
+        await pilot.press("w")  # 24 h
+        await wait_until_async(lambda: kinds.window == timedelta(hours=24), timeout=5)
+        await loaded(app, kinds)
+        assert "last 24 h" in plain(kinds.query_one("#info", Static))
+        day = {k: r.completed for k, r in kinds._rows.items()}
+        assert all(day.get(k, 0) >= n for k, n in hour.items())  # a wider window holds more
+        key = table.current_key
+        assert key is not None
+        await pilot.press("enter")
+        await wait_until_async(lambda: app.current_mode == "jobs", timeout=10)
+        jobs = app.screen
+        await loaded(app, jobs)  # nothing still on its way when the app closes
+        assert jobs.filter_text == "queue:{} kind:{}".format(*key.split("\x1f"))
+
+    drive(make_app(dsn), scenario)
+
+
+# -- Charts --------------------------------------------------------------------------------
+def test_charts_draw_the_window_with_numbers_on_the_axes_and_w_changes_it(
+    dsn: str, frozen: tuple[str, Seeded]  # noqa: F811  (the fixture imported above)
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        charts = await goto(app, pilot, "charts")
+        assert isinstance(charts, ChartsScreen)
+        chart = charts.query_one("#completed-chart", Sparkline)
+        values = [int(v) for v in chart.data or []]
+        assert len(values) == 60 and sum(values) > 0  # 1 h in minutes; the seeded history
+        title = plain(charts.query_one("#completed-title", Static))
+        assert title.startswith("Completed per minute") and f"total {sum(values):,}" in title
+        assert plain(charts.query_one("#completed-axis", Static)) == f"{max(values):,}\n0"
+        assert plain(charts.query_one("#completed-time", Static)).split() == [
+            "-1", "h", "-30", "min", "now"]
+        await pilot.press("w")  # 24 h in 15-minute buckets
+        await wait_until_async(lambda: charts.window == timedelta(hours=24), timeout=5)
+        await loaded(app, charts)
+        assert len(chart.data or []) == 96
+        assert plain(charts.query_one("#completed-title", Static)).startswith(
+            "Completed per 15 min")
+        assert sum(int(v) for v in chart.data or []) >= sum(values)
+
+    drive(make_app(dsn), scenario)

@@ -170,3 +170,17 @@ def test_jobs_the_leaders_rescue_ends_fire_settle_and_dead(
         ("settle", lost, "dead", "worker_lost"),
         ("dead", lost, "dead", "worker_lost")])
     app.close()
+
+
+def test_a_bulk_enqueue_fires_one_enqueue_event_a_job(dsn: str) -> None:
+    app = _app()
+    app.use(dsn)
+    seen: list[tuple[int, str, str, Any]] = []
+    app.on("enqueue", lambda e: seen.append((e.job_id, e.kind, e.queue, e.job)))
+    ids = app.kind("h.ok").enqueue_many([{}, {}, {}])
+    mixed = app.enqueue_many([("h.ok", {}), ("h.fatal", {}, {"queue": "other"})])
+    h = hooks.of(app)
+    assert h is not None and h.wait_idle(10)
+    assert seen == [(i, "h.ok", "default", None) for i in ids] + [
+        (mixed[0], "h.ok", "default", None), (mixed[1], "h.fatal", "other", None)]
+    app.close()

@@ -29,12 +29,14 @@ from forklift_console.screens.audit import AuditScreen
 from forklift_console.screens.backfills import BackfillsScreen
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.batches import BatchesScreen
+from forklift_console.screens.charts import ChartsScreen
 from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.flow import FlowScreen
 from forklift_console.screens.health import HealthScreen
 from forklift_console.screens.help import HelpScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import JobsScreen, bulk_cli, bulk_report
+from forklift_console.screens.kinds import KindsScreen
 from forklift_console.screens.modals import ConfirmScreen, GotoScreen, PickScreen, Plan
 from forklift_console.screens.overview import OverviewScreen
 from forklift_console.screens.queues import QueuesScreen
@@ -130,6 +132,8 @@ class ConsoleApp(App[None]):
             "workflows": WorkflowsScreen(),  # no tab: the command palette's "Go to Workflows"
             "retries": RetriesScreen(),
             "scheduled": ScheduledScreen(),
+            "kinds": KindsScreen(),
+            "charts": ChartsScreen(),
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]

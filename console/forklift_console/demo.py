@@ -92,6 +92,10 @@ EXPORT_SECONDS = (4.0, 40.0)
 DRAIN_TIMEOUT = 20.0
 #: Seconds after a drained worker exits before its replacement starts (a rolling restart).
 RESTART_AFTER = 5.0
+#: The demo submits a batch of report targets at start and then every this many producer
+#: rounds (a quarter second each), so the Batches screen has something to show (17.19).
+BATCH_EVERY = 240
+BATCH_TARGETS = 24
 
 
 def _declare_export(app: Forklift) -> None:
@@ -197,7 +201,12 @@ class DemoEngine:
 
     async def _produce(self) -> None:
         n = 0
+        rounds = 0
         while not self._stop.is_set():
+            if rounds % BATCH_EVERY == 0:
+                with contextlib.suppress(Exception):  # refused (caller busy) or a blip: later
+                    await asyncio.to_thread(self._submit_batch, rounds // BATCH_EVERY)
+            rounds += 1
             rows = [self.app.kind(demo_app.pick(self.rng)).row({"n": n + i}) for i in range(5)]
             if self.rng.random() < 0.08:
                 rows.append(self.app.kind(EXPORT).row({"n": n}))
@@ -205,3 +214,7 @@ class DemoEngine:
             with contextlib.suppress(Exception):  # a database blip: try again next round
                 await asyncio.to_thread(self.app.enqueue_rows, rows)
             await asyncio.sleep(0.25)
+
+    def _submit_batch(self, k: int) -> None:
+        self.app.batch("demo.report", [{"n": 10_000 * (k + 1) + i} for i in range(BATCH_TARGETS)],
+                       caller="demo", key=f"demo-reports-{k}", max_parallel=3)

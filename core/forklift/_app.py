@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from forklift import _config as config
 from forklift import _enqueue as _enq
+from forklift import hooks as _hooks
 from forklift._errors import ConfigError, KindAlreadyDeclared, UnknownKind
 from forklift._job import Job
 from forklift._kind import ErrorsMode, Extra, JobKind, as_delay
@@ -317,7 +318,10 @@ class Forklift:
         """Store prepared rows (``JobKind.row``/``rows``) in one transaction; their ids."""
         if not rows:
             return []
-        return self._run(_enq.many_steps(self.schema, rows), conn, "atomic")
+        ids: list[int] = self._run(_enq.many_steps(self.schema, rows), conn, "atomic")
+        if _hooks.of(self) is not None:
+            _hooks.emit_enqueued_rows(self, rows, ids)
+        return ids
 
     async def enqueue_rows_async(
         self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None
@@ -325,7 +329,11 @@ class Forklift:
         """:meth:`enqueue_rows` for asyncio."""
         if not rows:
             return []
-        return await self._run_async(_enq.many_steps(self.schema, rows), conn, "atomic")
+        ids: list[int] = await self._run_async(_enq.many_steps(self.schema, rows), conn,
+                                               "atomic")
+        if _hooks.of(self) is not None:
+            _hooks.emit_enqueued_rows(self, rows, ids)
+        return ids
 
     def _rows_of(
         self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]]

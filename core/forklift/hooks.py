@@ -12,7 +12,8 @@ counts are in ``app.hooks.stats`` (and in the Prometheus metrics).
 When each fires:
 
 - ``enqueue``: after a job is inserted (for ``conn=`` enqueues, before the caller commits: a
-  rollback still fired it). ``event.job`` is the returned :class:`~forklift.Job`.
+  rollback still fired it). ``event.job`` is the returned :class:`~forklift.Job`; a bulk
+  enqueue (``enqueue_many``) fires one event a job with ``job`` and ``state`` None.
 - ``start``: a worker is about to run an attempt's handler.
 - ``settle``: the worker has the attempt's outcome (``event.state``: completed, retryable,
   scheduled, dead, cancelled; ``event.code``; ``event.error``, the scrubbed error entry), just
@@ -37,7 +38,7 @@ import queue
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -46,6 +47,7 @@ from forklift._errors import ConfigError
 
 if TYPE_CHECKING:
     from forklift._app import Forklift
+    from forklift._enqueue import Row
     from forklift._job import Job
     from forklift._worker.attempts import Running
     from forklift._worker.maintenance.rescuer import Rescued
@@ -221,6 +223,15 @@ def emit_enqueued(app: Forklift, job: Job) -> None:
     if hooks is not None and hooks.by_event["enqueue"]:
         hooks.emit(HookEvent("enqueue", job.id, job.kind, job.queue, attempt=job.attempt,
                              state=job.state, job=job))
+
+
+def emit_enqueued_rows(app: Forklift, rows: Sequence[Row], ids: Sequence[int]) -> None:
+    """A bulk enqueue stored ``rows`` as ``ids``: one event each (no ``job``, no ``state``:
+    the bulk insert returns ids only)."""
+    hooks = _REGISTRIES.get(app)
+    if hooks is not None and hooks.by_event["enqueue"]:
+        for row, job_id in zip(rows, ids, strict=True):
+            hooks.emit(HookEvent("enqueue", job_id, row.kind, row.queue))
 
 
 # -- the worker's side ----------------------------------------------------------------------------

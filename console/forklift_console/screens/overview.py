@@ -87,7 +87,8 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         super().__init__()
         self._alerts: list[Alert] = []
         self._health: tuple[Health | None, str | None] = (None, None)
-        self._health_at = float("-inf")
+        self._lost: list[DeadGroup] = []
+        self._slow_at = float("-inf")
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -111,17 +112,18 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
 
     def fetch(self, op: Operator) -> OverviewData:
         data = fetch_overview(op)
-        # One scan of the narrow dead_letters table; health reads statistics views only,
-        # at most every HEALTH_EVERY seconds.
-        lost = [g for g in op.dead_groups(limit=1000).groups if g.code == "worker_lost"]
-        if time.monotonic() - self._health_at >= HEALTH_EVERY:
+        # The worker_lost groups (a scan of dead_letters, which grows with the dead jobs) and
+        # health (statistics views) change slowly: read at most every HEALTH_EVERY seconds.
+        if time.monotonic() - self._slow_at >= HEALTH_EVERY:
+            self._lost = [g for g in op.dead_groups(limit=1000).groups
+                          if g.code == "worker_lost"]
             try:
                 self._health = (op.health(), None)
             except ForkliftError as exc:  # health alone: the rest of the overview still shows
                 self._health = (None, exc.message)
-            self._health_at = time.monotonic()
+            self._slow_at = time.monotonic()
         health, error = self._health
-        return replace(data, lost=lost, health=health, health_error=error)
+        return replace(data, lost=self._lost, health=health, health_error=error)
 
     def show(self, data: OverviewData) -> None:
         s = data.stats

@@ -26,6 +26,8 @@ TABS: tuple[tuple[str, str, str], ...] = (
 MORE_SCREENS: tuple[tuple[str, str], ...] = (
     ("retries", "Retries"),
     ("scheduled", "Scheduled"),
+    ("kinds", "Kinds"),
+    ("charts", "Charts"),
 )
 
 

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from forklift.ops import horizon as _horizon
     from forklift.ops import jobs as _jobs
     from forklift.ops import keys as _keys
+    from forklift.ops import kinds as _kinds
     from forklift.ops import locks as _locks
     from forklift.ops import outbox as _outbox
     from forklift.ops import prune as _prune
@@ -248,6 +249,12 @@ class Operator:
         return self._run(  # type: ignore[no-any-return]
             _stats.stats, window=window, bucket=bucket, cache=self._window
         )
+
+    def kind_stats(self, *, window: timedelta = timedelta(hours=1)) -> _kinds.KindStats:
+        """Per queue and kind: completed, dead, run time p50/p95 in ``window``; live now."""
+        from forklift.ops import kinds
+
+        return self._run(kinds.kind_stats, window=window)  # type: ignore[no-any-return]
 
     def jobs(
         self,

@@ -1,0 +1,145 @@
+"""Kinds (``:kinds``): per queue and kind, how the work went in a recent window and what waits.
+
+Completed and dead jobs in the window, the share that died, completed per minute, run time p50
+and p95, and live now: waiting (available and scheduled), running, retrying. ``w`` steps the
+window (15 m, 1 h, 24 h); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
+view of ``Operator.kind_stats``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.widgets import DataTable, Static
+
+from forklift.ops import Operator
+from forklift.ops.kinds import KindRow, KindStats
+from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.listing import FILTER_KEY, open_filter
+from forklift_console.widgets.filterbar import FilterLine, quote
+from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.text import count, ident, seconds
+
+WINDOWS = (timedelta(minutes=15), timedelta(hours=1), timedelta(hours=24))
+
+
+def window_label(w: timedelta) -> str:
+    """``15 min``, ``1 h``, ``24 h``."""
+    minutes = w.total_seconds() / 60
+    return f"{minutes:g} min" if minutes < 60 else f"{minutes / 60:g} h"
+
+
+def _key(row: KindRow) -> str:
+    return f"{row.queue}\x1f{row.kind}"
+
+
+def cells(data: KindStats, r: KindRow) -> list[Text | str]:
+    rate = r.failure_rate
+    waiting = r.live.get("available", 0) + r.live.get("scheduled", 0)
+    return [
+        ident(r.queue, limit=12),
+        ident(r.kind, limit=24),
+        count(r.completed),
+        f"{data.per_minute(r):.1f}",
+        count(r.dead),
+        "–" if rate is None else f"{rate:.0%}",
+        seconds(r.p50),
+        seconds(r.p95),
+        count(waiting),
+        count(r.live.get("running", 0)),
+        count(r.live.get("retryable", 0)),
+    ]
+
+
+class KindsScreen(ConsoleScreen[KindStats]):
+    MODE = "kinds"
+    HELP = (
+        "Per queue and kind, over the window shown (w: 15m, 1h, 24h): completed and dead jobs,"
+        " the share of finished jobs that died, completed per minute, run time p50 and p95;"
+        " and now: waiting (available and scheduled), running, retrying. / filters (kind:mail"
+        " dead%:>10), s sorts, S reverses; enter lists the kind's jobs."
+    )
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Its jobs"),
+        Binding("w", "window", "Window"),
+        FILTER_KEY,
+    ]
+    action_focus_filter = open_filter
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.window = WINDOWS[1]
+        self._rows: dict[str, KindRow] = {}
+
+    def compose_body(self) -> ComposeResult:
+        with Vertical(id="body"):
+            yield Static(id="info")
+            yield FilterLine("kinds", "kinds")
+            yield LiveTable(
+                [
+                    Column("queue", "Queue", 12),
+                    Column("kind", "Kind", 24),
+                    Column("done", "Done", 8),
+                    Column("rate", "/min", 7),
+                    Column("dead", "Dead", 6),
+                    Column("failed", "Dead%", 6),
+                    Column("p50", "p50", 7),
+                    Column("p95", "p95", 7),
+                    Column("waiting", "Waiting", 8),
+                    Column("running", "Run", 5),
+                    Column("retrying", "Retry", 6),
+                ],
+                id="kinds",
+            )
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#kinds", LiveTable).focus()
+
+    def fetch(self, op: Operator) -> KindStats:
+        return op.kind_stats(window=self.window)
+
+    def show(self, data: KindStats) -> None:
+        if data.window_seconds != self.window.total_seconds():
+            return  # an answer for the window the operator has since left
+        self._rows = {_key(r): r for r in data.rows}
+        rows: list[Row] = [(_key(r), cells(data, r)) for r in data.rows]
+        self.query_one("#kinds", LiveTable).sync(rows)
+        info = Text(f"{len(rows):,} queue/kind pairs · finished in the last"
+                    f" {window_label(self.window)}", style="")
+        info.append(" · w: another window", style="dim")
+        self.query_one("#info", Static).update(info)
+
+    def action_window(self) -> None:
+        self.window = WINDOWS[(WINDOWS.index(self.window) + 1) % len(WINDOWS)]
+        self.notify(f"window: the last {window_label(self.window)}",
+                    title="Kinds")
+        self.reload()
+
+    def selected(self) -> KindRow | None:
+        key = self.query_one("#kinds", LiveTable).current_key
+        return self._rows.get(key) if key is not None else None
+
+    def can(self, action: str) -> bool | None:
+        if action == "open":
+            return True if self.selected() is not None else None
+        return True
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        return "no kind is shown" if action == "open" else None
+
+    def action_open(self) -> None:
+        r = self.selected()
+        if r is not None:
+            self.console.show_jobs(f"queue:{quote(r.queue)} kind:{quote(r.kind)}", came_from=self.MODE)
+
+    @on(DataTable.RowSelected)
+    def _selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
