@@ -59,11 +59,17 @@ def worker_main() -> None:
 
 
 # -- the raw references -----------------------------------------------------------------------
-def raw_claim_sql(limit: int) -> str:
-    """The plain claim: a CTE of ``limit`` rows FOR UPDATE SKIP LOCKED, an UPDATE ... RETURNING."""
+def raw_claim_sql(limit: int, kind: str = "bench.noop") -> str:
+    """The plain claim: a CTE of ``limit`` rows FOR UPDATE SKIP LOCKED, an UPDATE ... RETURNING.
+
+    It names the kind as forklift's claim does (a worker claims the kinds it knows): the claim
+    index, which the plain table copies, is (queue, kind, priority, run_at, id), and without
+    the kind every plain claim would sort the whole backlog.
+    """
     return f"""
 WITH c AS (
     SELECT id FROM plain.jobs WHERE state = 'available' AND queue = 'default'
+      AND kind = '{kind}'
     ORDER BY priority, run_at, id LIMIT {int(limit)} FOR UPDATE SKIP LOCKED
 )
 UPDATE plain.jobs AS t SET state = 'running', attempt = t.attempt + 1, attempted_at = now()
@@ -72,7 +78,7 @@ RETURNING t.id
 """
 
 
-RAW_CLAIM_SQL = raw_claim_sql(100)
+RAW_STAMP_CLAIM_SQL = raw_claim_sql(100, "bench.stamp")  # the latency scenario's kind
 RAW_COMPLETE_SQL = """
 UPDATE plain.jobs SET state = 'completed', finished_at = now() WHERE id = ANY(%s)
 """
@@ -103,7 +109,7 @@ def raw_listener_main() -> None:
         for _ in listen.notifies(timeout=0.5, stop_after=1):
             pass
         while True:
-            ids = [r[0] for r in work.execute(RAW_CLAIM_SQL).fetchall()]
+            ids = [r[0] for r in work.execute(RAW_STAMP_CLAIM_SQL).fetchall()]
             if not ids:
                 break
             now = time.time()
