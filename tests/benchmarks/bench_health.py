@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterator
 
 import psycopg
-from bench_stats import LOAD_FINISHED, LOAD_LIVE, admin_dsn, report, timed, with_db
+from bench_stats import LOAD_FINISHED, LOAD_LIVE, admin_dsn, report, with_db
 from psycopg import sql
 
 from forklift._migrate import migrate
@@ -28,6 +28,7 @@ from forklift.ops import OpsContext, horizon
 from forklift.ops import health as h
 from forklift.ops import retention as ops_retention
 from forklift.ops import settings as _settings
+from forklift_console.bench.scenarios.stats import cpu_per_call as timed
 
 CTX = OpsContext(actor="bench")
 STATEMENTS = {
