@@ -80,7 +80,7 @@ def _purge(cx: Call, force: bool, yes: bool, dry_run: bool) -> None:
             " every job in it, for good?", yes, cx.as_json)
     report = embedded.purge_server(where, force=force)
     cx.show(report, lambda r: (
-        f"embedded server {'stopped and ' if r['was_running'] else ''}its data deleted:"
+        f"embedded server {'stopped and ' if r['was_running'] else '(not running): '}its data deleted:"
         f" {', '.join(r['removed']) or 'nothing'} ({_size(r['bytes'])} freed)"))
 
 
