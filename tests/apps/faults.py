@@ -169,8 +169,12 @@ def hold_sync(ctx: JobContext, h: HoldSync) -> dict[str, Any]:
 
 @app.job(name="faults.sleepy", max_attempts=5)
 async def sleepy(ctx: JobContext, args: dict[str, Any]) -> dict[str, Any]:
-    """Sleeps (without touching the database) on its first attempt; returns on later ones."""
-    if ctx.attempt == 1:
+    """Sleeps (without touching the database) in the worker ``args["sleep_in"]`` names, else on
+    its first attempt; returns otherwise. (A worker that exits while the server is frozen may
+    still release the job when the server wakes up, refunding the attempt: its next run is
+    attempt 1 again, in another worker.)"""
+    if ctx.worker_id == args.get("sleep_in", ctx.worker_id) and (
+            "sleep_in" in args or ctx.attempt == 1):
         await asyncio.sleep(3600)
     return _result(ctx)
 
