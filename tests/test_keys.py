@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 from apps import flow_keys
-from apps.flow_keys import Work
+from apps.flow_keys import Work, claim_once
 from typer.testing import CliRunner
 
 from forklift import Callback, ConfigError, Forklift, InvalidKey, InvalidOption, Key, Rate
@@ -242,16 +242,6 @@ def test_queue_rate_and_fair_share_are_set_live_and_audited(
 
 
 # -- the flow claim (in-process) ------------------------------------------------------------------
-def claim_once(dsn: str, fc: Any, n: int) -> Any:
-    import asyncio
-
-    async def go() -> Any:
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
-            return await fc.run(c, "forklift", n=n)
-
-    return asyncio.run(go())
-
-
 def test_the_flow_claim_admits_within_every_limit_and_passes_blocked_partitions(
     app: Forklift, conn: psycopg.Connection[Any], dsn: str
 ) -> None:

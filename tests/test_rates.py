@@ -4,14 +4,13 @@ limited job waits (the claim says for how long), never fails."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
 from apps import flow_keys
-from apps.flow_keys import Work
+from apps.flow_keys import Work, claim_once
 
 from forklift import Forklift
 from forklift._flow import declare
@@ -27,14 +26,6 @@ def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
         yield flow_keys.app
     finally:
         flow_keys.app.close()
-
-
-def claim_once(dsn: str, fc: FlowClaim, n: int) -> Any:
-    async def go() -> Any:
-        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
-            return await fc.run(c, "forklift", n=n)
-
-    return asyncio.run(go())
 
 
 def test_a_kinds_rate_admits_its_burst_then_says_when_the_next_token_is_due(

@@ -101,3 +101,15 @@ def vendor(ctx: JobContext, w: Work) -> None:
          concurrency=[Key(lambda p: p["tenant"], limit=1, name="loose")])
 def loose(ctx: JobContext, args: dict[str, Any]) -> None:
     """Keyed on a field a dict payload may lack, or hold as a number: refused at enqueue."""
+
+
+def claim_once(dsn: str, fc: Any, n: int) -> Any:
+    """One pass of a flow claim (forklift._flow.claim.FlowClaim) for up to ``n`` jobs, on a
+    connection of its own; what it claimed."""
+    import asyncio
+
+    async def go() -> Any:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await fc.run(c, "forklift", n=n)
+
+    return asyncio.run(go())
