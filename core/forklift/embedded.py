@@ -38,9 +38,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from forklift._embedded import files, server
+from forklift._embedded import files, pidfile, server
 from forklift._embedded.files import DATA_DIR_NAME, LOCK_NAME, SERVICE_USER
-from forklift._embedded.server import DATABASE, LOG_NAME, SUPERUSER
+from forklift._embedded.pidfile import LOG_NAME
+from forklift._embedded.server import DATABASE, SUPERUSER
 from forklift._errors import ForkliftError
 
 __all__ = [
@@ -76,12 +77,12 @@ def ensure_server(home: Path) -> str:
     with files.locked(home / LOCK_NAME):
         user = files.service_user()
         data = server.prepare_data_dir(home, user)
-        info = server.running(data)
+        info = pidfile.running(data)
         if info is None:
             bin_dir = files.server_bin_dir(bin_dir, user)
             if not (data / "PG_VERSION").exists():
                 server.initdb(data, bin_dir, user)
-            server.clear_stale_pidfile(data)
+            pidfile.clear_stale_pidfile(data)
             info = server.start(data, bin_dir, user)
         return server.ensure_database(info, data)
 
@@ -91,10 +92,10 @@ def stop_server(home: Path) -> bool:
     files.supported()
     home = Path(home).expanduser().resolve()
     data = files.data_dir(home)
-    if data is None or server.running(data) is None:
+    if data is None or pidfile.running(data) is None:
         return False
     with files.locked(home / LOCK_NAME):
-        info = server.running(data)
+        info = pidfile.running(data)
         if info is None:
             return False
         server.stop(data, info, files.service_user())
@@ -108,7 +109,7 @@ def server_status(home: Path) -> dict[str, Any]:
     """
     home = Path(home).expanduser().resolve()
     data = files.data_dir(home) or home / DATA_DIR_NAME
-    info = server.running(data) if sys.platform != "win32" else None
+    info = pidfile.running(data) if sys.platform != "win32" else None
     return {
         "home": str(home),
         "data_dir": str(data),
@@ -132,7 +133,7 @@ def server_clients(home: Path) -> list[dict[str, Any]]:
     files.supported()
     home = Path(home).expanduser().resolve()
     data = files.data_dir(home)
-    info = server.running(data) if data is not None else None
+    info = pidfile.running(data) if data is not None else None
     return server.clients(info) if info is not None else []
 
 
@@ -169,7 +170,7 @@ def purge_server(home: Path, *, force: bool = False) -> dict[str, Any]:
         data = files.data_dir(home)
         if data is None:
             return report
-        info = server.running(data) if data.exists() else None
+        info = pidfile.running(data) if data.exists() else None
         if info is not None and not force:
             users = server.clients(info)
             if users:
