@@ -89,8 +89,10 @@ def test_jobs_ahead_at_higher_or_equal_priority(op: Operator, conn: psycopg.Conn
     ex = op.explain(job)
     assert ex.codes == ["jobs_ahead"]
     assert ex.reasons[0].facts["ahead"] == 3
-    assert "3 job(s) of queue 'default' are ahead" in ex.summary
+    assert "3 jobs of queue 'default' are ahead" in ex.summary
     assert op.explain(first).codes == ["next_in_line"]
+    second = insert_job(conn, priority=-1)
+    assert "1 job of queue 'default' is ahead of it" in op.explain(second).summary
 
 
 def test_running_on_worker_since(op: Operator, conn: psycopg.Connection[Any]) -> None:
@@ -112,13 +114,16 @@ def test_running_on_a_silent_worker(op: Operator, conn: psycopg.Connection[Any])
 
 
 def test_terminal_which_and_why(op: Operator, conn: psycopg.Connection[Any]) -> None:
-    done = insert_job(conn, state="completed")
+    done = insert_job(conn, state="completed", attempt=1)
     assert op.explain(done).codes == ["completed"]
+    assert "after 1 attempt; it will not run again" in op.explain(done).summary
     dead = insert_job(conn, state="dead", attempt=3, max_attempts=3,
                       errors=[error(message="card declined", attempt=3)])
     ex = op.explain(dead)
     assert ex.codes == ["dead"]
-    assert "attempts ran out (3 of 3)" in ex.summary and "card declined" in ex.summary
+    assert "attempts ran out (3 of 3)" in ex.summary
+    # A plain exception (code "error") is named by its type, never "last error error: ...".
+    assert "last error RuntimeError: card declined" in ex.summary
     failed = insert_job(conn, state="dead", attempt=1, errors=[error(code="invalid_payload")])
     assert "failed terminally; last error invalid_payload" in op.explain(failed).summary
     live = insert_job(conn)
@@ -136,6 +141,7 @@ def test_queue_explanations(op: Operator, conn: psycopg.Connection[Any]) -> None
     assert ex.codes == ["idle"] and "next scheduled job is due" in ex.summary
     insert_job(conn, queue="mail", run_at=datetime.now(UTC) - timedelta(minutes=3))
     assert op.explain_queue("mail").codes == ["moving", "waiting"]
+    assert op.explain_queue("mail").reasons[1].text.startswith("1 job is available; the oldest")
     op.pause("mail", reason="deploy")
     ex = op.explain_queue("mail")
     assert ex.codes[0] == "queue_paused" and "waiting" in ex.codes

@@ -19,6 +19,7 @@ import psycopg
 
 from forklift._job import Job
 from forklift._sqltext import render
+from forklift._words import plural
 from forklift.ops.context import OpsContext
 from forklift.ops.jobs import COUNT_CAP, get_job
 from forklift.ops.queues import QueueInfo, get_queue
@@ -167,7 +168,7 @@ def _blockers(f: _QueueFacts, queue: str) -> list[Reason]:
     elif all(w.in_use >= w.slots for w in live):
         out.append(Reason(
             "workers_busy",
-            f"every slot of the {len(live)} worker(s) listening on {queue!r} is busy"
+            f"every slot of the {plural(len(live), 'worker')} listening on {queue!r} is busy"
             f" ({sum(w.in_use for w in live)} of {sum(w.slots for w in live)})",
             {"workers": [w.id for w in live]},
         ))
@@ -187,7 +188,8 @@ def _unknown_kinds(f: _QueueFacts, kinds: list[str]) -> list[str]:
 
 
 def _unknown_reason(f: _QueueFacts, queue: str, kind: str, waiting: int | None) -> Reason:
-    count = f" ({waiting:,} job(s) wait)" if waiting is not None else ""
+    count = (f" ({plural(waiting, 'job')} {'waits' if waiting == 1 else 'wait'})"
+             if waiting is not None else "")
     return Reason(
         "unknown_kind",
         f"no worker knows kind {kind!r}{count}: the live workers on queue {queue!r} have no"
@@ -210,6 +212,13 @@ def _last_error(job: Job) -> dict[str, Any]:
     return job.errors[-1] if job.errors else {}
 
 
+def _last_error_words(code: str, kind: str | None, message: str | None) -> str:
+    """``last error invalid_payload: ...``; a plain exception (code ``error``) is named by its
+    type, never "last error error: ..."."""
+    label = (kind or "") if code == "error" else code
+    return "last error" + (f" {label}" if label else "") + (f": {message}" if message else "")
+
+
 def _job_reasons(
     conn: psycopg.Connection[Any], ctx: OpsContext, job: Job, f: _QueueFacts
 ) -> list[Reason]:
@@ -219,7 +228,8 @@ def _job_reasons(
         assert job.finished_at is not None
         return [Reason(
             "completed",
-            f"job {job.id} completed {when(job.finished_at, now)} after {job.attempt} attempt(s);"
+            f"job {job.id} completed {when(job.finished_at, now)} after"
+            f" {plural(job.attempt, 'attempt')};"
             " it will not run again unless requeued",
             {"finished_at": job.finished_at, "attempt": job.attempt},
         )]
@@ -243,8 +253,9 @@ def _job_reasons(
         message = err.get("message")
         return [Reason(
             "dead",
-            f"job {job.id} is dead since {when(job.finished_at, now)}: {why}; last error {code}"
-            + (f": {message}" if message else "") + "; requeue it once the cause is fixed",
+            f"job {job.id} is dead since {when(job.finished_at, now)}: {why};"
+            f" {_last_error_words(code, err.get('type'), message)}; requeue it once the cause"
+            " is fixed",
             {"finished_at": job.finished_at, "attempt": job.attempt,
              "max_attempts": job.max_attempts, "code": code, "message": message,
              "exhausted": exhausted},
@@ -301,8 +312,9 @@ def _job_reasons(
         if ahead:
             reasons.append(Reason(
                 "jobs_ahead",
-                f"{min(ahead, COUNT_CAP):,}{'+' if capped else ''} job(s) of queue {job.queue!r}"
-                f" are ahead of it at higher or equal priority",
+                f"{min(ahead, COUNT_CAP):,}{'+' if capped else ''}"
+                f" {'job' if ahead == 1 else 'jobs'} of queue {job.queue!r}"
+                f" {'is' if ahead == 1 else 'are'} ahead of it at higher or equal priority",
                 {"ahead": min(ahead, COUNT_CAP), "capped": capped, "priority": job.priority},
             ))
         elif not [r for r in reasons if r.code not in ("pause_expired", "unknown_kind")]:
@@ -370,14 +382,16 @@ def explain_queue(conn: psycopg.Connection[Any], ctx: OpsContext, queue: str) ->
     if f.available and f.oldest_available is not None:
         reasons.append(Reason(
             "waiting",
-            f"{f.available:,} job(s) are available; the oldest has waited"
+            f"{plural(f.available, 'job')} {'is' if f.available == 1 else 'are'} available;"
+            f" the oldest has waited"
             f" {ago(f.now - f.oldest_available)}",
             {**facts, "oldest_available_at": f.oldest_available},
         ))
     if f.overdue:
         reasons.append(Reason(
             "due",
-            f"{f.overdue:,} scheduled or retrying job(s) are due and wait to be made available"
+            f"{plural(f.overdue, 'scheduled or retrying job')}"
+            f" {'is due and waits' if f.overdue == 1 else 'are due and wait'} to be made available"
             + ("" if f.leader else "; no worker is leading, start one"),
             {"overdue": f.overdue, "leader": f.leader},
         ))
