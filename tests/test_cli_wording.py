@@ -1,5 +1,6 @@
 """What the CLI prints says ``1 job``/``3 jobs``, never ``job(s)`` (issue 17, item 18): no text a
-command prints (option help aside) spells a plural with ``(s)``."""
+command prints (option help aside), no explanation the operator API gives and no line the worker
+logs spells a plural with ``(s)``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import ast
 import re
 from pathlib import Path
 
-CLI = Path(__file__).resolve().parent.parent / "console" / "forklift_console"
+ROOT = Path(__file__).resolve().parent.parent
+CLI = ROOT / "console" / "forklift_console"
+CORE = ROOT / "core" / "forklift"
 HEDGED = re.compile(r"\w\(s\)")
 
 
@@ -24,9 +27,19 @@ def printed_texts(tree: ast.AST) -> list[tuple[int, str]]:
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in skip]
 
 
+def hedged(paths: list[Path]) -> list[str]:
+    return [f"{path.relative_to(ROOT)}:{line}: {text!r}"
+            for path in paths
+            for line, text in printed_texts(ast.parse(path.read_text("utf-8")))
+            if HEDGED.search(text)]
+
+
 def test_no_command_prints_a_plural_as_s_in_parentheses() -> None:
-    found = [f"{path.name}:{line}: {text!r}"
-             for path in [*sorted(CLI.glob("cli*.py")), CLI / "opskit.py"]
-             for line, text in printed_texts(ast.parse(path.read_text("utf-8")))
-             if HEDGED.search(text)]
-    assert found == []
+    assert hedged([*sorted(CLI.glob("cli*.py")), CLI / "opskit.py"]) == []
+
+
+def test_no_explanation_or_worker_log_line_says_a_plural_as_s_in_parentheses() -> None:
+    # "draining: 0 job(s) in flight" in the worker's log; "3 job(s) of queue ... are ahead" in
+    # `forklift jobs explain`.
+    assert hedged([*sorted((CORE / "ops").glob("*.py")),
+                   *sorted((CORE / "_worker").rglob("*.py"))]) == []

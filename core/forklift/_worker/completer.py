@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from forklift._scrub import error_entry
 from forklift._session import TRANSIENT
+from forklift._words import plural
 from forklift._worker import settle
 from forklift._worker.execute import backoff_for
 from forklift._worker.producer import FLUSH_MAX
@@ -91,8 +92,8 @@ class Completer:
                 if not isinstance(exc, TRANSIENT):
                     raise exc
                 if deadline is not None and time.monotonic() + backoff >= deadline:
-                    log.warning("final outcome writes failed (%s); %d job(s) will be rescued"
-                                " when their leases expire", why(exc), len(self.outcomes))
+                    log.warning("final outcome writes failed (%s); %s left to be rescued as leases"
+                                " expire", why(exc), plural(len(self.outcomes), "job"))
                     return False
                 if self._closing and deadline is None:
                     return False

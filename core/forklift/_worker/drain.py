@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from forklift._session import DB_ERRORS, Session
+from forklift._words import plural
 from forklift._worker import claim as claims
 from forklift._worker import registry
 from forklift._worker.execute import stopped
@@ -60,7 +61,7 @@ class DrainCoordinator:
         if not waiting:
             return
         await bounded(
-            f"releasing {len(waiting)} claimed job(s) that had not started", w._claim_db,
+            f"releasing {plural(len(waiting), 'claimed job')} that had not started", w._claim_db,
             lambda c: claims.release(c, w.schema, waiting), min(2.0, w.final_timeout),
         )
 
@@ -68,7 +69,8 @@ class DrainCoordinator:
         w = self.w
         running = w.attempts.running
         await self.release_waiting()
-        log.info("draining: %d job(s) in flight, cutoff in %.1fs", len(running), w.drain_timeout)
+        log.info("draining: %s in flight, cutoff in %.1fs", plural(len(running), "job"),
+                 w.drain_timeout)
         await bounded(
             "marking the worker draining", w._beat_db,
             lambda c: registry.draining(c, w.schema, w.id, w.drain_timeout),
@@ -77,7 +79,7 @@ class DrainCoordinator:
         if running and not w._skip_wait.is_set():
             await w.wait_any(w._idle, w._skip_wait, timeout=w.drain_timeout)
         if running:
-            log.info("drain cutoff: interrupting %d job(s)", len(running))
+            log.info("drain cutoff: interrupting %s", plural(len(running), "job"))
             for rec in list(running.values()):
                 w.attempts.interrupt(rec, "interrupted")
             tasks = [r.task for r in running.values() if r.task is not None]

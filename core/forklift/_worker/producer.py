@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from forklift._scrub import error_entry
 from forklift._session import DB_ERRORS
+from forklift._words import plural
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.idle import IdleMark
@@ -249,8 +250,9 @@ class Producer:
         if not back:
             return
         pairs = [(e.job.id, e.job.fence) for e in back]
-        log.info("giving back %d buffered job(s) of paused queue(s) %s", len(pairs),
-                 ", ".join(sorted({e.job.queue for e in back})))
+        queues = sorted({e.job.queue for e in back})
+        log.info("giving back %s of paused %s %s", plural(len(pairs), "buffered job"),
+                 "queue" if len(queues) == 1 else "queues", ", ".join(queues))
         try:
             await w._claim_db.run(lambda c: claims.release(c, w.schema, pairs))
         except DB_ERRORS as exc:

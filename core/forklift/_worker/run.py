@@ -7,6 +7,7 @@ import logging
 import os
 
 from forklift._errors import ForkliftError
+from forklift._words import plural
 from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")
@@ -42,7 +43,7 @@ def run_worker(worker: Worker) -> int:
                if t.name.startswith("forklift-job") and t.is_alive()]
     if stuck or threads:
         if stuck:
-            log.warning("leaving %d task(s) that ignored their cancellation", len(stuck))
+            log.warning("leaving %s that ignored cancellation", plural(len(stuck), "task"))
         logging.shutdown()
         os._exit(code)
     loop.run_until_complete(loop.shutdown_asyncgens())

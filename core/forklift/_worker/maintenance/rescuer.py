@@ -9,6 +9,7 @@ import psycopg
 
 from forklift import hooks as _hooks
 from forklift._sqltext import render
+from forklift._words import plural
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.stager import stage
 
@@ -132,7 +133,7 @@ class Rescuer(Chore):
         if not rescued:
             return
         w.stats.rescued += len(rescued)
-        log.warning("rescued %d job(s) whose lease expired: %s", len(rescued),
+        log.warning("rescued %s whose lease expired: %s", plural(len(rescued), "job"),
                     ", ".join(f"{r.id}->{r.state}" for r in rescued[:20]))
         if _hooks.of(w.app) is not None:
             _hooks.emit_rescued(w.app, w.id, rescued)
