@@ -1,4 +1,4 @@
-"""`forklift db status|stop|remove` against private embedded servers (throwaway FORKLIFT_HOMEs)."""
+"""`forklift db start|status|stop|remove` against private embedded servers (throwaway FORKLIFT_HOMEs)."""
 
 from __future__ import annotations
 
@@ -91,3 +91,21 @@ def test_remove_refuses_while_in_use_unless_forced(home: Path) -> None:
         with pytest.raises(psycopg.OperationalError):
             held.execute("SELECT 1")
     assert not data.exists()
+
+
+def test_start_starts_the_server_once_and_prints_its_conninfo(home: Path) -> None:
+    assert embedded.server_status(home)["running"] is False
+    first = CliRunner().invoke(app, ["db", "start", "--json"])
+    assert first.exit_code == 0, first.output
+    report = json.loads(first.stdout)
+    assert report["started"] is True and report["running"] is True
+    status = embedded.server_status(home)
+    assert status["running"] is True and report["pid"] == status["pid"]
+    with psycopg.connect(report["conninfo"]) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+
+    again = CliRunner().invoke(app, ["db", "start"])
+    assert again.exit_code == 0, again.output
+    assert "already running" in again.stdout and str(status["pid"]) in again.stdout
+    assert embedded.server_status(home)["pid"] == status["pid"]  # the same server, not a new one
+    assert embedded.stop_server(home)

@@ -41,7 +41,7 @@ WRITES = {
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
-OTHER = {"console", "bench", "worker", "demo", "db status", "db stop", "db remove", "roles create"}
+OTHER = {"console", "bench", "worker", "demo", "db start", "db status", "db stop", "db remove", "roles create"}
 KNOWN_WORDS = {w for c in READS | WRITES for w in c.split()}
 
 

@@ -1,7 +1,8 @@
-"""`forklift db status|stop|remove`: the embedded server, which outlives the commands that start it.
+"""`forklift db start|status|stop|remove`: the embedded server, which outlives the commands that
+start it.
 
-The first forklift process that needs the embedded server starts it; every later one (a worker
-here, the console there) reuses it. It keeps running until ``forklift db stop``, and its data
+The first forklift process that needs the embedded server starts it (or `forklift db start`
+does, ahead of time); every later one (a worker here, the console there) reuses it. It keeps running until ``forklift db stop``, and its data
 stays until ``forklift db stop --purge`` (or ``forklift db remove``) deletes it, which is
 refused while other processes hold sessions on it unless ``--force``.
 """
@@ -28,6 +29,29 @@ def _size(n: int) -> str:
             return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024  # type: ignore[assignment]
     return f"{n} B"
+
+
+@db_app.command("start")
+@command(database=False)
+def start(cx: Call) -> None:
+    """Start the embedded server now (it also starts on first use); print its conninfo.
+
+    Idempotent: a running server is left as it is. Migrations are not applied: run
+    ``forklift migrate`` (or start a worker) for that.
+    """
+    from forklift import embedded
+    from forklift.ops.connect import home
+
+    where = home()
+    was_running = bool(embedded.server_status(where).get("running"))
+    embedded.ensure_server(where)
+    info = embedded.server_status(where)
+    report = {"started": not was_running, "running": bool(info.get("running")),
+              "pid": info.get("pid"), "data_dir": info.get("data_dir"),
+              "conninfo": info.get("conninfo")}
+    cx.show(report, lambda r: (
+        ("embedded server started" if r["started"] else "embedded server already running")
+        + f" (pid {r['pid']})\ndata: {r['data_dir']}\nconninfo: {r['conninfo']}"))
 
 
 @db_app.command("status")
