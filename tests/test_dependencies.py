@@ -194,3 +194,62 @@ def test_jobs_show_names_what_a_held_job_waits_for(app: Forklift, dsn: str) -> N
     shown = json.loads(got.stdout)
     assert shown["parked"] == f"waiting for jobs {a.id}"
     assert shown["waits_for"] == [{"job_id": a.id, "state": "available", "policy": "cancel"}]
+
+
+# -- waking: only idle workers, as plain enqueues (tests/test_wake.py) ------------------------
+def test_a_release_notifies_only_when_a_worker_is_idle_on_its_queue(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from test_wake import _listener, _mark, _marks, _notes
+
+    task = app.kind("wf.task")
+    a, b = task.enqueue({"n": 1}), task.enqueue({"n": 2}, queue="other")
+    first = task.enqueue({"n": 3}, after=[a])
+    second = task.enqueue({"n": 4}, after=[b], queue="other")
+    conn.execute("DELETE FROM forklift.idle_workers")
+    with _listener(dsn) as listen:
+        settle(conn, a.id, "completed")  # nobody idle: released without a NOTIFY
+        assert state(conn, first.id) == "available"
+        assert _mark(conn, "w1", ["default", "other"])
+        settle(conn, b.id, "completed")  # consumes the mark on 'other', one NOTIFY
+        assert state(conn, second.id) == "available" and _marks(conn) == [("default", "w1")]
+        conn.execute("INSERT INTO forklift.jobs (queue, kind) VALUES ('default', 'wf.task')")
+        # In commit order: had the first release notified, 'default' would come first.
+        assert _notes(listen, 2) == ["other", "default"]
+
+
+def test_a_settle_in_flight_holds_off_a_workers_idle_mark(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The release takes the queue's barrier: a worker marking itself idle while the settle's
+    transaction is open fails its try (the dependent is not visible to it yet) and claims
+    again after the commit, so the released job is never stranded."""
+    from test_wake import _mark
+
+    task = app.kind("wf.task")
+    a = task.enqueue({"n": 1})
+    d = task.enqueue({"n": 2}, after=[a])
+    with psycopg.connect(dsn) as settler:
+        settle(settler, a.id, "completed")  # released in this open transaction
+        assert not _mark(conn, "w1", ["default"])
+        settler.commit()
+    assert _mark(conn, "w1", ["default"]) and state(conn, d.id) == "available"
+
+
+def test_an_idle_worker_is_woken_by_a_release_long_before_its_poll(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from test_wake import _marks
+
+    from forklift.ops import Operator
+
+    task = app.kind("wf.task")
+    a = task.enqueue({"n": 1}, queue="elsewhere")  # no worker serves it
+    d = task.enqueue({"n": 2}, after=[a], if_dependency_fails="run")
+    with running_worker(app, **{**FAST, "poll_interval": 120.0, "queues": ["default"]}) as w:
+        wait_until(lambda: ("default", w.id) in _marks(conn), timeout=30,
+                   message="the idle worker left its mark")
+        with Operator(dsn, actor="test") as op:
+            op.cancel(a.id)  # the run policy releases the dependent in the cancel's commit
+        wait_until(lambda: state(conn, d.id) == "completed", timeout=30,
+                   message="the released job was picked up by the NOTIFY")

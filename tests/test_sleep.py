@@ -13,7 +13,7 @@ import wf_common
 from apps import faults
 from apps.basic import running_worker
 from helpers import wait_until
-from wf_common import FAST, job
+from wf_common import FAST, job, parked_until_past, stage_once
 
 from forklift import Forklift
 
@@ -121,3 +121,81 @@ def test_a_bad_duration_fails_the_job_for_good(app: Forklift, conn: psycopg.Conn
     with running_worker(app, **FAST):
         wait_until(lambda: job(conn, s.id)["state"] == "dead", timeout=30)
     assert [e["code"] for e in job(conn, s.id)["errors"]] == ["invalid_option"]
+
+
+def test_one_stager_pass_ends_a_batch_of_sleeps_and_resumes_write_nothing_for_them(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Waking parked jobs is one statement per batch: the stager's pass that makes them
+    available ends their sleeps too, so a resumed attempt finds its sleep over and writes
+    only its own steps (here "after"), never a statement per job to end the sleep."""
+    from forklift._durable.runtime import _RUNTIMES
+
+    n = 60
+    ids = app.kind("wf.sleeper").enqueue_many([{"secs": 1}] * n)
+    with running_worker(app, **{**FAST, "concurrency": 20, "lead": False}):
+        wait_until(lambda: all(sleeping(conn, j) for j in ids), timeout=60)
+    wait_until(lambda: parked_until_past(conn, ids), timeout=30)
+    assert stage_once(dsn) == n  # one pass: every due parked job, and its sleep
+    assert conn.execute("SELECT count(*) FROM forklift.job_steps WHERE job_id = ANY(%s)"
+                        " AND name = 'cool-down' AND state = 'completed'", (ids,)).fetchone() == (n,)
+    assert conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s)"
+                        " AND state = 'available'", (ids,)).fetchone() == (n,)
+    with running_worker(app, **{**FAST, "concurrency": 20}) as w:
+        runtime = _RUNTIMES[w.id]
+        wait_until(lambda: all(job(conn, j)["state"] == "completed" for j in ids), timeout=60)
+        writes = runtime.statements - runtime.load_statements
+    assert writes == n  # the "after" steps; nothing for the sleeps
+    assert runs(conn, "before") == n and runs(conn, "after") == n
+    assert {job(conn, j)["attempt"] for j in ids} == {1}
+
+
+def test_staging_a_job_that_never_slept_touches_no_step(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Only the parked steps of the jobs moved end: a plain scheduled job's staging changes no
+    step, and a sleep not yet due stays a sleep."""
+    plain = app.kind("wf.task").enqueue({"n": 1}, delay=0.01)
+    s = app.kind("wf.sleeper").enqueue({"secs": 3600})
+    with running_worker(app, **{**FAST, "lead": False}):
+        wait_until(lambda: sleeping(conn, s.id), timeout=30)
+    wait_until(lambda: parked_until_past(conn, [plain.id]), timeout=30)
+    assert stage_once(dsn) == 1
+    assert job(conn, plain.id)["state"] == "available" and sleeping(conn, s.id)
+
+
+def test_the_stager_notifies_only_when_a_worker_is_idle_on_the_queue(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A sleep's wake-up (the stager making due jobs available) follows the rule of plain
+    enqueues (tests/test_wake.py): no NOTIFY while no worker is idle."""
+    from test_wake import _listener, _mark, _marks, _notes
+
+    due = ("INSERT INTO forklift.jobs (queue, kind, state, run_at)"
+           " VALUES (%s, 'wf.task', 'scheduled', now() - interval '1 second')")
+    conn.execute(due, ("default",))
+    with _listener(dsn) as listen:
+        assert stage_once(dsn) == 1  # nobody idle: no NOTIFY
+        assert _mark(conn, "w1", ["default", "other"])
+        conn.execute(due, ("default",))
+        assert stage_once(dsn) == 1  # consumes the mark on 'default', one NOTIFY
+        assert _marks(conn) == [("other", "w1")]
+        conn.execute("INSERT INTO forklift.jobs (queue, kind) VALUES ('other', 'wf.task')")
+        assert _notes(listen, 2) == ["default", "other"]
+
+
+def test_a_stager_pass_in_flight_holds_off_a_workers_idle_mark(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from test_wake import _mark
+
+    from forklift._sqltext import render
+    from forklift._worker.maintenance.stager import STAGE_SQL
+
+    conn.execute("INSERT INTO forklift.jobs (queue, kind, state, run_at)"
+                 " VALUES ('default', 'wf.task', 'scheduled', now() - interval '1 second')")
+    with psycopg.connect(dsn) as leader:
+        leader.execute(render(STAGE_SQL, "forklift"), (100,))
+        assert not _mark(conn, "w1", ["default"])
+        leader.commit()
+    assert _mark(conn, "w1", ["default"])

@@ -16,7 +16,7 @@ import wf_common
 from apps import faults
 from apps.basic import running_worker
 from helpers import wait_until
-from wf_common import FAST, job
+from wf_common import FAST, job, parked_until_past, stage_once
 
 from forklift import Forklift
 from forklift._durable.deps import HELD_UNTIL
@@ -266,3 +266,85 @@ def test_an_event_committing_while_the_wait_registers_is_found_by_the_wait(
     assert step == ("completed", early.id)
     assert conn.execute("SELECT count(*) FROM public.wf_seen WHERE what = 'run' AND job_id = %s",
                         (w,)).fetchone() == (1,)  # it never parked
+
+
+def test_the_stager_ends_timed_out_waits_in_its_pass_and_the_resume_writes_nothing(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from forklift._durable.runtime import _RUNTIMES
+
+    ids = [waiter(app, match={"order": i}, timeout=0.5) for i in range(20)]
+    with running_worker(app, **{**FAST, "concurrency": 20, "lead": False}):
+        wait_until(lambda: all(waiting(conn, j) for j in ids), timeout=60)
+    wait_until(lambda: parked_until_past(conn, ids), timeout=30)
+    assert stage_once(dsn) == len(ids)
+    assert conn.execute("SELECT count(*) FROM forklift.job_steps WHERE job_id = ANY(%s)"
+                        " AND state = 'completed' AND event_id IS NULL", (ids,)
+                        ).fetchone() == (len(ids),)
+    app.publish_event("order.paid", {"order": 1})  # too late: the wait timed out
+    with running_worker(app, **{**FAST, "concurrency": 20}) as w:
+        runtime = _RUNTIMES[w.id]
+        wait_until(lambda: all(done(conn, j) for j in ids), timeout=60)
+        writes = runtime.statements - runtime.load_statements
+    assert writes == 0
+    assert [job(conn, j)["result"] for j in ids] == [{"data": None}] * len(ids)
+
+
+# -- waking: only idle workers, as plain enqueues (tests/test_wake.py) ------------------------
+def parked_waiters(app: Forklift, conn: psycopg.Connection[Any], n: int) -> list[int]:
+    """``n`` jobs parked waiting for order.paid {order: i}, no worker running, no idle mark."""
+    ids = [waiter(app, match={"order": i}) for i in range(n)]
+    with running_worker(app, **{**FAST, "concurrency": n, "lead": False}):
+        wait_until(lambda: all(waiting(conn, j) for j in ids), timeout=60)
+    conn.execute("DELETE FROM forklift.idle_workers")
+    return ids
+
+
+def test_an_event_wake_notifies_only_when_a_worker_is_idle_on_the_queue(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from test_wake import _listener, _mark, _marks, _notes
+
+    first, second = parked_waiters(app, conn, 2)
+    with _listener(dsn) as listen:
+        app.publish_event("order.paid", {"order": 0})  # nobody idle: woken without a NOTIFY
+        assert job(conn, first)["state"] == "available"
+        assert _mark(conn, "w1", ["default", "other"])
+        app.publish_event("order.paid", {"order": 1})  # consumes the mark, one NOTIFY
+        assert job(conn, second)["state"] == "available" and _marks(conn) == [("other", "w1")]
+        conn.execute("INSERT INTO forklift.jobs (queue, kind) VALUES ('other', 'wf.task')")
+        # In commit order: had the first wake notified, there would be two 'default's first.
+        assert _notes(listen, 2) == ["default", "other"]
+
+
+def test_an_event_commit_in_flight_holds_off_a_workers_idle_mark(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The wake takes the queue's barrier in the publisher's commit: a worker marking itself
+    idle meanwhile fails its try and claims again, so the woken job is never stranded. (SET
+    CONSTRAINTS runs the deferred wake now, holding the transaction open as a commit would.)"""
+    from test_wake import _mark
+
+    (w,) = parked_waiters(app, conn, 1)
+    with psycopg.connect(dsn) as pub:
+        app.publish_event("order.paid", {"order": 0}, conn=pub)
+        pub.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        assert not _mark(conn, "w1", ["default"])
+        pub.commit()
+    assert _mark(conn, "w1", ["default"]) and job(conn, w)["state"] == "available"
+
+
+def test_an_idle_worker_is_woken_by_an_event_long_before_its_poll(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    from test_wake import _marks
+
+    w = waiter(app, match={"order": 9})
+    with running_worker(app, **{**FAST, "poll_interval": 120.0, "queues": ["default"]}) as wk:
+        wait_until(lambda: waiting(conn, w), timeout=30)
+        wait_until(lambda: ("default", wk.id) in _marks(conn), timeout=30,
+                   message="the idle worker left its mark")
+        app.publish_event("order.paid", {"order": 9})
+        wait_until(lambda: done(conn, w), timeout=30,
+                   message="the woken job was picked up by the NOTIFY")
+    assert job(conn, w)["result"] == {"data": {"order": 9}}

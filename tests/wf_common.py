@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,3 +26,21 @@ def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
 
 def job(conn: psycopg.Connection[Any], job_id: int) -> dict[str, Any]:
     return faults.job(conn, job_id)
+
+
+def stage_once(dsn: str) -> int:
+    """One pass of the leader's stager: one statement."""
+    from forklift._worker.maintenance.stager import stage
+
+    async def once() -> int:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            return await stage(c, "forklift")
+
+    return asyncio.run(once())
+
+
+def parked_until_past(conn: psycopg.Connection[Any], ids: list[int]) -> bool:
+    row = conn.execute("SELECT count(*) FILTER (WHERE state = 'scheduled'), bool_and(run_at <= now())"
+                       " FROM forklift.jobs WHERE id = ANY(%s)", (ids,)).fetchone()
+    return row == (len(ids), True)
+

@@ -418,6 +418,8 @@ CREATE TABLE {s}.job_steps (
 
 -- The open waits per event name: what a publish reads.
 CREATE INDEX job_steps_waiting_idx ON {s}.job_steps (event) WHERE state = 'waiting';
+-- The parked steps: what the stager joins to end sleeps, and the jobs list reads to say why.
+CREATE INDEX job_steps_parked_idx ON {s}.job_steps (job_id) WHERE state IN ('sleeping', 'waiting');
 
 -- Events ------------------------------------------------------------------------------------------
 
@@ -496,6 +498,7 @@ CREATE INDEX dead_letters_group_idx ON {s}.dead_letters (group_key, finished_at,
 \ir functions/flow_v1.sql
 \ir functions/dead_letters_v1.sql
 \ir functions/workflows_v1.sql
+\ir functions/workflows_v2.sql
 
 CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
     REFERENCING NEW TABLE AS new_jobs

@@ -5,7 +5,7 @@ due and the claim never sees it (the claim statement does not change, and jobs w
 dependencies pay nothing). Its ``job_deps`` rows name what it waits for. When the dependent's
 transaction commits, a deferred trigger marks each dependency ``has_dependents`` and looks at
 the dependent once; afterwards every dependency that settles looks at its dependents in the
-transaction of that settle (``functions/workflows_v1.sql``). The dependent becomes
+transaction of that settle (``functions/workflows_v1.sql`` and ``_v2.sql``). The dependent becomes
 ``available`` once every dependency is terminal and, under the ``cancel`` policy (the default),
 none ended ``dead`` or ``cancelled``; then it is cancelled at once instead, with an error entry
 ``dependency_failed`` naming the dependency. Under ``run`` it runs whatever they became.

@@ -4,7 +4,7 @@ An event row carries the transaction that published it (``xact``), so a wait can
 committed after it began from one it could already see (see :mod:`forklift._durable.waits`).
 With ``conn=`` the insert runs inside the caller's transaction: the event exists, and wakes the
 waits it matches, exactly when that transaction commits (the wake-up is a deferred trigger,
-``functions/workflows_v1.sql``); a rolled-back publish matches nothing. Events expire (``ttl``,
+``functions/workflows_v1.sql`` and ``_v2.sql``); a rolled-back publish matches nothing. Events expire (``ttl``,
 the database's clock) and the leader's ``workflow-retention`` chore deletes them.
 """
 

@@ -9,11 +9,16 @@ slot, no lease and no connection. It runs again (from the top, finished steps sk
 is due: a sleep at its wake time, a wait when a matching event commits (the publisher's
 trigger makes it available) or at its deadline. Every time is the database's clock.
 
+Waking is a batch: the leader's stager, in the one statement that makes due jobs available,
+ends their sleeps and timed-out waits (``_worker/maintenance/stager.py``), so the resumed
+attempt finds the step over in its (batched) read of its steps and writes nothing for it. The
+resume statements below remain for a job that runs before its time (an operator's run now).
+
 Which events a wait sees: the wait records the snapshot it began under (``pg_current_snapshot``
 at the first statement of its registration) and matches events whose transaction that snapshot
 could not see, i.e. events committed after the wait began, even those stamped (inserted) before
 it. A wait registers under an exclusive lock on the event name that publishers take shared only
-while they commit (``functions/workflows_v1.sql``), so an event is either committed before the
+while they commit (``functions/workflows_v1.sql`` and ``_v2.sql``), so an event is either committed before the
 registration looks (and is found by it) or commits after the wait row is visible (and wakes it):
 no window loses one, and no side waits for the other's open transaction.
 """

@@ -1,4 +1,17 @@
-"""The stager: due scheduled and retryable jobs become available."""
+"""The stager: due scheduled and retryable jobs become available, a batch per statement.
+
+The same statement ends the sleeps, and the timed-out waits, of the parked jobs it moves (see
+:mod:`forklift._durable.waits`): the resumed attempt reads its steps (a batch per worker, as
+every attempt that uses steps does) and finds its sleep over, so waking a thousand parked jobs
+writes nothing per job. It joins only the parked steps' index, so staging a job that never
+slept costs what it did. A step row an event's publisher is taking (its commit is waking that
+wait) is skipped, not waited for: the publisher locks steps before jobs and the stager jobs
+before steps, so waiting either way could deadlock; the event wins and the job runs with it.
+
+Workers are woken only where one left an idle mark (``wake_queue``, ``functions/
+workflows_v2.sql``), the rule of plain enqueues: no NOTIFY, and its commit lock, while every
+worker is busy.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +22,6 @@ import psycopg
 from forklift._sqltext import render
 from forklift._worker.maintenance.chore import Chore
 
-# One NOTIFY per queue that gained work.
 STAGE_SQL = """
 WITH due AS (
     SELECT id FROM {s}.jobs
@@ -19,15 +31,24 @@ WITH due AS (
 ), moved AS (
     UPDATE {s}.jobs AS t SET state = 'available' FROM due
     WHERE t.id = due.id AND t.state IN ('scheduled', 'retryable')
-    RETURNING t.queue
+    RETURNING t.id, t.queue
+), over AS (
+    SELECT x.job_id, x.name FROM {s}.job_steps x JOIN moved ON x.job_id = moved.id
+    WHERE x.state IN ('sleeping', 'waiting') AND x.wake_at <= now()
+    FOR UPDATE OF x SKIP LOCKED
+), ended AS (
+    UPDATE {s}.job_steps AS x SET state = 'completed', finished_at = now()
+    FROM over WHERE x.job_id = over.job_id AND x.name = over.name
+    RETURNING 1
 ), counted AS (
     SELECT queue, count(*) AS n FROM moved GROUP BY queue
 )
-SELECT queue, n, pg_notify({channel}, queue) FROM counted
+SELECT queue, n, {s}.wake_queue(queue) FROM counted
 """
 
 
 async def stage(conn: psycopg.AsyncConnection[Any], schema: str, limit: int = 5000) -> int:
+    """Jobs made available (their parked steps ended with them): one statement."""
     cur = await conn.execute(render(STAGE_SQL, schema), (limit,))
     return sum(int(r[1]) for r in await cur.fetchall())
 
