@@ -389,3 +389,37 @@ def test_a_heartbeat_skips_a_locked_row_and_reports_it_held_not_renewed(
     assert expiry(b) == before
     assert asyncio.run(beat()) == {fa: True, fb: False}
     assert expiry(b) > before
+
+
+# -- runners: attempts that never suspend share a task, never a context ---------------------------
+def test_jobs_run_back_to_back_in_one_task_never_see_each_others_context(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    ids = perf.context.enqueue_many([{"n": i} for i in range(500)])
+    with basic.running_worker(app, concurrency=4):
+        wait_until(lambda: len(perf.SEEN) == len(ids), timeout=60,
+                   message=lambda: f"{len(perf.SEEN)} of {len(ids)} ran")
+    assert set(perf.SEEN) == set(ids)
+    assert set(perf.SEEN.values()) == {None}  # no job saw what an earlier one set
+    states = conn.execute("SELECT DISTINCT state, attempt FROM forklift.jobs").fetchall()
+    assert states == [("completed", 1)]
+
+
+def test_asyncio_timeout_inside_a_handler_cancels_only_its_own_await(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    """Between instant jobs (which share a runner) the timing-out ones: each is cancelled by
+    its own ``asyncio.timeout``, in a real task, and completes; the instant jobs complete too."""
+    first = perf.context.enqueue_many([{"n": i} for i in range(50)])
+    timed = perf.timed.enqueue_many([{"n": i} for i in range(20)])
+    last = perf.context.enqueue_many([{"n": i} for i in range(50)])
+    with basic.running_worker(app, concurrency=3):
+        wait_until(lambda: len(perf.TIMED) == len(timed) and len(perf.SEEN) == 100, timeout=60,
+                   message=lambda: f"{len(perf.TIMED)} timed, {len(perf.SEEN)} instant")
+    assert {job for job, _, _ in perf.TIMED} == set(timed)
+    assert all(task is not None and out for _, task, out in perf.TIMED)
+    # A runner retires after an attempt that suspended: no two timed jobs shared a task.
+    assert len({id(task) for _, task, _ in perf.TIMED}) == len(timed)
+    rows = conn.execute(
+        "SELECT state, attempt, count(*) FROM forklift.jobs GROUP BY 1, 2").fetchall()
+    assert rows == [("completed", 1, len(first) + len(timed) + len(last))]

@@ -12,6 +12,7 @@ Lifecycle points
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import functools
 import logging
@@ -25,6 +26,7 @@ from forklift._context import JobContext, Progress
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.execute import progress_json, run_attempt, stopped
+from forklift._worker.runner import BURST, InContext
 from forklift.logs import job_fields
 
 if TYPE_CHECKING:
@@ -39,7 +41,11 @@ class Running:
     kind: JobKind[Any, Any] | None
     ctx: JobContext
     lease_deadline: float  # monotonic time the lease runs out unless renewed
-    task: asyncio.Task[settle.Outcome | None] | None = None
+    began: float  # monotonic time the attempt started
+    #: A buffered job's start, not yet recorded (the heartbeater's record_starts).
+    unrecorded: bool
+    #: The runner running the handler, while it runs (what an interrupt cancels).
+    task: asyncio.Task[None] | None = None
     timer: asyncio.TimerHandle | None = None
     progress: str | None = None
     partial: str | None = None
@@ -69,6 +75,12 @@ class Attempts:
         self.w = worker
         self.hooks = Hooks()
         self.running: dict[int, Running] = {}
+        # Started attempts waiting for a runner (forklift._worker.runner), the runners, those
+        # parked for want of work, and how many runners will look at the queue unprompted.
+        self._ready: collections.deque[Running] = collections.deque()
+        self.runners: set[asyncio.Task[None]] = set()
+        self._parked: list[asyncio.Future[None]] = []
+        self._looking = 0
 
     def start(self, job: claims.Claimed, lease_deadline: float) -> None:
         w = self.w
@@ -81,22 +93,84 @@ class Attempts:
             on_progress=functools.partial(self._note_progress, job.fence),
             on_publish=functools.partial(self._note_partial, job.fence), locks=w.locks,
         )
-        rec = Running(job, kind, ctx, lease_deadline)
+        rec = Running(job, kind, ctx, lease_deadline, time.monotonic(), not job.started)
         self.running[job.fence] = rec
         w._held[job.fence] = job.id
         w._idle.clear()
-        if not job.started:
-            w._starts.append((job.id, job.fence, time.monotonic()))
         if self.hooks.on_start:
             for hook in self.hooks.on_start:
                 hook(rec)
-        rec.task = asyncio.create_task(
-            run_attempt(job, kind, ctx, w._executor, w.app.payload_limit),
-            name=f"job-{job.id}", context=rec.context,
-        )
-        rec.task.add_done_callback(functools.partial(self._finished, rec))
         if kind is not None and kind.timeout:
             rec.timer = w._loop.call_later(kind.timeout, self.interrupt, rec, "timeout")
+        self._ready.append(rec)
+        if len(self._ready) > self._looking:
+            # No runner will look at the queue before this attempt's turn: wake or make one.
+            self._looking += 1
+            if self._parked:
+                self._parked.pop().set_result(None)
+            else:
+                task = w._loop.create_task(self._runner(), name="forklift-runner")
+                self.runners.add(task)
+                task.add_done_callback(self.runners.discard)
+
+    async def _runner(self) -> None:
+        """Run started attempts one after another (forklift._worker.runner); retire after one
+        that suspended. Counted in ``_looking`` whenever it is not inside an attempt or parked."""
+        ready = self._ready
+        task = asyncio.current_task()
+        assert task is not None
+        loop = task.get_loop()
+        burst = 0
+        while True:
+            if not ready:
+                burst = 0
+                parked = loop.create_future()
+                self._parked.append(parked)
+                self._looking -= 1
+                await parked  # start() counted us looking again
+                continue
+            if burst >= BURST:
+                burst = 0
+                await asyncio.sleep(0)
+                continue
+            burst += 1
+            self._looking -= 1
+            if await self._run(ready.popleft(), task):
+                return
+
+    async def _run(self, rec: Running, task: asyncio.Task[None]) -> bool:
+        """One attempt in this runner; True when the runner must retire (the handler
+        suspended, so something may hold on to this task as the attempt's)."""
+        w = self.w
+        if rec.ctx.cancel_reason is not None:
+            # Told to stop before its turn came (a cancel, a lost lease, the drain cutoff).
+            self._looking += 1
+            self._finished(rec, None if w._closing else stopped(rec.job, rec.ctx, rec.kind))
+            return False
+        attempt = InContext(run_attempt(rec.job, rec.kind, rec.ctx, w._executor,
+                                        w.app.payload_limit),
+                            rec.context or contextvars.copy_context())
+        rec.task = task
+        outcome: settle.Outcome | None = None
+        try:
+            outcome = await attempt
+        except asyncio.CancelledError:
+            # The worker is being torn down, or something cancelled the attempt's task without
+            # telling its context: nothing may be written (the lease runs out, it is rescued).
+            rec.task = None
+            self._finished(rec, None)
+            if w._closing:
+                raise
+            return True
+        except Exception as exc:
+            log.error("internal error running job %s", rec.job.id, exc_info=exc,
+                      extra=job_fields(rec.job))
+        rec.task = None
+        retire = attempt.suspended or task.cancelling() > 0
+        if not retire:
+            self._looking += 1  # before the bookkeeping, which may start the next attempts
+        self._finished(rec, outcome)
+        return retire
 
     def interrupt(self, rec: Running, reason: str) -> None:
         """Tell a handler to stop: its context first, then (async handlers) the task."""
@@ -132,8 +206,9 @@ class Attempts:
                 hook(rec, outcome)
         self.w.completer.add(outcome)
 
-    def _finished(self, rec: Running, task: asyncio.Task[settle.Outcome | None]) -> None:
-        """Bookkeeping when an attempt's task ends, however it ends."""
+    def _finished(self, rec: Running, outcome: settle.Outcome | None) -> None:
+        """Bookkeeping when an attempt ends, however it ends (``outcome`` None: nothing to
+        write)."""
         w = self.w
         rec.finished = True
         if rec.timer is not None:
@@ -145,16 +220,6 @@ class Attempts:
         w.producer.nudge()
         if not self.running:
             w._idle.set()
-        outcome: settle.Outcome | None = None
-        if task.cancelled():
-            # Cancelled before the handler ran (no chance to classify), or torn down.
-            if rec.ctx.cancel_reason is not None and not w._closing:
-                outcome = stopped(rec.job, rec.ctx, rec.kind)
-        elif (exc := task.exception()) is not None:
-            log.error("internal error running job %s", rec.job.id, exc_info=exc,
-                      extra=job_fields(rec.job))
-        else:
-            outcome = task.result()
         if rec.released:
             return
         if rec.lost or outcome is None:

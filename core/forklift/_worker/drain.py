@@ -82,9 +82,8 @@ class DrainCoordinator:
             log.info("drain cutoff: interrupting %s", plural(len(running), "job"))
             for rec in list(running.values()):
                 w.attempts.interrupt(rec, "interrupted")
-            tasks = [r.task for r in running.values() if r.task is not None]
-            if tasks:
-                await asyncio.wait(tasks, timeout=w.drain_grace)
+            if running:
+                await w.wait_any(w._idle, timeout=w.drain_grace)
         for rec in list(running.values()):
             # A sync handler that ignored the signal still holds a thread, which dies with the
             # process: release its job, held back until that thread is surely gone.

@@ -45,27 +45,27 @@ class Heartbeater:
                 await self.beat()
 
     async def record_starts(self) -> None:
-        """Record the starts of buffered jobs, batched (a few a second at most): the claim
-        recorded those that started at once; until this lands, a crash refunds the attempt."""
+        """Record the starts of buffered jobs still running, batched (a few a second at most):
+        the claim recorded those that started at once, and an attempt that has ended is
+        stamped by its outcome's write. Until this lands, a crash refunds the attempt."""
         w = self.w
-        if not w._starts:
+        pending = [r for r in w.attempts.running.values() if r.unrecorded and not r.lost]
+        if not pending:
             return
         now = time.monotonic()
-        starts, w._starts = w._starts, []
-        rows = [(job_id, fence, now - at) for job_id, fence, at in starts]
+        rows = [(r.job.id, r.job.fence, now - r.began) for r in pending]
         try:
             done = await w._beat_db.run(lambda c: leases.record_starts(c, w.schema, rows))
         except DB_ERRORS as exc:
             log.warning("recording job starts failed (%s)", why(exc))
-            if isinstance(exc, TRANSIENT):
-                w._starts = starts + w._starts
+            if not isinstance(exc, TRANSIENT):
+                for r in pending:  # refused for its content: not tried again and again
+                    r.unrecorded = False
             return
         # Skipped for a row lock: again next time, while the attempt still runs here.
-        running = w.attempts.running
-        again = [s for s in starts if s[1] not in done and s[1] in running
-                 and not running[s[1]].lost]
-        if again:
-            w._starts = again + w._starts
+        for r in pending:
+            if r.job.fence in done:
+                r.unrecorded = False
 
     async def write_progress(self) -> None:
         w = self.w

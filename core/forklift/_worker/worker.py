@@ -141,8 +141,6 @@ class Worker:
 
         self._held: dict[int, int] = {}  # fence -> job id: every lease we still need
         self._done = 0  # attempts finished, for the completion rate
-        # (id, fence, monotonic start) of buffered jobs started since the last record_starts
-        self._starts: list[tuple[int, int, float]] = []
         self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="forklift-job")
         self._loop: asyncio.AbstractEventLoop | None = None
         self._idle = asyncio.Event()
@@ -237,7 +235,7 @@ class Worker:
         self._closing = True
         self.listener.stop()
         await asyncio.gather(*(s.close() for s in self._sessions))
-        jobs = [r.task for r in self.attempts.running.values() if r.task is not None]
+        jobs = list(self.attempts.runners)  # inside an attempt, or parked for want of one
         for task in jobs:
             task.cancel()
         for _ in range(3):  # a task may swallow one cancellation (asyncio.wait_for in 3.11)
