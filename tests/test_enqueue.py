@@ -7,7 +7,7 @@ import asyncio
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar
 
 import psycopg
 import pytest
@@ -46,6 +46,54 @@ def test_enqueue_stores_and_returns_the_job(app: Forklift, conn: psycopg.Connect
     row = basic.job_row(conn, job.id)
     assert row["args"] == job.args and row["state"] == "available" and row["queue"] == "default"
     assert app.get_job(job.id) == job
+
+
+class _RecordingCursor(psycopg.Cursor[Any]):
+    """Keeps the parameters of every statement the client sends."""
+
+    params: ClassVar[list[Any]] = []
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        type(self).params.append(params)
+        return super().execute(query, params, **kwargs)
+
+
+def test_a_default_enqueue_sends_only_queue_kind_and_args(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    with psycopg.connect(dsn, autocommit=True, cursor_factory=_RecordingCursor) as own:
+        _RecordingCursor.params = []
+        plain = basic.noop.enqueue({"i": 1}, conn=own)
+        assert _RecordingCursor.params == [("default", "basic.noop", '{"i":1}')]
+        # An option that differs from the table's default is sent, and only that one.
+        _RecordingCursor.params = []
+        tagged = basic.noop.enqueue({"i": 2}, conn=own, priority=5, tags=["t"])
+        assert [len(p) for p in _RecordingCursor.params] == [5]
+    for job in (plain, tagged):
+        assert app.get_job(job.id) == job
+    assert (tagged.priority, tagged.tags, tagged.max_attempts) == (5, ["t"], 20)
+
+
+def test_a_queue_is_recorded_again_when_the_insert_that_recorded_it_rolled_back(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # The insert trigger remembers, per session, the queues it recorded; a rolled-back record
+    # (transaction or savepoint) must be forgotten with it.
+    def recorded(queue: str) -> bool:
+        return bool(one(conn, "SELECT count(*) FROM forklift.queues WHERE name = %s", (queue,)))
+
+    with psycopg.connect(dsn) as own:
+        basic.noop.enqueue({}, conn=own, queue="rb_tx")
+        own.rollback()
+        with own.transaction():
+            with own.transaction(force_rollback=True):
+                basic.noop.enqueue({}, conn=own, queue="rb_sp")
+            basic.noop.enqueue({}, conn=own, queue="rb_other")
+        assert not recorded("rb_tx") and not recorded("rb_sp") and recorded("rb_other")
+        basic.noop.enqueue({}, conn=own, queue="rb_tx")
+        basic.noop.enqueue_many([{}], conn=own, queue="rb_sp")
+        own.commit()
+    assert recorded("rb_tx") and recorded("rb_sp")
 
 
 def test_enqueue_by_kind_name_uses_the_kinds_defaults(app: Forklift) -> None:

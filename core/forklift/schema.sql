@@ -120,7 +120,7 @@ CREATE TABLE {s}.queues (
 );
 
 -- Workers waiting for work on a queue (forklift._worker.idle): the insert trigger
--- (functions/jobs_wake_v2.sql) consumes a queue's rows and NOTIFYs only when it found one, so
+-- (functions/jobs_wake_v3.sql) consumes a queue's rows and NOTIFYs only when it found one, so
 -- concurrent producers' commits are not serialised on NOTIFY's cluster-wide lock.
 -- No key: a worker replaces its marks (a new row each time) instead of upserting them, so
 -- neither side ever waits on a row the other has locked. Unlogged: a mark is written at every
@@ -493,7 +493,7 @@ CREATE INDEX dead_letters_group_idx ON {s}.dead_letters (group_key, finished_at,
 
 -- Functions and triggers ----------------------------------------------------------------------
 
-\ir functions/jobs_wake_v2.sql
+\ir functions/jobs_wake_v3.sql
 \ir functions/batches_v1.sql
 \ir functions/flow_v1.sql
 \ir functions/dead_letters_v1.sql
