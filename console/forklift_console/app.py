@@ -170,6 +170,8 @@ class ConsoleApp(App[None]):
                     yield screen
 
     def _refresh_tick(self) -> None:
+        if not self.is_running:
+            return  # shutting down: Textual closes the screens before it stops the timers
         screen = self.screen
         if self.status.frozen or isinstance(screen, ModalScreen):
             return  # a dialog is open or the operator froze the picture: hold still
