@@ -8,7 +8,7 @@ import signal
 from typing import Any
 
 import psycopg
-from console_seed import FROZEN, drive, loaded, make_app, seed
+from console_seed import FROZEN, drive, loaded, make_app, on_screen, seed
 from helpers import wait_until_async
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
@@ -17,6 +17,8 @@ from textual.pilot import Pilot
 from forklift_console.app import ConsoleApp
 from forklift_console.backend import Backend
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.overview import OverviewScreen
+from forklift_console.screens.queues import QueuesScreen
 
 
 def _cut_off(admin_dsn: str, dbname: str, allow: bool) -> None:
@@ -71,6 +73,39 @@ def test_the_database_going_away_shows_a_banner_and_the_console_recovers(
         assert app.status.failing_since is None and app.status.error is None
 
     drive(make_app(dsn, interval=0.3), scenario)
+
+
+def test_a_refresh_tick_that_lands_while_the_console_shuts_down_does_nothing(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """Textual closes every mode's screens before it stops the app's timers. A refresh tick
+    in between (late on a loaded machine) met an empty screen stack, and the exit of the test
+    above raised ScreenStackError. Here a tick runs after each screen is closed."""
+    seed(conn)
+    ticked: list[str] = []
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await loaded(app)
+        app.switch_mode("queues")  # a second mode: its screens close after the first's
+        await loaded(app, await on_screen(app, QueuesScreen))
+        app.switch_mode("overview")
+        await on_screen(app, OverviewScreen)
+        prune = app._prune
+
+        def prune_then_tick(*nodes: Any, parent: Any = None) -> Any:
+            removal = prune(*nodes, parent=parent)
+
+            async def then() -> None:
+                await removal
+                app._refresh_tick()  # the timer firing between two closes
+                ticked.append(app.current_mode)
+
+            return then()
+
+        app._prune = prune_then_tick  # type: ignore[method-assign]
+
+    drive(make_app(dsn, interval=0.3), scenario)  # the scenario's end closes the app
+    assert "overview" in ticked, ticked
 
 
 def test_a_database_that_hangs_is_cut_off_and_the_console_reconnects(
