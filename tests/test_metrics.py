@@ -59,9 +59,12 @@ def test_a_worker_serves_metrics_of_its_jobs_claims_flushes_and_queue_depth(
             got = _scrape(port)
         except OSError:
             return None
+        # An outcome is counted settled when its attempt ends, flushed when the settle
+        # statement has written it (a round trip later: long on a loaded machine): wait for both.
         done = _value(got, "forklift_jobs_settled_total")
+        flushed = _value(got, "forklift_flush_size_sum")
         depth = _value(got, "forklift_queue_depth", queue="elsewhere", state="available")
-        return got if done == 8 and depth == 3 else None  # boom runs twice
+        return got if done == flushed == 8 and depth == 3 else None  # boom runs twice
 
     got = wait_until(settled, timeout=60, interval=0.1, message=lambda: w.log()[-3000:])
     assert _value(got, "forklift_jobs_settled_total", queue="eco", kind="eco.ok",
