@@ -139,9 +139,14 @@ def test_pause_holds_and_resume_does_not_catch_up(dsn: str, conn: psycopg.Connec
     assert ops.pause(conn, OPS, "beat").paused  # pausing twice is a no-op, audited as such
     info = ops.resume(conn, OPS, "beat")
     assert not info.paused and info.next_at is not None
-    assert fire(app, dsn) == 0  # the ten minutes passed while paused are not run
-    db_now = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
-    assert fire(app, dsn, db_now + timedelta(seconds=61)) == 1
+    # Fired at instants placed against the resume, never at the wall clock's: "now + 61 s" holds
+    # one minute boundary or two depending on the second the test runs in.
+    resumed = conn.execute("SELECT resumed_at FROM forklift.schedules").fetchone()[0]  # type: ignore[index]
+    boundary = resumed.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    assert info.next_at == boundary
+    # the ten minutes passed while paused are not run...
+    assert fire(app, dsn, boundary - timedelta(milliseconds=1)) == 0
+    assert fire(app, dsn, boundary + timedelta(seconds=1)) == 1  # ...the first tick after is
     audit = conn.execute(
         "SELECT action, actor, target->>'schedule', reason, outcome FROM forklift.audit ORDER BY id"
     ).fetchall()
