@@ -340,7 +340,10 @@ async def loaded(app: Any, screen: Any = None) -> None:
 
 
 async def on_screen(app: Any, kind: type[Any]) -> Any:
-    await wait_until_async(lambda: isinstance(app.screen, kind), timeout=10,
+    """The active screen once it is a ``kind`` and mounted: a pushed screen is active before
+    its widgets are composed (on a loaded machine a query for them then found none)."""
+    await wait_until_async(lambda: isinstance(app.screen, kind) and app.screen.is_mounted,
+                           timeout=10,
                            message=lambda: f"expected {kind.__name__}, on {app.screen!r}")
     return app.screen
 
