@@ -129,7 +129,15 @@ def test_a_database_that_hangs_is_cut_off_and_the_console_reconnects(
         screen = app.screen
         assert isinstance(screen, ConsoleScreen)
         await loaded(app)
-        (pid,) = console_backends()
+        # The session that served that load (a refresh cut off just then is being replaced:
+        # wait for the one session, not for whatever pg_stat_activity shows at this instant).
+        def one_session() -> set[int]:
+            got = console_backends()
+            return got if len(got) == 1 else set()
+
+        (pid,) = await wait_until_async(
+            one_session, timeout=30,
+            message=lambda: f"not one console session: {console_backends()}")
         os.kill(pid, signal.SIGSTOP)
         stopped.append(pid)
         try:
@@ -146,7 +154,10 @@ def test_a_database_that_hangs_is_cut_off_and_the_console_reconnects(
         finally:
             os.kill(pid, signal.SIGCONT)
 
-    backend = Backend.open(dsn, schema="forklift", actor="tester", fetch_deadline=1.5)
+    # The deadline cuts off the hung refresh; it must also let a healthy one finish on a loaded
+    # machine (1.5 s cut off healthy refreshes with a CPU hog running), and stay well inside the
+    # 30 s waits below.
+    backend = Backend.open(dsn, schema="forklift", actor="tester", fetch_deadline=5.0)
     app = ConsoleApp(backend, clock=lambda: FROZEN, interval=0.3)
     try:
         drive(app, scenario)
