@@ -44,6 +44,22 @@ def _holds(conn: psycopg.Connection[Any], w: faults.WorkerProc) -> bool:
     return bool(row and row[0])
 
 
+def _frozen_state(conn: psycopg.Connection[Any], w: faults.WorkerProc) -> str:
+    """What a failed rescue wait saw: the victim's running rows, the leader, open transactions."""
+    worker_id = w.worker_id(conn)
+    rows = conn.execute(
+        "SELECT id, fence, lease_expires_at - now(), attempted_at IS NOT NULL, lost"
+        " FROM forklift.jobs WHERE state = 'running' AND worker_id = %s ORDER BY id",
+        (worker_id,)).fetchall()
+    leader = conn.execute("SELECT worker_id, expires_at - now() FROM forklift.leader").fetchall()
+    open_tx = conn.execute(
+        "SELECT application_name, state, now() - xact_start, left(query, 120)"
+        " FROM pg_stat_activity WHERE datname = current_database() AND xact_start IS NOT NULL"
+        " AND pid <> pg_backend_pid()").fetchall()
+    return (f"victim {worker_id} running rows (id, fence, lease left, started, lost): {rows}\n"
+            f"leader: {leader}\nopen transactions: {open_tx}")
+
+
 def test_soak_with_random_failures_kills_and_restarts(
     db: psycopg.Connection[Any], procs: faults.Procs
 ) -> None:
@@ -82,7 +98,8 @@ def test_soak_with_random_failures_kills_and_restarts(
             before = rescued(db)
             victim.signal(signal.SIGSTOP)
             wait_until(lambda b=before: rescued(db) > b, timeout=60,  # type: ignore[misc]
-                       message="nothing of the frozen worker was rescued")
+                       message=lambda v=victim: "nothing of the frozen worker was rescued\n"  # type: ignore[misc]
+                       f"{_frozen_state(db, v)}\n{procs.logs()}")
             victim.signal(signal.SIGCONT)
             continue
         live.remove(victim)
