@@ -423,3 +423,27 @@ def test_asyncio_timeout_inside_a_handler_cancels_only_its_own_await(
     rows = conn.execute(
         "SELECT state, attempt, count(*) FROM forklift.jobs GROUP BY 1, 2").fetchall()
     assert rows == [("completed", 1, len(first) + len(timed) + len(last))]
+
+
+def test_a_runner_outlives_an_error_in_the_bookkeeping_after_an_attempt(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    """A settle hook that raises once (an integration's bug) costs that job its outcome; the
+    runner it ran in goes on, and every later job still runs and completes."""
+    raised: list[int] = []
+
+    def broken(rec: Any, outcome: settle.Outcome) -> None:
+        if not raised:
+            raised.append(rec.job.id)
+            raise RuntimeError("a broken hook")
+
+    with basic.running_worker(app, concurrency=1, lease=30.0) as worker:
+        worker.attempts.hooks.on_settle.append(broken)
+        ids = perf.context.enqueue_many([{"n": i} for i in range(200)])
+        wait_until(lambda: len(perf.SEEN) == len(ids), timeout=60,
+                   message=lambda: f"{len(perf.SEEN)} of {len(ids)} ran")
+        rest = [i for i in ids if i not in raised]
+        wait_until(lambda: conn.execute(
+            "SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s) AND state = 'completed'",
+            (rest,)).fetchone() == (len(rest),), timeout=30, message="the rest completed")
+    assert len(raised) == 1

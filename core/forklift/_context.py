@@ -62,9 +62,10 @@ class JobContext:
         fence: int,
         worker_id: str,
         meta: dict[str, Any],
-        on_progress: Callable[[Progress], None],
-        on_publish: Callable[[Any], None],
+        on_progress: Callable[[Progress], None] | None = None,
+        on_publish: Callable[[Any], None] | None = None,
         locks: Any = None,
+        notes: Any = None,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -82,6 +83,9 @@ class JobContext:
         self._cancelled_async: asyncio.Event | None = None
         self._on_progress = on_progress
         self._on_publish = on_publish
+        # The worker's attempts (note_progress/note_partial by fence), in place of two
+        # callbacks made for every job when few jobs ever report progress.
+        self._notes = notes
         self._locks = locks  # the worker's lock service (forklift._flow.worker_locks)
 
     @property
@@ -117,11 +121,17 @@ class JobContext:
 
     def progress(self, done: float, total: float | None = None, note: str | None = None) -> None:
         """Record progress; written in batches, fenced on this attempt's lease."""
-        self._on_progress(Progress(done, total, note))
+        if self._notes is not None:
+            self._notes.note_progress(self.fence, Progress(done, total, note))
+        elif self._on_progress is not None:
+            self._on_progress(Progress(done, total, note))
 
     def publish(self, partial: Any) -> None:
         """Publish a partial result, readable while the job runs; replaced by the final result."""
-        self._on_publish(partial)
+        if self._notes is not None:
+            self._notes.note_partial(self.fence, partial)
+        elif self._on_publish is not None:
+            self._on_publish(partial)
 
     def lock(self, key: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lock:
         """A lock on ``key`` with a fencing token: ``async with ctx.lock(k) as token`` in an

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
-import functools
 import logging
 import time
 from collections.abc import Callable
@@ -90,8 +89,7 @@ class Attempts:
         ctx = JobContext(
             job_id=job.id, kind=job.kind, queue=job.queue, attempt=job.attempt,
             max_attempts=job.max_attempts, fence=job.fence, worker_id=w.id, meta=job.meta,
-            on_progress=functools.partial(self._note_progress, job.fence),
-            on_publish=functools.partial(self._note_partial, job.fence), locks=w.locks,
+            locks=w.locks, notes=self,
         )
         rec = Running(job, kind, ctx, lease_deadline, time.monotonic(), not job.started)
         self.running[job.fence] = rec
@@ -145,7 +143,7 @@ class Attempts:
         if rec.ctx.cancel_reason is not None:
             # Told to stop before its turn came (a cancel, a lost lease, the drain cutoff).
             self._looking += 1
-            self._finished(rec, None if w._closing else stopped(rec.job, rec.ctx, rec.kind))
+            self._end(rec, None if w._closing else stopped(rec.job, rec.ctx, rec.kind))
             return False
         attempt = InContext(run_attempt(rec.job, rec.kind, rec.ctx, w._executor,
                                         w.app.payload_limit),
@@ -158,7 +156,7 @@ class Attempts:
             # The worker is being torn down, or something cancelled the attempt's task without
             # telling its context: nothing may be written (the lease runs out, it is rescued).
             rec.task = None
-            self._finished(rec, None)
+            self._end(rec, None)
             if w._closing:
                 raise
             return True
@@ -169,8 +167,16 @@ class Attempts:
         retire = attempt.suspended or task.cancelling() > 0
         if not retire:
             self._looking += 1  # before the bookkeeping, which may start the next attempts
-        self._finished(rec, outcome)
+        self._end(rec, outcome)
         return retire
+
+    def _end(self, rec: Running, outcome: settle.Outcome | None) -> None:
+        """:meth:`_finished`, and a runner that outlives whatever goes wrong in it (a hook)."""
+        try:
+            self._finished(rec, outcome)
+        except Exception:
+            log.exception("internal error finishing job %s", rec.job.id,
+                          extra=job_fields(rec.job))
 
     def interrupt(self, rec: Running, reason: str) -> None:
         """Tell a handler to stop: its context first, then (async handlers) the task."""
@@ -236,11 +242,11 @@ class Attempts:
         self.record(rec, outcome)
 
     # -- progress -----------------------------------------------------------------------------
-    def _note_progress(self, fence: int, p: Progress) -> None:
+    def note_progress(self, fence: int, p: Progress) -> None:
         text = progress_json(p.to_json())
         self._call_in_loop(self._set_interim, fence, text, None)
 
-    def _note_partial(self, fence: int, value: Any) -> None:
+    def note_partial(self, fence: int, value: Any) -> None:
         text = progress_json(value)
         self._call_in_loop(self._set_interim, fence, None, text)
 
