@@ -12,6 +12,7 @@ batch takes.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -175,7 +176,8 @@ def flow_problems(plan: dict[str, Any], params: dict[str, Any]) -> list[str]:
         if rel == "jobs" and kind == "Seq Scan":
             found.append("a sequential scan of jobs")
         if kind == "Sort" and rows > bound:
-            found.append(f"a Sort of {rows} rows (more than the walks return, {bound})")
+            found.append(f"a Sort of {rows} rows (more than the walks return, {bound}):"
+                         f" {node.get('Sort Key')}")
         # Counting a key value's running jobs may read the running jobs by the running index
         # when few run (the planner's choice; the GIN index once many do): bounded by the
         # fleet's slots, never by the backlog.
@@ -187,9 +189,37 @@ def flow_problems(plan: dict[str, Any], params: dict[str, Any]) -> list[str]:
     return found
 
 
+# The flow claim's parameters and their types, for a prepared statement of it.
+FLOW_TYPES = {"queues": "text[]", "kinds": "text[]", "pq": "text[]", "pk": "text[]",
+              "pc": "text[]", "n": "int", "start": "int", "visit": "int", "w": "text",
+              "lease": "float8", "soon": "float8"}
+
+
+def explain_flow(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any],
+                 generic: bool) -> dict[str, Any]:
+    """EXPLAIN ANALYZE the flow claim with these parameters: planned for them (a custom plan),
+    or as the worker runs it, the generic plan of its prepared statement."""
+    with conn.transaction(force_rollback=True):
+        if not generic:
+            row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchone()
+        else:
+            names = list(FLOW_TYPES)
+            text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+            conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+            conn.execute(f"PREPARE flow_plan ({', '.join(FLOW_TYPES.values())}) AS "
+                         + text.replace("%%", "%"))
+            row = psycopg.ClientCursor(conn).execute(  # EXECUTE takes literals
+                "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE flow_plan ("
+                + ", ".join(["%s"] * len(names)) + ")", [params[k] for k in names]).fetchone()
+            conn.execute("DEALLOCATE flow_plan")
+    assert row is not None
+    return dict((row[0] if not isinstance(row[0], str) else json.loads(row[0]))[0]["Plan"])
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
 @pytest.mark.parametrize("analyzed", [False, True], ids=["before-analyze", "after-analyze"])
 def test_the_flow_claim_reads_only_what_it_takes(
-    keyed_half_drained: psycopg.Connection[Any], analyzed: bool
+    keyed_half_drained: psycopg.Connection[Any], analyzed: bool, generic: bool
 ) -> None:
     from forklift._flow.claim import FLOW_CLAIM_SQL, FlowClaim
 
@@ -197,15 +227,15 @@ def test_the_flow_claim_reads_only_what_it_takes(
     if analyzed:
         conn.execute("ANALYZE forklift.jobs")
     params = FlowClaim("plan-test", 30.0, queues=QUEUES, kinds=KINDS).params(BATCH, BATCH // 2)
-    with conn.transaction(force_rollback=True):
-        row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + render(FLOW_CLAIM_SQL, "forklift"),
-                           params).fetchone()
-    assert row is not None
-    plan = dict((row[0] if not isinstance(row[0], str) else json.loads(row[0]))[0]["Plan"])
+    assert set(params) == set(FLOW_TYPES)
+    plan = explain_flow(conn, render(FLOW_CLAIM_SQL, "forklift"), params, generic)
     bad = flow_problems(plan, params)
     assert not bad, f"{bad}\n{json.dumps(plan, indent=1)[:8000]}"
     indexes = {n.get("Index Name") for n in nodes(plan)}
     assert "jobs_keyed_idx" in indexes, indexes
+    # Every job here is rated (its account key) or in a fair or rated queue: none may wait in
+    # a buffer, so a batch whose jobs all start now.
+    params = FlowClaim("plan-test", 30.0, queues=QUEUES, kinds=KINDS).params(BATCH, BATCH)
     with conn.transaction(force_rollback=True):
         rows = conn.execute(render(FLOW_CLAIM_SQL, "forklift"), params).fetchall()
         ids = [r[0] for r in rows if r[0] is not None]

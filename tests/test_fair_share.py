@@ -67,6 +67,24 @@ def test_a_second_tenant_is_not_stuck_behind_a_backlog(
         assert left[0] == 0 or ahead > 2 * SLOTS  # FIFO: behind the backlog
 
 
+def test_a_fair_queue_is_claimed_only_for_the_slots_that_start_now(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """No buffer on a fair queue: a buffered backlog job would go before a tenant whose first
+    job arrives after the claim."""
+    from forklift._flow import declare
+    from forklift._flow.claim import FlowClaim
+
+    declare.record_sync(conn, "forklift", app)
+    with Operator(dsn, actor="t") as op:
+        op.set_fair("fair", True, create=True)
+    flow_keys.fair.enqueue_many([Work(f"t{i % 3}") for i in range(30)])
+    fc = FlowClaim("w-test", 30.0, queues=["fair"], kinds=["flow.keys.fair"])
+    got = flow_keys.claim_once(dsn, fc, 20, start=3)
+    assert sorted(j.args["tenant"] for j in got.jobs) == ["t0", "t1", "t2"] and got.strict
+    assert all(j.started for j in got.jobs)
+
+
 @pytest.mark.slow
 def test_the_fair_share_bound_holds_across_worker_processes(
     app: Forklift, conn: psycopg.Connection[Any], dsn: str, tmp_path: Any

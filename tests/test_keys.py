@@ -263,6 +263,22 @@ def test_the_flow_claim_admits_within_every_limit_and_passes_blocked_partitions(
     assert fc.cursors  # the walk left a cursor for the next claim
 
 
+def test_the_flow_claim_takes_keyed_jobs_for_a_buffer_beyond_the_slots_that_start_now(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """A per-key limit counts claimed jobs, buffered or not: a worker may hold keyed jobs in
+    its buffer (only fair, rated or limited queues' jobs must start at once)."""
+    from forklift._flow.claim import FlowClaim
+
+    declare.record_sync(conn, "forklift", app)
+    flow_keys.solo.enqueue_many([Work(f"t{i}") for i in range(10)] + [Work("t0")])
+    fc = FlowClaim("w-test", 30.0, queues=["keyed"], kinds=["flow.keys.tenant"])
+    first = claim_once(dsn, fc, 12, start=2)
+    assert len(first.jobs) == 10 and not first.strict  # one per tenant: t0's second waits
+    assert sorted(j.started for j in first.jobs) == [False] * 8 + [True] * 2
+    assert claim_once(dsn, fc, 12).jobs == []  # the buffered jobs hold their keys
+
+
 # -- through real workers --------------------------------------------------------------------------
 def most_at_once(intervals: list[tuple[Any, Any]]) -> int:
     """The most intervals (start, end) overlapping at any instant (ends before starts on ties:
@@ -368,3 +384,23 @@ def test_explain_names_the_holders_the_rate_window_and_the_fair_share_position(
                              "partitions": 1}
     queue = json.loads(run(dsn, "queues", "explain", "keyed", "--json").stdout)["reasons"]
     assert {"key_full", "fair_share"} <= {r["code"] for r in queue}
+
+
+def test_a_worker_buffers_keyed_jobs_and_never_runs_a_key_over_its_limit(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    """A flow queue without fair share or rates has a local buffer (claims larger than the free
+    slots), and the keys still hold (the ledger)."""
+    from apps.basic import running_worker
+    from helpers import wait_until
+
+    sizes: list[int] = []
+    ids = flow_keys.solo.enqueue_many([Work(f"t{i % 40}") for i in range(400)])
+    with running_worker(app, queues=["keyed"], concurrency=2, prefetch_horizon=1.0) as w:
+        w.attempts.hooks.on_claim.append(sizes.append)
+        wait_until(lambda: conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s)"
+                                        " AND state = 'completed'", (ids,)).fetchone()
+                   == (len(ids),), timeout=120, message="the keyed jobs did not finish")
+    assert max(sizes) > 2, sizes  # more than the free slots: a buffer
+    assert max(most_at_once(runs) for runs in ledger_by(conn, "tenant").values()) == 1
+

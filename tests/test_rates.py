@@ -60,6 +60,20 @@ def test_a_keys_rate_holds_per_value_and_a_queue_rate_for_the_whole_queue(
     assert again.retry_in is not None and 59 < again.retry_in <= 60
 
 
+def test_rated_jobs_are_claimed_only_for_the_slots_that_start_now(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """A token is taken when a job is claimed, so a rated job never waits in a buffer: a
+    claim for 30 with 2 slots free takes 2 of the burst of 5, both started."""
+    flow_keys.rated.enqueue_many([Work("x") for _ in range(30)])
+    fc = FlowClaim("w-test", 30.0, queues=["rated"], kinds=["flow.keys.rated"])
+    got = claim_once(dsn, fc, 30, start=2)
+    assert [j.started for j in got.jobs] == [True, True] and got.strict
+    (tokens,) = conn.execute("SELECT tokens FROM forklift.flow_values WHERE key = %s",
+                             ("flow.keys.rated\x1f*",)).fetchone() or (None,)
+    assert tokens == pytest.approx(3)  # two of the burst taken, for the two that started
+
+
 @pytest.mark.slow
 def test_a_rate_is_never_exceeded_over_any_window_across_worker_processes(
     app: Forklift, conn: psycopg.Connection[Any], dsn: str, tmp_path: Any

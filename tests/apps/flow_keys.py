@@ -103,13 +103,14 @@ def loose(ctx: JobContext, args: dict[str, Any]) -> None:
     """Keyed on a field a dict payload may lack, or hold as a number: refused at enqueue."""
 
 
-def claim_once(dsn: str, fc: Any, n: int) -> Any:
-    """One pass of a flow claim (forklift._flow.claim.FlowClaim) for up to ``n`` jobs, on a
+def claim_once(dsn: str, fc: Any, n: int, start: int | None = None) -> Any:
+    """One pass of a flow claim (forklift._flow.claim.FlowClaim) for up to ``n`` jobs, the
+    first ``start`` (default all) to start now and the others for a worker's buffer, on a
     connection of its own; what it claimed."""
     import asyncio
 
     async def go() -> Any:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
-            return await fc.run(c, "forklift", n=n)
+            return await fc.run(c, "forklift", n=n, start=start)
 
     return asyncio.run(go())

@@ -2,8 +2,9 @@
 
 Only queues flagged ``flow`` come here (the first keyed job, a rate or fair share flags one
 for good); every other queue keeps the claim it had. Like the locked claim it runs in one
-pipelined transaction (BEGIN, the queue-limit locks, this statement, COMMIT: one round trip),
-reads pauses and queue limits itself, and stamps fences and leases with the worker's take.
+pipelined transaction (BEGIN, the generic-plan setting, the queue-limit locks, this statement,
+COMMIT: one round trip), reads pauses and queue limits itself, and stamps fences and leases
+with the worker's take.
 
 Candidates, per (queue, kind) of the worker
     *window*: the first ``room`` waiting jobs in claim order (keyed or not, from the claim
@@ -13,12 +14,14 @@ Candidates, per (queue, kind) of the worker
     backlog. A partition blocked by its limit therefore never hides the free ones behind it.
 
 Admission, under the key values' rows
-    Every key value of a candidate whose key has a limit or a rate, and the bucket row of a
-    rated queue, is locked ``FOR UPDATE SKIP LOCKED``: the claim sees the newest version, or
-    passes the value by while another claim holds it (no claim ever waits on another). For a
-    concurrency limit the running jobs are counted (``jobs_keyed_running_idx``) -- unless the
-    value's last admitting claim (``claim_xid``) is not visible to this statement's snapshot,
-    whose count could then miss that claim's jobs: the value is passed by this time. A rate's
+    The running jobs of every limited key value among the candidates are counted in one pass
+    (``jobs_keyed_running_idx``); a value already at its limit admits nothing (a count from this
+    snapshot can only be too high: outcomes written since only free slots), and its row is not
+    locked. Every other key value of a candidate whose key has a limit or a rate, and the bucket
+    row of a rated queue, is locked ``FOR UPDATE SKIP LOCKED``: the claim sees the newest
+    version, or passes the value by while another claim holds it (no claim ever waits on
+    another). A value whose last admitting claim (``claim_xid``) is not visible to this
+    statement's snapshot is passed by this time: the count could miss that claim's jobs. A rate's
     bucket is refilled by time arithmetic. A candidate is admitted when each of its values has
     room for it: its rank among the eligible candidates of that value, in claim order, is
     within the value's room (ranks, not a running tally: never more than the room, and the
@@ -30,11 +33,21 @@ Order
     before any partition's second, and so on: a tenant with a huge backlog delays another
     tenant's first job by at most one claim.
 
+The worker's buffer
+    A per-key limit counts claimed jobs, started or buffered, so keyed jobs may be claimed
+    beyond the ``start`` that go to free slots now. Not *strict* ones: a job of a fair queue (a
+    buffered backlog job would go before a tenant whose first job comes next), a rated one (its
+    token is taken at the claim: it must start then), or one of a queue with a concurrency limit
+    (its slot would sit in one worker's buffer while others idle, as for the other claims): those
+    are admitted only among the first ``start``. ``!strict`` tells the worker it met one, so it
+    keeps no buffer while it does.
+
 What else the answer carries (marker rows, ``id`` NULL)
     ``!paused`` per paused queue; ``!cursor`` per (queue, kind) walked, the cursor for the next
     claim (``args``: the kind and the last partition visited); ``!retry`` with the seconds until
     a blocked job may go (the next token of a bucket, or soon: a value held by another claim or
-    just created), so the worker claims again then instead of waiting out its poll.
+    just created), so the worker claims again then instead of waiting out its poll; ``!strict``
+    (above).
 """
 
 from __future__ import annotations
@@ -48,7 +61,7 @@ import psycopg
 from forklift._sqltext import render
 from forklift._worker import claim as claims
 
-VISIT = 32  # partitions a walk visits per claim
+VISIT = 32  # partitions a walk visits per claim, at least (as many as the batch asks for)
 RETRY_SOON = 0.02  # seconds: a value held by another claim, or created just now
 
 _OPEN = """(qs.name IS NULL OR NOT qs.paused
@@ -68,14 +81,17 @@ def _marker(queue: str, what: str) -> str:
 FLOW_CLAIM_SQL = """
 WITH q AS (
     SELECT w.name, """ + _OPEN + """ AS open, coalesce(qs.fair, false) AS fair,
-           qs.rate_limit, qs.rate_per, qs.rate_burst,
+           qs.rate_limit, qs.rate_per, qs.rate_burst, st.strict,
            CASE WHEN NOT """ + _OPEN + """ THEN 0
-                WHEN qs.concurrency IS NULL THEN %(n)s
-                ELSE greatest(0, least(%(n)s, qs.concurrency - (
+                WHEN NOT st.strict THEN %(n)s
+                WHEN qs.concurrency IS NULL THEN least(%(n)s, %(start)s)
+                ELSE greatest(0, least(%(n)s, %(start)s, qs.concurrency - (
                     SELECT count(*) FROM {s}.jobs r WHERE r.state = 'running' AND r.queue = w.name)))
            END AS room
     FROM unnest(%(queues)s::text[]) AS w(name)
     LEFT JOIN {s}.queues qs ON qs.name = w.name
+    CROSS JOIN LATERAL (SELECT coalesce(qs.fair OR qs.rate_limit IS NOT NULL
+                                        OR qs.concurrency IS NOT NULL, false) AS strict) st
 ), p AS (
     SELECT x.queue, x.kind, x.cur, q.room FROM unnest(%(pq)s::text[], %(pk)s::text[], %(pc)s::text[])
         AS x(queue, kind, cur) JOIN q ON q.name = x.queue
@@ -135,9 +151,24 @@ WITH q AS (
     JOIN names ON names.name = split_part(e, chr(31), 1) AND names.limiting
     UNION
     SELECT '@' || q.name FROM q WHERE q.rate_limit IS NOT NULL AND q.room > 0
+), held AS (
+    -- the running jobs of each value, counted once for all values (one pass over the running
+    -- keyed jobs that carry any of them): a value already at its limit in this snapshot
+    -- admits nothing whatever its row says, so its row is not even locked
+    SELECT e AS key, count(*) AS n
+    FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
+    WHERE r.state = 'running' AND r.keys IS NOT NULL
+      AND r.keys && ARRAY(SELECT need.key FROM need) AND e IN (SELECT need.key FROM need)
+    GROUP BY e
+), free AS (
+    SELECT need.key, names.concurrency - coalesce(held.n, 0) AS room
+    FROM need LEFT JOIN names ON names.name = split_part(need.key, chr(31), 1)
+                             AND need.key NOT LIKE '@%%'
+    LEFT JOIN held ON held.key = need.key
+    WHERE names.concurrency IS NULL OR names.concurrency > coalesce(held.n, 0)
 ), kv AS (
     SELECT v.key, v.claim_xid, v.tokens, v.refilled_at FROM {s}.flow_values v
-    WHERE v.key = ANY (ARRAY(SELECT need.key FROM need))
+    WHERE v.key = ANY (ARRAY(SELECT free.key FROM free))
     ORDER BY v.key
     FOR UPDATE SKIP LOCKED
 ), heal AS (
@@ -161,12 +192,9 @@ WITH q AS (
                     WHEN kv.claim_xid IS NOT NULL
                          AND NOT pg_visible_in_snapshot(kv.claim_xid, pg_current_snapshot())
                     THEN 0
-                    ELSE greatest(0, g.concurrency - (
-                        SELECT count(*) FROM {s}.jobs r
-                        WHERE r.state = 'running' AND r.keys IS NOT NULL
-                          AND r.keys @> ARRAY[kv.key]))::int
+                    ELSE greatest(0, free.room)::int
                END AS conc_room
-        FROM kv CROSS JOIN LATERAL (
+        FROM kv JOIN free ON free.key = kv.key CROSS JOIN LATERAL (
             SELECT n.concurrency, n.rate_burst::float8 AS burst,
                    n.rate_per / n.rate_limit AS per_token, n.rate_limit / n.rate_per AS per_token_inv
             FROM names n WHERE n.name = split_part(kv.key, chr(31), 1) AND kv.key NOT LIKE '@%%'
@@ -181,7 +209,10 @@ WITH q AS (
     SELECT c.*, q.fair, row_number() OVER (
                PARTITION BY c.queue, c.keys[1] ORDER BY c.priority, c.run_at, c.id) AS turn,
            coalesce(c.keys, '{}') || CASE WHEN q.rate_limit IS NOT NULL THEN ARRAY['@' || q.name]
-                                            ELSE '{}'::text[] END AS gates
+                                            ELSE '{}'::text[] END AS gates,
+           q.strict OR EXISTS (SELECT 1 FROM unnest(c.keys) AS e JOIN names
+                               ON names.name = split_part(e, chr(31), 1)
+                               WHERE names.rate_limit IS NOT NULL) AS strict
     FROM cand c JOIN q ON q.name = c.queue
     WHERE NOT EXISTS (
         SELECT 1 FROM unnest(c.keys) AS e LEFT JOIN names ON names.name = split_part(e, chr(31), 1)
@@ -189,22 +220,25 @@ WITH q AS (
            OR (names.limiting AND NOT EXISTS (SELECT 1 FROM lim WHERE lim.key = e AND lim.room >= 1)))
       AND (q.rate_limit IS NULL
            OR EXISTS (SELECT 1 FROM lim WHERE lim.key = '@' || q.name AND lim.room >= 1))
-), ranks AS (
+), ranks AS MATERIALIZED (  -- once, not once per candidate it is checked for
     SELECT e.id, g AS key, row_number() OVER (
                PARTITION BY g ORDER BY CASE WHEN e.fair THEN e.turn ELSE 1 END, e.priority,
                                        e.run_at, e.id) AS rk
     FROM elig e CROSS JOIN unnest(e.gates) AS g
     WHERE g IN (SELECT lim.key FROM lim)
 ), picked AS (
+    -- a strict candidate only among the first ``start``: it starts now, never waits buffered
     SELECT a.id, a.ord1, a.priority, a.run_at FROM (
-        SELECT e.id, e.queue, e.priority, e.run_at, CASE WHEN e.fair THEN e.turn ELSE 1 END AS ord1,
-               row_number() OVER (PARTITION BY e.queue ORDER BY CASE WHEN e.fair THEN e.turn
-                                  ELSE 1 END, e.priority, e.run_at, e.id) AS qn
-        FROM elig e
+        SELECT e.id, e.queue, e.priority, e.run_at, e.strict, e.ord1,
+               row_number() OVER (PARTITION BY e.queue ORDER BY e.ord1, e.priority, e.run_at,
+                                  e.id) AS qn,
+               row_number() OVER (ORDER BY e.ord1, e.priority, e.run_at, e.id) AS pos
+        FROM (SELECT elig.*, CASE WHEN elig.fair THEN elig.turn ELSE 1 END AS ord1
+              FROM elig) e
         WHERE NOT EXISTS (SELECT 1 FROM ranks r JOIN lim ON lim.key = r.key
                           WHERE r.id = e.id AND r.rk > lim.room)
     ) a JOIN q ON q.name = a.queue
-    WHERE a.qn <= q.room
+    WHERE a.qn <= q.room AND (NOT a.strict OR a.pos <= %(start)s)
     ORDER BY a.ord1, a.priority, a.run_at, a.id
     LIMIT %(n)s
 ), c AS (
@@ -245,9 +279,20 @@ SELECT """ + _marker("NULL::text", "'!retry ' || min(w.s)::text") + """ FROM (
     FROM lim LEFT JOIN used ON used.key = lim.key
     WHERE lim.per_token IS NOT NULL AND lim.tokens_now - coalesce(used.n, 0) < 1
     UNION ALL SELECT %(soon)s FROM lim WHERE lim.stale
-    UNION ALL SELECT %(soon)s FROM need WHERE need.key NOT IN (SELECT kv.key FROM kv)
+    UNION ALL SELECT %(soon)s FROM free WHERE free.key NOT IN (SELECT kv.key FROM kv)
 ) w HAVING count(*) > 0
+UNION ALL
+SELECT """ + _marker("NULL::text", "'!strict'") + """
+WHERE EXISTS (SELECT 1 FROM q WHERE q.strict)
+   OR EXISTS (SELECT 1 FROM names WHERE names.rate_limit IS NOT NULL)
 """
+
+
+# Planning the claim costs more than running it (each custom plan about as much CPU as a
+# batch of 40 jobs), and the server keeps choosing custom plans for it; the generic plan of the
+# prepared statement is the same plan (tests/test_claim_plan.py checks it) without that cost.
+# For the claim's transaction only.
+GENERIC_SQL = "SET LOCAL plan_cache_mode = force_generic_plan"
 
 
 @dataclass
@@ -258,6 +303,8 @@ class FlowAnswer:
     paused: set[str]
     cursors: dict[tuple[str, str], str]
     retry_in: float | None
+    #: a queue of the worker's, or a key met, is fair, rated or limited: no buffer for now
+    strict: bool = False
 
 
 @dataclass
@@ -278,7 +325,7 @@ class FlowClaim:
             "queues": sorted(self.queues), "kinds": sorted(self.kinds),
             "pq": [q for q, _ in pairs], "pk": [k for _, k in pairs],
             "pc": [self.cursors.get(pair, "") for pair in pairs],
-            "n": n, "start": n if start is None else start, "visit": self.visit,
+            "n": n, "start": n if start is None else start, "visit": max(self.visit, n),
             "w": self.worker_id, "lease": self.lease,
             "soon": RETRY_SOON,
         }
@@ -287,6 +334,7 @@ class FlowClaim:
                   start: int | None = None) -> FlowAnswer:
         params = self.params(n, start)
         async with conn.pipeline(), conn.transaction():
+            await conn.execute(GENERIC_SQL)
             await conn.execute(render(claims.LOCK_LIMITED_SQL, schema), (params["queues"],))
             cur = await conn.execute(render(FLOW_CLAIM_SQL, schema), params)
         rows = await cur.fetchall()
@@ -298,7 +346,7 @@ class FlowClaim:
 def parse(rows: list[tuple[Any, ...]]) -> FlowAnswer:
     from_row = getattr(claims.Claimed, "from_row", None)
     jobs = [from_row(r) if from_row else claims.Claimed(*r) for r in rows if r[0] is not None]
-    paused, cursors, retry = set(), {}, None
+    paused, cursors, retry, strict = set(), {}, None, False
     for r in rows:
         if r[0] is not None:
             continue
@@ -310,4 +358,6 @@ def parse(rows: list[tuple[Any, ...]]) -> FlowAnswer:
             cursors[(str(r[1]), str(kind))] = str(key)
         elif what == "!retry" and data:
             retry = max(0.0, float(data))
-    return FlowAnswer(jobs, paused, cursors, retry)
+        elif what == "!strict":
+            strict = True
+    return FlowAnswer(jobs, paused, cursors, retry, strict)

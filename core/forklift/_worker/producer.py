@@ -69,12 +69,13 @@ class Producer:
         self.wake = asyncio.Event()
         self.slot_free = asyncio.Event()
         self._limited = False  # whether one of our queues has a concurrency limit (claim path)
-        # Our queues with keys, rates or fair share: claimed by the flow claim, without a buffer
-        # (a buffered job would hold a key's slot or a rate's token without running).
+        # Our queues with keys, rates or fair share: claimed by the flow claim.
         from forklift._flow import claim as flow  # it builds on forklift._worker.claim
 
         self.flow = flow.FlowClaim(worker.id, worker.lease, kinds=worker.kinds)
         self._retry_in: float | None = None  # when the flow claim said a waiting job may go
+        self._flow_strict = False  # the flow claim met a fair, rated or limited queue or key
+        self._flow_secs = 0.0  # recent duration of a claim round that ran the flow claim
         self._claiming = False  # a claim is in flight
         self._claims_sent = 0
         self._extra = 0  # buffer target of the last claim decision
@@ -128,6 +129,10 @@ class Producer:
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.05
+            if self.flow.queues:
+                took = time.monotonic() - sent
+                self._flow_secs = took if took > self._flow_secs else (
+                    0.8 * self._flow_secs + 0.2 * took)
             if w.attempts.hooks.on_claim:
                 for hook in w.attempts.hooks.on_claim:
                     hook(len(got))
@@ -175,9 +180,16 @@ class Producer:
             self._rate = rate if rate > self._rate else 0.5 * (self._rate + rate)
             self._rate_at, self._rate_done = now, w._done
         # Limited queues get no buffer: a buffered job would hold a slot of the queue's limit
-        # while other workers sit idle.
-        self._extra = 0 if self._limited or self.flow.queues else min(w.prefetch_max,
-                                                  int(self._rate * w.prefetch_horizon))
+        # while other workers sit idle. Nor do fair or rated flow queues (forklift._flow.claim);
+        # jobs held back by per-key limits do: the limit counts claimed jobs, buffered or not.
+        # A flow claim is a heavier statement than the plain one: a flow queue's buffer covers
+        # at least two of its round trips, or the worker runs dry while the next is in flight
+        # (and the smaller claims that follow keep the measured rate, and the buffer, small).
+        horizon = w.prefetch_horizon
+        if self.flow.queues:
+            horizon = max(horizon, 2 * self._flow_secs)
+        self._extra = 0 if self._limited or self._flow_strict else min(
+            w.prefetch_max, int(self._rate * horizon))
         waiting = len(self.waiting)
         running = len(w.attempts.running)
         if len(w._held) - running - waiting >= FLUSH_MAX:
@@ -218,6 +230,15 @@ class Producer:
                             extra=job_fields(entry.job))
                 continue
             w.attempts.start(entry.job, entry.lease_deadline)
+
+    def flushed(self) -> None:
+        """The completer wrote a batch of outcomes: the keys they held are free; claim again."""
+        self.slot_free.set()
+
+    def awaits_flush(self) -> bool:
+        """Whether the claimer waits for our outcomes to be written before it claims again
+        (the completer then writes them without gathering more)."""
+        return False
 
     def nudge(self) -> None:
         """Wake the claimer when a slot freed or the buffer ran low."""
@@ -347,6 +368,7 @@ class Producer:
             got += flowed.jobs
             paused |= flowed.paused
             self._retry_in = flowed.retry_in
+            self._flow_strict = flowed.strict
             if len(got) < n and len(w._held) > len(w.attempts.running) + len(self.waiting):
                 # Outcomes not yet written still count against their keys' limits: look again
                 # once the completer has flushed them.
