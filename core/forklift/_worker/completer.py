@@ -54,8 +54,9 @@ class Completer:
         w = self.w
         while not self._closing:
             await self.ready.wait()
-            if w.attempts.running and not self._closing:
-                # Gather more outcomes for a moment, unless nothing else is in flight.
+            if w.attempts.running and not self._closing and not w.producer.awaits_flush():
+                # Gather more outcomes for a moment, unless nothing else is in flight (or the
+                # claimer waits for these outcomes' keys).
                 await w.wait_any(w._idle, timeout=w.flush_interval)
             await self.flush(deadline=None)
 
@@ -120,7 +121,7 @@ class Completer:
         if w.attempts.hooks.on_flush:
             for hook in w.attempts.hooks.on_flush:
                 hook(len(batch), refused)
-        w.producer.slot_free.set()  # the claimer may have been waiting for the flush
+        w.producer.flushed()  # the claimer may have been waiting for the flush
 
     async def _write(self, batch: list[settle.Outcome], limit: float | None) -> dict[int, str]:
         """One statement for the batch. A batch the server refuses for its content (not for a
