@@ -404,3 +404,23 @@ def test_a_worker_buffers_keyed_jobs_and_never_runs_a_key_over_its_limit(
     assert max(sizes) > 2, sizes  # more than the free slots: a buffer
     assert max(most_at_once(runs) for runs in ledger_by(conn, "tenant").values()) == 1
 
+
+def test_a_flushed_keyed_outcome_triggers_the_next_claim(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    """One key at limit 1: each job's successor is claimed once its outcome is written (the
+    flush triggers the claim; no poll could, at 30 s), not tried for at every slot that frees
+    before (claims that find the key still held by our own unwritten outcome)."""
+    from apps.basic import running_worker
+    from helpers import wait_until
+
+    sizes: list[int] = []
+    jobs = 20
+    ids = flow_keys.solo.enqueue_many([Work("one") for _ in range(jobs)])
+    with running_worker(app, queues=["keyed"], concurrency=2, poll_interval=30.0) as w:
+        w.attempts.hooks.on_claim.append(sizes.append)
+        wait_until(lambda: conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s)"
+                                        " AND state = 'completed'", (ids,)).fetchone()
+                   == (jobs,), timeout=60, message="the key's jobs did not finish")
+    # One claim a job, and a few that find nothing (the idle mark's barrier, the last one).
+    assert sizes.count(0) <= 3 and len(sizes) <= jobs + 3, sizes

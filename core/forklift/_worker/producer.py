@@ -76,6 +76,11 @@ class Producer:
         self._retry_in: float | None = None  # when the flow claim said a waiting job may go
         self._flow_strict = False  # the flow claim met a fair, rated or limited queue or key
         self._flow_secs = 0.0  # recent duration of a claim round that ran the flow claim
+        self._flushes = 0  # batches of outcomes written (flushed())
+        # The flush count when a flow claim came back short with nothing to retry for: until
+        # the next flush (or a wake-up, or the poll) a claim would find the same keys held.
+        self._awaiting: int | None = None
+        self._awaiting_until = 0.0
         self._claiming = False  # a claim is in flight
         self._claims_sent = 0
         self._extra = 0  # buffer target of the last claim decision
@@ -116,6 +121,13 @@ class Producer:
                 self.slot_free.clear()
                 await self.slot_free.wait()
                 continue
+            if self.awaits_flush():
+                # Not at every slot that frees: our own outcomes still hold their keys until
+                # they are written, which the completer now does at once.
+                self.slot_free.clear()
+                await w.wait_any(self.wake, self.slot_free,
+                                 timeout=max(0.0, self._awaiting_until - time.monotonic()))
+                continue
             if self.wake.is_set():
                 self.idle.woken()  # a wake-up may have consumed the idle mark: write it again
                 self.wake.clear()
@@ -150,6 +162,7 @@ class Producer:
             if retry is not None and pause > 0:
                 pause = min(retry, pause)  # the flow claim said when a blocked job may go
             if pause <= 0:
+                self._awaiting = None  # the claim the idle mark's barrier asks for
                 continue
             if self.flow.queues:
                 # A key's slot frees when one of our jobs is settled: a flush wakes us too
@@ -233,12 +246,23 @@ class Producer:
 
     def flushed(self) -> None:
         """The completer wrote a batch of outcomes: the keys they held are free; claim again."""
+        self._flushes += 1
         self.slot_free.set()
 
     def awaits_flush(self) -> bool:
         """Whether the claimer waits for our outcomes to be written before it claims again
-        (the completer then writes them without gathering more)."""
-        return False
+        (the completer then writes them without gathering more): the last flow claim came back
+        short with nothing to retry for, and since then no flush landed, no wake-up came and
+        no poll interval passed, while jobs of ours are in flight (a flush is coming)."""
+        if self._awaiting is None:
+            return False
+        w = self.w
+        if (self._awaiting != self._flushes or self.wake.is_set()
+                or time.monotonic() >= self._awaiting_until
+                or len(w._held) <= len(self.waiting)):
+            self._awaiting = None
+            return False
+        return True
 
     def nudge(self) -> None:
         """Wake the claimer when a slot freed or the buffer ran low."""
@@ -362,18 +386,19 @@ class Producer:
             paused = answer.paused
             # A queue is flagged for good (forklift._flow.claim): from now on the flow claim.
             self.flow.queues = sorted(set(self.flow.queues) | answer.flow)
+        self._awaiting = None
         if self.flow.queues and len(got) < n:
-            flowed = await self.flow.run(conn, w.schema, n=n - len(got),
-                                         start=max(0, start - len(got)))
+            asked = n - len(got)
+            flowed = await self.flow.run(conn, w.schema, n=asked, start=max(0, start - len(got)))
             got += flowed.jobs
             paused |= flowed.paused
             self._retry_in = flowed.retry_in
             self._flow_strict = flowed.strict
-            if len(got) < n and len(w._held) > len(w.attempts.running) + len(self.waiting):
+            if len(flowed.jobs) < asked and flowed.retry_in is None:
                 # Outcomes not yet written still count against their keys' limits: look again
-                # once the completer has flushed them.
-                soon = self.flow.retry_soon
-                self._retry_in = min(self._retry_in or soon, soon)
+                # once the completer has flushed them (awaits_flush).
+                self._awaiting = self._flushes
+                self._awaiting_until = time.monotonic() + w.poll_interval
         self.paused = paused
         return got
 
