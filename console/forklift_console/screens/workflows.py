@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import ClassVar
 
 from rich.text import Text
@@ -17,13 +18,34 @@ from textual.widgets import Static
 from forklift.ops import Operator
 from forklift.ops.events import EventInfo, WaitInfo
 from forklift.ops.outbox import OutboxMessage, TopicInfo
+from forklift.ops.steps import Parked
 from forklift_console.runbook import cli
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.table import Column, LiveTable, Row
-from forklift_console.widgets.text import count, one_line, stamp, style_of
+from forklift_console.widgets.text import (
+    JOB_STATES,
+    badge,
+    count,
+    one_line,
+    stamp,
+    style_of,
+)
 
 PAGE = 50
+#: A parked job's word in a state column (its state is still scheduled).
+PARKED_WORDS = {"sleeping": "sleeping", "event": "waiting", "jobs": "held"}
+
+
+def parked_state(p: Parked) -> Text:
+    """The state cell of a parked job: scheduled's glyph and colour, the reason's word."""
+    glyph, style = JOB_STATES["scheduled"]
+    return badge(glyph, PARKED_WORDS[p.why], style)
+
+
+def parked_words(p: Parked, now: datetime) -> Text:
+    """Why it waits, in full: "sleeping until 14:02:07", "waiting for event order.paid"."""
+    return one_line(p.describe(lambda at: stamp(at, now)), limit=120)
 
 
 @dataclass(frozen=True)

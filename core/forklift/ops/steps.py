@@ -1,22 +1,36 @@
 """A job's durable side for operators: its steps (with state, time and a result summary), the
 jobs it waits for, and whether it is parked (sleeping, waiting for an event, held for its
-dependencies). Read by ``forklift jobs show`` and the console's job detail."""
+dependencies). Read by ``forklift jobs show`` and the console's job detail; the jobs list reads
+why a scheduled job waits (:data:`PARKED_COLUMN`, :class:`Parked`)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 
 from forklift._durable.deps import HELD_UNTIL
 from forklift._job import Job
 from forklift._sqltext import render
+from forklift.ops.display import show_id
 from forklift.ops.shape import Shape
 
-__all__ = ["MAX_STEPS", "SUMMARY", "Dependency", "StepInfo", "parked", "read"]
+__all__ = [
+    "MAX_STEPS",
+    "PARKED_COLUMN",
+    "SUMMARY",
+    "Dependency",
+    "Parked",
+    "StepInfo",
+    "parked",
+    "parked_of",
+    "read",
+    "with_parked",
+]
 
 SUMMARY = 120
 MAX_STEPS = 200
@@ -53,6 +67,62 @@ class StepInfo(Shape):
     match: str | None = None
     #: the event that ended a wait (None after a timeout)
     event_id: int | None = None
+
+
+# A list column: why a scheduled row waits, as JSON (NULL for every other row, and for a job
+# that is merely scheduled). Evaluated for the page's scheduled rows only, each an index probe
+# of the parked steps (job_steps_parked_idx) and, for a held job, of its dependencies.
+PARKED_COLUMN = """CASE WHEN t.state = 'scheduled' THEN coalesce(
+    (SELECT jsonb_build_object('why', CASE p.state WHEN 'sleeping' THEN 'sleeping' ELSE 'event' END,
+                               'until', p.wake_at, 'event', p.event)
+     FROM {s}.job_steps p WHERE p.job_id = t.id AND p.state IN ('sleeping', 'waiting') LIMIT 1),
+    CASE WHEN t.run_at = '9999-12-31 00:00:00+00' THEN (
+        SELECT jsonb_build_object('why', 'jobs', 'jobs', count(*))
+        FROM {s}.job_deps d JOIN {s}.jobs j ON j.id = d.depends_on
+        WHERE d.job_id = t.id AND j.state IN ('scheduled', 'available', 'running', 'retryable')
+        HAVING count(*) > 0) END
+) END AS parked"""
+
+
+@dataclass(frozen=True)
+class Parked(Shape):
+    """Why a scheduled job waits; its state stays ``scheduled``."""
+
+    #: sleeping (ctx.sleep), event (ctx.wait_for_event), jobs (after=, still unsettled)
+    why: Literal["sleeping", "event", "jobs"]
+    #: a sleep's wake time, a wait's deadline (None: no deadline)
+    until: datetime | None = None
+    event: str | None = None
+    #: how many of the jobs it waits for are still live
+    jobs: int | None = None
+    #: the same in words: "sleeping until ...", "waiting for event E", "waiting for N jobs"
+    text: str = ""
+
+    def describe(self, when: Callable[[datetime], str] = datetime.isoformat) -> str:
+        """The words, with times as ``when`` shows them; identifiers never hide characters."""
+        if self.why == "sleeping":
+            return f"sleeping until {when(self.until)}" if self.until else "sleeping"
+        if self.why == "event":
+            name = show_id(self.event or "")
+            return f"waiting for event {name}" + (f" until {when(self.until)}" if self.until
+                                                  else "")
+        n = self.jobs or 0
+        return f"waiting for {n:,} job{'' if n == 1 else 's'}"
+
+
+def parked_of(value: dict[str, Any] | None) -> Parked | None:
+    """A :data:`PARKED_COLUMN` value as a :class:`Parked`."""
+    if not value:
+        return None
+    until = value.get("until")
+    bare = Parked(value["why"], datetime.fromisoformat(until) if until else None,
+                  value.get("event"), value.get("jobs"))
+    return Parked(bare.why, bare.until, bare.event, bare.jobs, bare.describe())
+
+
+def with_parked(row: dict[str, Any]) -> dict[str, Any]:
+    """A list row read with :data:`PARKED_COLUMN`, its ``parked`` made a :class:`Parked`."""
+    return {**row, "parked": parked_of(row.get("parked"))}
 
 
 @dataclass(frozen=True)
