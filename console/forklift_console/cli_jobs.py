@@ -114,7 +114,9 @@ def jobs_list(
         if j.last_error_code:
             last = f"{ident(j.last_error_code)}: {safe((j.last_error_message or '')[:60])}"
         table.add_row(
-            str(j.id), state_text(j.state), ident(j.queue), ident(j.kind),
+            str(j.id),
+            state_text(j.state) if j.parked is None else safe(j.parked.describe(stamp)),
+            ident(j.queue), ident(j.kind),
             f"{j.attempt}/{j.max_attempts}", stamp(j.created_at),
             stamp(j.finished_at or j.run_at), last,
         )

@@ -18,6 +18,7 @@ from forklift_console.runbook import cli, filter_flags
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import CLI_VERBS, VERBS, JobScreen, copy_out, job_plan
 from forklift_console.screens.modals import Plan
+from forklift_console.screens.workflows import parked_state, parked_words
 from forklift_console.widgets.filterbar import FilterBar, FilterError, parse, to_text
 from forklift_console.widgets.table import Column, LiveTable
 from forklift_console.widgets.text import (
@@ -234,6 +235,8 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         if j.last_error_code:
             info = Text().append(f"{j.last_error_code}: ", style="bold")
             info.append_text(one_line(j.last_error_message or "", limit=120))
+        elif j.parked is not None:
+            info = parked_words(j.parked, now)
         else:
             info = one_line(j.args_preview, limit=120)
         when = j.finished_at or j.attempted_at or j.created_at
@@ -241,7 +244,7 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         return [
             Text(MARK, style="bold") if (j.id in self.marks or self.all_matching) else " ",
             str(j.id),
-            job_state(j.state),
+            job_state(j.state) if j.parked is None else parked_state(j.parked),
             *([ident(j.queue, limit=8)] if wide else []),
             ident(j.kind, limit=12),
             *([f"{j.attempt}/{j.max_attempts}"] if wide else []),

@@ -18,7 +18,7 @@ from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import Cursor, JobFilter, Sort
 from forklift.ops.shape import Shape, jsonable
-from forklift.ops.steps import Dependency, StepInfo
+from forklift.ops.steps import Dependency, Parked, StepInfo
 
 __all__ = [
     "COUNT_CAP",
@@ -49,7 +49,8 @@ LIST_COLUMNS = (
     " t.created_at, t.attempted_at, t.finished_at, t.worker_id, t.batch_id, t.tags,"
     f" left(t.args::text, {PREVIEW}) AS args_preview,"
     " t.errors -> -1 ->> 'code' AS last_error_code,"
-    f" left(t.errors -> -1 ->> 'message', {PREVIEW}) AS last_error_message"
+    f" left(t.errors -> -1 ->> 'message', {PREVIEW}) AS last_error_message, "
+    + _steps.PARKED_COLUMN  # why a scheduled job waits (sleeping, an event, other jobs)
 )
 
 
@@ -97,6 +98,8 @@ class JobSummary(Shape):
     args_preview: str
     last_error_code: str | None
     last_error_message: str | None
+    #: why a scheduled job waits (its state stays scheduled); None otherwise
+    parked: Parked | None = None
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ def list_jobs(
     if not count:
         total, capped = len(rows), more
     return JobPage(
-        jobs=[JobSummary(**r) for r in rows],
+        jobs=[JobSummary(**_steps.with_parked(r)) for r in rows],
         next_cursor=next_cursor,
         count=total,
         count_capped=capped,
