@@ -1,0 +1,104 @@
+"""Bench scenario ``unused``: what features a job does not use cost it (issues 13 and 14).
+
+The same no-op jobs (``bench.noop``, on a queue with no limits) run end to end through one
+worker process twice over, in one run: a worker of the bench's plain app, and a worker of an
+app that also declares kinds using steps, sleep, events, keys (concurrency and rate limits) and
+an outbox sink, which the measured jobs use none of. Target: the second within 5% of the first
+(ratio >= 0.95). The runs alternate (plain, featured, featured, plain) and each side keeps its
+best, so a load that changes during the run weighs on both alike.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any
+
+from typing_extensions import TypedDict
+
+from forklift import Forklift, JobContext, Key, Rate
+from forklift_console.bench.measure import Bench, Run
+from forklift_console.bench.registry import scenario
+from forklift_console.bench.report import Figure, Target
+from forklift_console.bench.runs import forklift_run
+from forklift_console.bench.server import SCHEMA
+
+MODULE = "forklift_console.bench.scenarios.unused"
+
+
+class Payload(TypedDict):
+    n: int
+
+
+# -- the featured app: the bench's no-op kind, and kinds using every durable and flow feature --
+app = Forklift(schema=SCHEMA)
+
+
+@app.job(name="bench.noop")
+async def noop(ctx: JobContext, payload: Payload) -> None:
+    return None
+
+
+@app.job(name="bench.unused.durable")
+async def durable(ctx: JobContext, payload: Payload) -> None:
+    await ctx.step("one", lambda: payload["n"])
+    await ctx.sleep("nap", 1.0)
+    await ctx.wait_for_event("bench.unused", match={"n": payload["n"]}, timeout=60)
+
+
+@app.job(name="bench.unused.keyed",
+         concurrency=[Key(lambda p: str(p["n"] % 4), limit=2, name="shard")])
+async def keyed(ctx: JobContext, payload: Payload) -> None:
+    return None
+
+
+@app.job(name="bench.unused.rated", rate=Rate(100, per=1))
+async def rated(ctx: JobContext, payload: Payload) -> None:
+    return None
+
+
+@app.job(name="bench.unused.receive")
+async def receive(ctx: JobContext, payload: Payload) -> None:
+    return None
+
+
+app.outbox.sink("bench.unused", receive)
+
+
+def worker_main() -> None:
+    """A worker of the featured app, with default settings (``bench.procs.worker_main``'s twin)."""
+    from forklift import Worker, run_worker
+
+    logging.basicConfig(level=logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    app.use(os.environ["FORKLIFT_DSN"])
+    sys.exit(run_worker(Worker(app)))
+
+
+def _best(runs: list[Run]) -> Run:
+    return max(runs, key=lambda r: r.rate)
+
+
+@scenario("unused", figures=("e2e_unused",), order=210)
+def unused(bench: Bench) -> list[Figure]:
+    n = bench.sizes.e2e_jobs
+    plain: list[Run] = []
+    featured: list[Run] = []
+    for side, label in (("plain", "u_plain1"), ("featured", "u_feat1"),
+                        ("featured", "u_feat2"), ("plain", "u_plain2")):
+        if side == "plain":
+            plain.append(forklift_run(bench, 1, n, label))
+        else:
+            featured.append(forklift_run(bench, 1, n, label, module=MODULE))
+    mine, ref = _best(featured), _best(plain)
+    detail: dict[str, Any] = {
+        "jobs": n,
+        "featured_rates": [round(r.rate, 1) for r in featured],
+        "plain_rates": [round(r.rate, 1) for r in plain],
+        "note": "best of two alternating runs each; the featured app declares kinds using"
+                " steps, sleep, events, keys, a rate and an outbox sink, unused by the jobs",
+    }
+    return [Figure("e2e_unused", "end-to-end no-op, app with unused features", "jobs/s",
+                   mine.rate, ref.rate, "plain app", rule=Target("ratio>=", 0.95),
+                   detail=detail)]
