@@ -27,7 +27,7 @@ from forklift_console.bench import (
 #: The performance issue's table, in its order, then the figures kept from the first round.
 KEYS = ["e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000", "bulk",
         "latency_p50", "latency_p99", "e2e_4w", "stats_1m", "claim_backlog",
-        "e2e_2w", "db_cpu", "memory", "flow_keyed", "flow_fair", "wake"]
+        "e2e_2w", "db_cpu", "memory", "flow_keyed", "flow_fair", "wake", "e2e_unused"]
 #: Figures reported without a verdict.
 REPORTED = {"db_cpu"}
 #: Figures whose target is on their own value: the reference is there for reading only.

@@ -20,7 +20,7 @@ Only = Annotated[
     str | None,
     typer.Option("--only", help="Comma-separated scenarios: e2e, c1, enqueue, enqueue_16, bulk,"
                                 " latency, e2e_4w, e2e_2w, stats, claim_backlog, memory, flow_keyed,"
-                                " flow_fair, wake (default: all)."),
+                                " flow_fair, wake, unused (default: all)."),
 ]
 
 

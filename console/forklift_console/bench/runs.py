@@ -11,7 +11,8 @@ from forklift_console.bench.server import connect
 
 
 def forklift_run(bench: Bench, workers: int, jobs: int, label: str, *, preloaded: bool = False,
-                 settings: dict[str, Any] | None = None) -> Run:
+                 settings: dict[str, Any] | None = None,
+                 module: str = "forklift_console.bench.procs") -> Run:
     """``workers`` worker processes run ``jobs`` no-op jobs.
 
     Idle (the default): the workers start, are listening, and then the jobs arrive by COPY (the
@@ -19,11 +20,12 @@ def forklift_run(bench: Bench, workers: int, jobs: int, label: str, *, preloaded
     the span still runs from the first claim, so process start-up is not counted, but the
     worker's warm-up (its buffer sized from a completion rate it has yet to see) is.
     CPU of the worker processes is counted in the idle style only (from the moment they listen).
+    ``module`` holds the workers' ``worker_main`` (another app's workers: bench ``unused``).
     """
     with bench.database(label) as (dsn, conn):
         if preloaded:
             copy_jobs(conn, "forklift.jobs", "bench.noop", 0, jobs)
-        with procs("worker_main", dsn, workers, settings=settings) as started:
+        with procs("worker_main", dsn, workers, settings=settings, module=module) as started:
             client: float | None = None
             db: float | None = None
             if preloaded:
