@@ -6,6 +6,10 @@ app that also declares kinds using steps, sleep, events, keys (concurrency and r
 an outbox sink, which the measured jobs use none of. Target: the second within 5% of the first
 (ratio >= 0.95). The runs alternate (plain, featured, featured, plain) and each side keeps its
 best, so a load that changes during the run weighs on both alike.
+
+The keyed and rate-limited kinds sit on a queue of their own, which the featured worker serves
+too: a queue holding a kind with keys or a rate is claimed by the flow claim, all its jobs
+alike (README, "Flow control"), so the measured queue is the one with no limits.
 """
 
 from __future__ import annotations
@@ -47,13 +51,13 @@ async def durable(ctx: JobContext, payload: Payload) -> None:
     await ctx.wait_for_event("bench.unused", match={"n": payload["n"]}, timeout=60)
 
 
-@app.job(name="bench.unused.keyed",
+@app.job(name="bench.unused.keyed", queue="limited",
          concurrency=[Key(lambda p: str(p["n"] % 4), limit=2, name="shard")])
 async def keyed(ctx: JobContext, payload: Payload) -> None:
     return None
 
 
-@app.job(name="bench.unused.rated", rate=Rate(100, per=1))
+@app.job(name="bench.unused.rated", queue="limited", rate=Rate(100, per=1))
 async def rated(ctx: JobContext, payload: Payload) -> None:
     return None
 
