@@ -279,6 +279,24 @@ def test_the_flow_claim_takes_keyed_jobs_for_a_buffer_beyond_the_slots_that_star
     assert claim_once(dsn, fc, 12).jobs == []  # the buffered jobs hold their keys
 
 
+def test_a_flow_claim_that_finds_its_picks_locked_by_another_claim_says_to_retry_soon(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """Two workers on one busy partition pick the same heads; the one that finds them locked
+    (FOR UPDATE SKIP LOCKED) claims again soon instead of waiting out its poll."""
+    from forklift._flow.claim import RETRY_SOON, FlowClaim
+
+    declare.record_sync(conn, "forklift", app)
+    flow_keys.solo.enqueue_many([Work(f"t{i}") for i in range(3)])
+    fc = FlowClaim("w-test", 30.0, queues=["keyed"], kinds=["flow.keys.tenant"])
+    with psycopg.connect(dsn) as other:  # a claim in flight elsewhere, holding the rows
+        other.execute("SELECT id FROM forklift.jobs WHERE queue = 'keyed' FOR UPDATE")
+        held = claim_once(dsn, fc, 3)
+    assert held.jobs == [] and held.retry_in == pytest.approx(RETRY_SOON)
+    free = claim_once(dsn, fc, 3)
+    assert len(free.jobs) == 3 and free.retry_in is None
+
+
 # -- through real workers --------------------------------------------------------------------------
 def most_at_once(intervals: list[tuple[Any, Any]]) -> int:
     """The most intervals (start, end) overlapping at any instant (ends before starts on ties:

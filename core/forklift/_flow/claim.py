@@ -45,9 +45,9 @@ The worker's buffer
 What else the answer carries (marker rows, ``id`` NULL)
     ``!paused`` per paused queue; ``!cursor`` per (queue, kind) walked, the cursor for the next
     claim (``args``: the kind and the last partition visited); ``!retry`` with the seconds until
-    a blocked job may go (the next token of a bucket, or soon: a value held by another claim or
-    just created), so the worker claims again then instead of waiting out its poll; ``!strict``
-    (above).
+    a blocked job may go (the next token of a bucket, or soon: a value or a picked job held by
+    another claim, or a value just created), so the worker claims again then instead of waiting
+    out its poll; ``!strict`` (above).
 """
 
 from __future__ import annotations
@@ -280,6 +280,9 @@ SELECT """ + _marker("NULL::text", "'!retry ' || min(w.s)::text") + """ FROM (
     WHERE lim.per_token IS NOT NULL AND lim.tokens_now - coalesce(used.n, 0) < 1
     UNION ALL SELECT %(soon)s FROM lim WHERE lim.stale
     UNION ALL SELECT %(soon)s FROM free WHERE free.key NOT IN (SELECT kv.key FROM kv)
+    -- jobs picked but locked by another claim (two workers on one partition pick the same
+    -- heads): the loser looks again soon, not after its poll
+    UNION ALL SELECT %(soon)s WHERE (SELECT count(*) FROM picked) > (SELECT count(*) FROM c)
 ) w HAVING count(*) > 0
 UNION ALL
 SELECT """ + _marker("NULL::text", "'!strict'") + """
