@@ -60,6 +60,53 @@ def _frozen_state(conn: psycopg.Connection[Any], w: faults.WorkerProc) -> str:
             f"leader: {leader}\nopen transactions: {open_tx}")
 
 
+def _after_freeze(conn: psycopg.Connection[Any], worker_id: str, before: int) -> str | None:
+    """'rescued' once every running job of the frozen worker is gone and one was rescued;
+    'empty' once they are gone and none was: the settles it sent as it froze landed, so nothing
+    of it is left to rescue. (One statement: one snapshot for both counts.)"""
+    row = conn.execute(
+        "SELECT (SELECT count(*) FROM forklift.jobs, jsonb_array_elements(errors) e"
+        "        WHERE e->>'worker' = %(w)s AND e->>'code' IN ('lease_expired', 'worker_lost')),"
+        "       (SELECT count(*) FROM forklift.jobs WHERE state = 'running' AND worker_id = %(w)s)",
+        {"w": worker_id}).fetchone()
+    assert row is not None
+    if row[1]:
+        return None
+    return "rescued" if row[0] > before else "empty"
+
+
+def freeze(conn: psycopg.Connection[Any], procs: faults.Procs, victim: faults.WorkerProc) -> None:
+    """Pause ``victim`` past its lease until its jobs are rescued, then wake it.
+
+    A worker seen holding jobs may have finished them all by the time SIGSTOP lands (its jobs
+    take milliseconds, and its last settle may already be on its way to the server): such a
+    freeze leaves nothing to rescue, so it is undone and tried again, never waited out.
+    """
+    worker_id = faults.registered(conn, victim)
+    for _ in range(5):
+        # Only a worker that holds jobs can have any rescued (a worker just thawed from an
+        # earlier freeze may not have claimed again yet on a loaded machine).
+        wait_until(lambda: _holds(conn, victim), timeout=60,
+                   message="the victim holds no running job")
+        row = conn.execute(
+            "SELECT count(*) FROM forklift.jobs, jsonb_array_elements(errors) e"
+            " WHERE e->>'worker' = %s AND e->>'code' IN ('lease_expired', 'worker_lost')",
+            (worker_id,)).fetchone()
+        before = int(row[0]) if row else 0
+        victim.signal(signal.SIGSTOP)
+        try:
+            seen = wait_until(
+                lambda b=before: _after_freeze(conn, worker_id, b), timeout=60,  # type: ignore[misc]
+                message=lambda: "the frozen worker's jobs were not rescued\n"
+                                f"{_frozen_state(conn, victim)}\n{procs.logs()}")
+        finally:
+            victim.signal(signal.SIGCONT)
+        if seen == "rescued":
+            return
+        print(f"soak: freezing {worker_id} left nothing to rescue; freezing it again")
+    raise AssertionError(f"five freezes of {worker_id} found it holding nothing")
+
+
 def test_soak_with_random_failures_kills_and_restarts(
     db: psycopg.Connection[Any], procs: faults.Procs
 ) -> None:
@@ -93,14 +140,7 @@ def test_soak_with_random_failures_kills_and_restarts(
             # whatever it still writes must be refused.
             # Only a worker that holds jobs can have any rescued (a worker just thawed from an
             # earlier freeze may not have claimed again yet on a loaded machine).
-            wait_until(lambda v=victim: _holds(db, v), timeout=60,  # type: ignore[misc]
-                       message="the victim holds no running job")
-            before = rescued(db)
-            victim.signal(signal.SIGSTOP)
-            wait_until(lambda b=before: rescued(db) > b, timeout=60,  # type: ignore[misc]
-                       message=lambda v=victim: "nothing of the frozen worker was rescued\n"  # type: ignore[misc]
-                       f"{_frozen_state(db, v)}\n{procs.logs()}")
-            victim.signal(signal.SIGCONT)
+            freeze(db, procs, victim)
             continue
         live.remove(victim)
         if event == "term":
