@@ -16,7 +16,12 @@ Message = str | Callable[[], str]
 
 
 def _text(message: Message) -> str:
-    return message() if callable(message) else message
+    if not callable(message):
+        return message
+    try:
+        return message()
+    except Exception as exc:  # describing the state must not hide that the wait failed
+        return f"(describing what was seen failed: {exc!r})"
 
 
 def wait_until(
