@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -75,15 +76,18 @@ def _after_freeze(conn: psycopg.Connection[Any], worker_id: str, before: int) ->
     return "rescued" if row[0] > before else "empty"
 
 
-def freeze(conn: psycopg.Connection[Any], procs: faults.Procs, victim: faults.WorkerProc) -> None:
+def freeze(conn: psycopg.Connection[Any], procs: faults.Procs, victim: faults.WorkerProc,
+           top_up: Callable[[], None]) -> None:
     """Pause ``victim`` past its lease until its jobs are rescued, then wake it.
 
     A worker seen holding jobs may have finished them all by the time SIGSTOP lands (its jobs
     take milliseconds, and its last settle may already be on its way to the server): such a
-    freeze leaves nothing to rescue, so it is undone and tried again, never waited out.
+    freeze leaves nothing to rescue, so it is undone and tried again, never waited out; each
+    try first tops the backlog up (the others drain it meanwhile).
     """
     worker_id = faults.registered(conn, victim)
     for _ in range(5):
+        top_up()
         # Only a worker that holds jobs can have any rescued (a worker just thawed from an
         # earlier freeze may not have claimed again yet on a loaded machine).
         wait_until(lambda: _holds(conn, victim), timeout=60,
@@ -125,13 +129,16 @@ def test_soak_with_random_failures_kills_and_restarts(
 
     more(JOBS)
 
+    def top_up() -> None:
+        if len(ids) - terminal(db) < 3 * EVERY:
+            more(2 * EVERY)  # every event happens with work in flight
+
     killed = []
     events = ["kill", "kill", "kill", "freeze", "freeze", "term"]
     rng.shuffle(events)
     for event in events:
         floor = terminal(db)
-        if len(ids) - floor < 3 * EVERY:
-            more(2 * EVERY)  # every event happens with work in flight
+        top_up()
         wait_until(lambda f=floor: terminal(db) >= f + EVERY,  # type: ignore[misc]
                    timeout=60, message=lambda: f"no progress\n{procs.logs()}")
         victim = live[rng.randrange(len(live))]
@@ -140,7 +147,7 @@ def test_soak_with_random_failures_kills_and_restarts(
             # whatever it still writes must be refused.
             # Only a worker that holds jobs can have any rescued (a worker just thawed from an
             # earlier freeze may not have claimed again yet on a loaded machine).
-            freeze(db, procs, victim)
+            freeze(db, procs, victim, top_up)
             continue
         live.remove(victim)
         if event == "term":
