@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from forklift.ops import BulkReport, Explanation, JobFilter, Operator
 
 #: Shown in --help without importing the filters (a test keeps them equal to ops.filters').
-SORT_KEYS = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority")
+SORT_KEYS = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority",
+             "state", "queue", "kind", "attempt", "changed_at")
 TIME_FIELDS = ("created_at", "run_at", "attempted_at", "finished_at")
 
 jobs_app = typer.Typer(help="Inspect and act on jobs.", no_args_is_help=True)

@@ -35,11 +35,16 @@ __all__ = [
 ]
 
 #: Columns a list can be sorted by; the cursor remembers which one it belongs to.
-SORT_KEYS: tuple[str, ...] = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority")
+#: ``changed_at``: when the job last moved (finished, else attempted, else created).
+SORT_KEYS: tuple[str, ...] = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority",
+                              "state", "queue", "kind", "attempt", "changed_at")
 #: Columns a time range can apply to.
 TIME_FIELDS: tuple[str, ...] = ("created_at", "run_at", "attempted_at", "finished_at")
 _NULLABLE = {"attempted_at", "finished_at"}
-_TIMESTAMPS = {"created_at", "run_at", "attempted_at", "finished_at"}
+_TIMESTAMPS = {"created_at", "run_at", "attempted_at", "finished_at", "changed_at"}
+_TEXTS = {"state", "queue", "kind"}
+#: Sort keys that are expressions, not columns ({a}: the table's alias).
+_EXPRESSIONS = {"changed_at": "coalesce({a}.finished_at, {a}.attempted_at, {a}.created_at)"}
 MAX_TEXT = 500
 MAX_VALUES = 100
 
@@ -342,16 +347,21 @@ class Sort:
             )
         return cls(key, descending)
 
+    def column(self, alias: str = "t") -> str:
+        """The key as SQL: a column, or an allow-listed expression."""
+        expr = _EXPRESSIONS.get(self.key)
+        return expr.format(a=alias) if expr else f"{alias}.{self.key}"
+
     def order_by(self, alias: str = "t") -> str:
         d = "DESC" if self.descending else "ASC"
         if self.key == "id":
             return f"{alias}.id {d}"
-        return f"{alias}.{self.key} {d} NULLS LAST, {alias}.id {d}"
+        return f"{self.column(alias)} {d} NULLS LAST, {alias}.id {d}"
 
     def after(self, cursor: Cursor, alias: str = "t") -> tuple[str, list[Any]]:
         """The keyset condition for the page that follows ``cursor``."""
         op = "<" if self.descending else ">"
-        col, ident = f"{alias}.{self.key}", f"{alias}.id"
+        col, ident = self.column(alias), f"{alias}.id"
         if self.key == "id":
             return f"{ident} {op} %s", [cursor.id]
         if cursor.value is None:  # already in the NULLS LAST tail
@@ -363,6 +373,8 @@ class Sort:
         )
 
     def value_of(self, row: dict[str, Any]) -> Any:
+        if self.key == "changed_at":
+            return row["finished_at"] or row["attempted_at"] or row["created_at"]
         return row[self.key]
 
 
@@ -389,6 +401,10 @@ class Cursor:
                 raise ValueError
             if key in _TIMESTAMPS and value is not None:
                 value = datetime.fromisoformat(value)
+            elif key in _TEXTS:
+                if not isinstance(value, str):
+                    raise ValueError
+                check_text(value, "cursor")
             elif value is not None and (not isinstance(value, int) or isinstance(value, bool)):
                 raise ValueError
         except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
