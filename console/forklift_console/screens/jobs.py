@@ -13,10 +13,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
-from forklift.ops import BulkReport, JobFilter, JobPage, JobSummary, Operator
+from forklift.ops import BulkReport, JobFilter, JobPage, JobSummary, Operator, Sort
 from forklift_console.runbook import cli, filter_flags
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import CLI_VERBS, VERBS, JobScreen, copy_out, job_plan
+from forklift_console.screens.listing import MarkedList
 from forklift_console.screens.modals import Plan
 from forklift_console.screens.workflows import parked_state, parked_words
 from forklift_console.widgets.filterbar import FilterBar, FilterError, parse, to_text
@@ -42,6 +43,7 @@ class Request:
     flt: JobFilter
     cursor: str | None
     count: bool
+    sort: Sort
 
 
 def bulk_cli(action: str, flt: JobFilter) -> str:
@@ -68,13 +70,15 @@ def bulk_report(report: BulkReport) -> str:
     return text
 
 
-class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
+class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
     MODE = "jobs"
     HELP = (
         "Type / then a filter: queue:mail state:dead,retryable kind:send_email tag:vip batch:42"
         ' id:100..200 and free text (or "a quoted phrase") found in args and errors. The list'
-        " pages by keyset ([ and ] move a page), so it stays quick on millions of rows. space"
-        " marks a job, a marks all jobs matching the filter; r requeues, C cancels, D deletes"
+        " pages by keyset ([ and ] move a page), so it stays quick on millions of rows; s sorts"
+        " the whole list (on the server) by the next column, S reverses. space"
+        " marks a job, shift+↑↓ a range, a marks all jobs matching the filter; r requeues,"
+        " C cancels, D deletes"
         " the marked jobs (or the one under the cursor). Every action asks first. y copies the"
         " highlighted job's id."
     )
@@ -97,8 +101,7 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         self._narrow = False
         self.filter = JobFilter()
         self.filter_text = ""
-        self.marks: set[int] = set()
-        self.all_matching = False
+        self.sort = Sort()  # newest first
         self.came_from: str | None = None
         self._cursors: list[str | None] = [None]  # start cursor of each page seen so far
         self._page: JobPage | None = None
@@ -110,7 +113,7 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         with Vertical(id="body"):
             yield FilterBar(id="filter")
             yield Static(id="info")
-            yield LiveTable(self._columns(), id="jobs")
+            yield LiveTable(self._columns(), id="jobs", markable=True, server_sort=True)
             yield Static(id="current")
 
     def _columns(self) -> list[Column]:
@@ -118,14 +121,15 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         it was ~12 characters); the line under the table names them for the highlighted job."""
         self._narrow = self.is_narrow()
         wide = not self._narrow
+        # Each sortable column names the operator API's sort key: the server orders the whole
+        # list (and its keyset pages), not only the page shown.
         return [
-            Column("mark", " ", 1),
-            Column("id", "Id", 7),
-            Column("state", "State", 11),
-            *([Column("queue", "Queue", 8)] if wide else []),
-            Column("kind", "Kind", 12),
-            *([Column("attempt", "Try", 5)] if wide else []),
-            Column("age", "Age", 6),
+            Column("id", "Id", 7, sort="id"),
+            Column("state", "State", 11, sort="state"),
+            *([Column("queue", "Queue", 8, sort="queue")] if wide else []),
+            Column("kind", "Kind", 12, sort="kind"),
+            *([Column("attempt", "Try", 5, sort="attempt")] if wide else []),
+            Column("age", "Age", 6, sort="changed_at"),
             Column("info", "Error / args", None),
         ]
 
@@ -159,8 +163,8 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
             return False
         self.filter, self.filter_text = flt, to_text(flt)
         self.came_from = came_from
-        self.marks.clear()
-        self.all_matching = False
+        if self.is_mounted:
+            self.table.clear_marks()
         self._cursors = [None]
         self._count = None
         self._counted_at = None
@@ -191,7 +195,8 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
     # -- data ---------------------------------------------------------------------------------
     def fetch(self, op: Operator) -> tuple[Request, JobPage]:
         req = self._request()
-        return req, op.jobs(req.flt, limit=PAGE, cursor=req.cursor, count=req.count)
+        return req, op.jobs(req.flt, sort=req.sort, limit=PAGE, cursor=req.cursor,
+                            count=req.count)
 
     def _request(self) -> Request:
         now = self.console.now()
@@ -199,12 +204,12 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
             self._counted_at is None
             or (now - self._counted_at).total_seconds() >= RECOUNT_SECONDS
         )
-        return Request(self.filter, self._cursors[-1], recount)
+        return Request(self.filter, self._cursors[-1], recount, self.sort)
 
     def show(self, answer: tuple[Request, JobPage]) -> None:
         req, data = answer
-        if req.flt != self.filter or req.cursor != self._cursors[-1]:
-            return  # an answer to a filter or page the operator has since left
+        if req.flt != self.filter or req.cursor != self._cursors[-1] or req.sort != self.sort:
+            return  # an answer to a filter, page or sort the operator has since left
         self._page = data
         self._rows = {j.id: j for j in data.jobs}
         if req.count:
@@ -242,7 +247,6 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         when = j.finished_at or j.attempted_at or j.created_at
         wide = not self._narrow
         return [
-            Text(MARK, style="bold") if (j.id in self.marks or self.all_matching) else " ",
             str(j.id),
             job_state(j.state) if j.parked is None else parked_state(j.parked),
             *([ident(j.queue, limit=8)] if wide else []),
@@ -267,13 +271,13 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
             else:
                 text.append("no jobs match" if not first else "no more jobs")
             text.append(f" · page {len(self._cursors)}", style="dim")
-            text.append(" · newest first", style="dim")
+            text.append(f" · {self.table.sort_text or 'newest first'}", style="dim")
         if self.all_matching:
             text.append("  ")
             text.append(f" {MARK} ALL MATCHING marked ", style="bold reverse")
         elif self.marks:
             text.append("  ")
-            text.append(f" {MARK} {len(self.marks)} marked ", style="bold reverse")
+            text.append_text(self.marked_badge())
         self.query_one("#info", Static).update(text)
 
     def _repaint_rows(self) -> None:
@@ -309,7 +313,16 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
             text.truncate(max(10, self.app.size.width - 2), overflow="ellipsis")
         self.query_one("#current", Static).update(text)
 
-    # -- paging and marks ---------------------------------------------------------------------
+    # -- sort, paging and marks ---------------------------------------------------------------
+    @on(LiveTable.SortChanged)
+    def _sorted(self, event: LiveTable.SortChanged) -> None:
+        """s, S, a header click: the server sorts every matching job; back to page 1."""
+        column = next((c for c in self.table.data_columns if c.key == event.column), None)
+        self.sort = Sort(column.sort, event.descending) if column and column.sort else Sort()
+        self._cursors = [None]
+        self.table.move_cursor(row=0)
+        self.reload()
+
     def action_page(self, step: int) -> None:
         page = self._page
         if step > 0:
@@ -328,26 +341,32 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
         key = self.query_one("#jobs", LiveTable).current_key
         return self._rows.get(int(key)) if key is not None else None
 
+    # The marks are the table's (space, shift+↑↓: MarkedList); "all matching" is its all_marked.
+    @property
+    def table(self) -> LiveTable:
+        return self.query_one("#jobs", LiveTable)
+
+    @property
+    def marks(self) -> set[int]:
+        return {int(k) for k in self.table.marks}
+
+    @property
+    def all_matching(self) -> bool:
+        return self.table.all_marked
+
+    def paint_marks(self) -> None:
+        self._paint_info()
+
     def action_mark(self) -> None:
-        job = self.current()
-        if job is None:
-            return
-        self.all_matching = False
-        self.marks.symmetric_difference_update({job.id})
-        table = self.query_one("#jobs", LiveTable)
-        self._repaint_rows()
-        table.action_cursor_down()
+        """space (from the palette too): the table's own mark."""
+        self.table.action_mark()
 
     def action_mark_all(self) -> None:
-        self.all_matching = not self.all_matching
-        self.marks.clear()
-        self._repaint_rows()
+        self.table.mark_all(not self.table.all_marked)
 
     def action_back(self) -> None:
         if self.marks or self.all_matching:
-            self.marks.clear()
-            self.all_matching = False
-            self._repaint_rows()
+            self.table.clear_marks()
         elif self.came_from:
             self.console.action_go(self.came_from)
 
@@ -407,9 +426,7 @@ class JobsScreen(ConsoleScreen[tuple[Request, JobPage]]):
             self.console.propose(job_plan(action, job.id, job.state))
 
     def _acted(self) -> None:
-        self.marks.clear()
-        self.all_matching = False
-        self._repaint_rows()
+        self.table.clear_marks()
 
 
 def _marked_report(report: BulkReport, marked: int) -> str:

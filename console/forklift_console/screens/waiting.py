@@ -25,10 +25,10 @@ from forklift.ops import ActionResult, BulkReport, JobFilter, JobPage, JobSummar
 from forklift_console.runbook import cli
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import JobScreen
-from forklift_console.screens.listing import FILTER_KEY, open_filter
+from forklift_console.screens.listing import FILTER_KEY, MarkedList, open_filter
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterError, FilterLine, parse
-from forklift_console.widgets.table import Column, LiveTable, marks_badge
+from forklift_console.widgets.table import Column, LiveTable
 from forklift_console.widgets.text import age, ident, one_line, plural, until
 
 PAGE = 100
@@ -73,7 +73,7 @@ def keys(run_verb: str) -> list[BindingType]:
     ]
 
 
-class WaitingScreen(ConsoleScreen[tuple[Request, JobPage]]):
+class WaitingScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
     """Jobs in one waiting state, soonest first, a page at a time."""
 
     STATE: ClassVar[str] = "scheduled"
@@ -182,18 +182,15 @@ class WaitingScreen(ConsoleScreen[tuple[Request, JobPage]]):
             text.append(f"{self.NOUNS} {first + 1:,}–{first + len(page.jobs):,} of"
                         f" {page.count_text} ")
             text.append(f" · page {len(self._cursors)} · {self.table.sort_text}", style="dim")
-        marked = len(self.table.marks)
-        if marked:
+        if self.table.marks:
             text.append("  ")
-            text.append_text(marks_badge(marked))
+            text.append_text(self.marked_badge())
         self.query_one("#info", Static).update(text)
         for line in self.query(FilterLine):
             line.count_text = f"{page.count_text} match" if page is not None else ""
 
-    @on(LiveTable.MarksChanged)
-    def _marks(self) -> None:
+    def paint_marks(self) -> None:
         self._paint_info()
-        self.refresh_bindings()
 
     # -- actions ------------------------------------------------------------------------------
     def current(self) -> JobSummary | None:

@@ -315,9 +315,13 @@ class LiveTable(DataTable[Cell]):
         self.notify(self.sort_text, title="Sort")
 
     def _numeric(self, column: str) -> bool:
+        """Whether the column holds numbers (sorted biggest first): text sorts A→Z, on the
+        server as here. A server-sorted column without a number shown is taken as one."""
         index = next(i for i, c in enumerate(self.data_columns) if c.key == column)
-        values = [natural(cells[index]) for _, cells in self._rows]
-        return any(v is not None and v[0] == 0 for v in values) or self.server_sort
+        values = [v for _, cells in self._rows if (v := natural(cells[index])) is not None]
+        if self.server_sort and not values:
+            return True
+        return any(v[0] == 0 for v in values)
 
     def action_sort_reverse(self) -> None:
         if self.sort_by is None:
