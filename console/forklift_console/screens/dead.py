@@ -23,12 +23,11 @@ from forklift_console.runbook import cli
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import bulk_report
-from forklift_console.screens.listing import FILTER_KEY, open_filter
+from forklift_console.screens.listing import FILTER_KEY, MarkedList, open_filter
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
-    MARK,
     age,
     count,
     ident,
@@ -75,7 +74,7 @@ def act_on_groups(op: Operator, action: str, groups: list[DeadGroup]) -> BulkRep
                    skipped=sum(r.skipped for r in reports), more=any(r.more for r in reports))
 
 
-class DeadScreen(ConsoleScreen[DeadLetters]):
+class DeadScreen(MarkedList, ConsoleScreen[DeadLetters]):
     MODE = "dead"
     #: Dead letters do not need a two-second pulse.
     MIN_INTERVAL = 10.0
@@ -83,7 +82,8 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
         "Every dead job, grouped by kind, error code and message shape (numbers, ids and quoted"
         " values blanked), busiest in the last hour first, with counts for the last hour, day"
         " and week and when the group was last seen. Below: the newest error of the"
-        " highlighted group. r requeues the group (or the groups marked with space), D deletes"
+        " highlighted group. r requeues the group (or the groups marked with space or"
+        " shift+↑↓), D deletes"
         " them; you type the count to confirm. enter lists exactly the group's jobs"
         " (group:ID on Jobs)."
     )
@@ -96,12 +96,12 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
         FILTER_KEY,
     ]
     action_focus_filter = open_filter
+    MARKED_NOUN = "groups marked"
 
     def __init__(self) -> None:
         super().__init__()
         self._data: DeadLetters | None = None
         self._groups: dict[str, DeadGroup] = {}
-        self.marks: set[str] = set()
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -109,7 +109,6 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
             yield FilterLine("groups", "groups")
             yield LiveTable(
                 [
-                    Column("mark", " ", 1),
                     Column("kind", "Kind", 14),
                     Column("code", "Code", 12),
                     Column("hour", "1h", 4),
@@ -118,7 +117,7 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
                     Column("last", "Last", 6),
                     Column("message", "Message", None),
                 ],
-                id="groups",
+                id="groups", markable=True,
             )
             yield Static(id="sample")
 
@@ -128,7 +127,7 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
     def show(self, data: DeadLetters) -> None:
         self._data = data
         self._groups = {g.id: g for g in data.groups}
-        self.marks &= set(self._groups)
+        self.marked_table.keep_marks(set(self._groups))
         self._paint()
 
     def _paint(self) -> None:
@@ -142,7 +141,6 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
                 (
                     g.id,
                     [
-                        Text(MARK, style="bold") if g.id in self.marks else " ",
                         ident(g.kind, limit=14),
                         ident(g.code, limit=12),
                         count(g.last_hour),
@@ -162,9 +160,17 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
         info.append(" · ages are since the job died", style="dim")
         if self.marks:
             info.append("  ")
-            info.append(f" {MARK} {len(self.marks)} groups marked ", style="bold reverse")
+            info.append_text(self.marked_badge())
         self.query_one("#info", Static).update(info)
         self._paint_sample()
+
+    @property
+    def marks(self) -> set[str]:
+        """The marked groups' ids (the table's marks: space, shift+↑↓)."""
+        return self.marked_table.marks
+
+    def paint_marks(self) -> None:
+        self._paint()
 
     def selected(self) -> DeadGroup | None:
         key = self.query_one("#groups", LiveTable).current_key
@@ -219,17 +225,11 @@ class DeadScreen(ConsoleScreen[DeadLetters]):
         return None
 
     def action_mark(self) -> None:
-        g = self.selected()
-        if g is None:
-            return
-        self.marks.symmetric_difference_update({g.id})
-        self._paint()
-        self.query_one("#groups", LiveTable).action_cursor_down()
+        """space (from the palette too): the table's own mark."""
+        self.marked_table.action_mark()
 
     def action_clear(self) -> None:
-        if self.marks:
-            self.marks.clear()
-            self._paint()
+        self.marked_table.clear_marks()
 
     def action_open(self) -> None:
         """enter: exactly this group's jobs (17.2: ``state:dead kind:K`` was wider)."""
