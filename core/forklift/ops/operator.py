@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from forklift.ops import audit as _audit
     from forklift.ops import backfills as _backfills
     from forklift.ops import batches as _batches
+    from forklift.ops import charts as _charts
     from forklift.ops import dead as _dead
     from forklift.ops import events as _events
     from forklift.ops import explain as _explain
@@ -255,6 +256,21 @@ class Operator:
         from forklift.ops import kinds
 
         return self._run(kinds.kind_stats, window=window)  # type: ignore[no-any-return]
+
+    def charts(
+        self,
+        *,
+        window: timedelta = timedelta(hours=1),
+        bucket: timedelta = timedelta(minutes=1),
+        queue: str | None = None,
+    ) -> _charts.ChartSeries:
+        """Per bucket, for ``queue`` or all: completed, failed attempts, died, pickup lag and
+        run time p50/p95 (forklift.ops.charts), in one statement."""
+        from forklift.ops import charts
+
+        return self._run(  # type: ignore[no-any-return]
+            charts.chart_series, window=window, bucket=bucket, queue=queue
+        )
 
     def jobs(
         self,
