@@ -25,8 +25,11 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Input, Sparkline, Static
 
 from forklift_console.app import ConsoleApp
+from forklift_console.screens import jobs as jobs_page
 from forklift_console.screens.charts import ChartsScreen
+from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.forms import LimitScreen, PruneScreen
+from forklift_console.screens.jobs import JobsScreen
 from forklift_console.screens.kinds import KindsScreen
 from forklift_console.screens.modals import ConfirmScreen, GotoScreen
 from forklift_console.screens.queues import QueuesScreen
@@ -154,7 +157,8 @@ def test_scheduled_marks_a_range_and_runs_them_now(
         assert len(keys) == 4 and keys[0] == str(seeded.ids["scheduled"])  # soonest first
         await pilot.press("shift+down", "shift+down")
         assert table.marks == set(keys[:3])
-        assert "✓ 3 marked" in plain(scheduled.query_one("#info", Static))
+        await wait_until_async(
+            lambda: "✓ 3 marked" in plain(scheduled.query_one("#info", Static)), timeout=10)
         await pilot.press("n")
         dialog = await on_screen(app, ConfirmScreen)
         assert dialog.plan.count == 3
@@ -261,8 +265,9 @@ VIEW_SCENES: tuple[Scene, ...] = (
     Scene("kinds", "kinds", alt="Kinds: per queue and kind, completed and dead jobs in the"
           " window, the share that died, run time p50/p95, and what waits now"),
     Scene("kinds-80x24", "kinds", (80, 24)),
-    Scene("charts", "charts", alt="Charts: completed jobs, failed attempts and deaths per"
-          " minute over the last hour, the peak on the axis and the time below"),
+    Scene("charts", "charts", alt="Charts: completed jobs, failed attempts, pickups and deaths"
+          " per minute over the last hour, and pickup lag and run time p50/p95, with numbers on"
+          " the axes and the time below"),
     Scene("charts-80x24", "charts", (80, 24)),
 )
 
@@ -379,5 +384,140 @@ def test_charts_draw_the_window_with_numbers_on_the_axes_and_w_changes_it(
         assert plain(charts.query_one("#completed-title", Static)).startswith(
             "Completed per 15 min")
         assert sum(int(v) for v in chart.data or []) >= sum(values)
+
+    drive(make_app(dsn), scenario)
+
+
+def test_charts_draw_lag_and_run_time_percentiles_and_n_chooses_a_queue(
+    dsn: str, frozen: tuple[str, Seeded]  # noqa: F811  (the fixture imported above)
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        charts = await goto(app, pilot, "charts")
+        assert isinstance(charts, ChartsScreen)
+        every = [int(v) for v in charts.query_one("#completed-chart", Sparkline).data or []]
+        run = charts.query_one("#run_p95-chart", Sparkline).data or []
+        assert len(run) == 60 and max(run) > 0  # the seeded jobs' run times
+        top, bottom = plain(charts.query_one("#run_p95-axis", Static)).split("\n")
+        assert top.endswith("s") and bottom in ("0.0s", "0s")  # numbers, in seconds
+        assert plain(charts.query_one("#lag_p50-title", Static)).startswith(
+            "Pickup lag p50 per minute")
+        assert "all queues" in plain(charts.query_one("#info", Static))
+        names = charts._queues
+        assert "reports" in names
+        await pilot.press("n")  # the first queue by name
+        assert charts.queue == names[0]
+        while charts.queue != "reports":
+            await pilot.press("n")
+        await wait_until_async(lambda: charts.loads > 0, timeout=5)
+        await loaded(app, charts)
+        assert "queue reports" in plain(charts.query_one("#info", Static))
+        one = [int(v) for v in charts.query_one("#completed-chart", Sparkline).data or []]
+        assert 0 < sum(one) < sum(every)  # one queue's share
+        for _ in range(len(names) - names.index("reports")):
+            await pilot.press("n")
+        assert charts.queue is None  # after the last queue: all again
+
+    drive(make_app(dsn), scenario)
+
+
+# -- marks: one way on every list that marks -------------------------------------------------
+def test_jobs_marks_a_shift_range_and_shows_the_count(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("3")
+        jobs = await on_screen(app, JobsScreen)
+        await loaded(app, jobs)
+        table = jobs.table
+        table.focus()
+        keys = table.keys
+        assert len(keys) >= 4
+        await pilot.press("shift+down", "shift+down", "shift+down")
+        assert jobs.marks == {int(k) for k in keys[:4]}
+        # The count follows the marks (a message later: wait for it, under load too).
+        await wait_until_async(lambda: "✓ 4 marked" in plain(jobs.query_one("#info", Static)),
+                               timeout=10)
+        assert [table.get_row(k)[0].plain if hasattr(table.get_row(k)[0], "plain") else
+                table.get_row(k)[0] for k in keys[:5]] == ["✓"] * 4 + [" "]
+        await pilot.press("shift+up")  # back up: the range stays marked, nothing unmarks
+        assert len(jobs.marks) == 4
+        await pilot.press("C")
+        dialog = await on_screen(app, ConfirmScreen)
+        assert dialog.plan.count == 4 and set(dialog.plan.ids) == jobs.marks
+        await pilot.press("escape")
+        await pilot.press("escape")  # esc clears the marks
+        assert not jobs.marks
+        await wait_until_async(lambda: "marked" not in plain(jobs.query_one("#info", Static)),
+                               timeout=10)
+
+    drive(make_app(dsn), scenario)
+
+
+def test_dead_letters_mark_a_shift_range_of_groups_and_show_the_count(
+    dsn: str, seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("4")
+        dead = await on_screen(app, DeadScreen)
+        await loaded(app, dead)
+        table = dead.query_one("#groups", LiveTable)
+        table.focus()
+        keys = table.keys
+        assert len(keys) >= 2
+        await pilot.press("shift+down")
+        assert dead.marks == set(keys[:2])
+        await wait_until_async(
+            lambda: "✓ 2 groups marked" in plain(dead.query_one("#info", Static)), timeout=10)
+        await pilot.press("r")
+        dialog = await on_screen(app, ConfirmScreen)
+        assert dialog.plan.count == sum(dead._groups[k].count for k in keys[:2])
+        await pilot.press("escape")
+        await loaded(app, dead)  # a refresh keeps the marks of groups still there
+        assert dead.marks == set(keys[:2])
+
+    drive(make_app(dsn), scenario)
+
+
+# -- Jobs: sorted on the server ------------------------------------------------------------
+def test_jobs_sort_orders_the_whole_list_not_the_page_shown(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    # The alphabetically first kind is the oldest: newest first, it is nowhere on page 1.
+    conn.execute(
+        f"INSERT INTO {SCHEMA}.jobs (queue, kind, created_at)"
+        " SELECT 'default', 'aaa.first', now() - interval '1 day' FROM generate_series(1, 3)")
+    conn.execute(
+        f"INSERT INTO {SCHEMA}.jobs (queue, kind)"
+        " SELECT 'default', 'zzz.bulk' FROM generate_series(1, %s)", (jobs_page.PAGE + 20,))
+    first = [int(r[0]) for r in conn.execute(
+        f"SELECT id FROM {SCHEMA}.jobs ORDER BY kind, id LIMIT 5")]
+    last = [int(r[0]) for r in conn.execute(
+        f"SELECT id FROM {SCHEMA}.jobs ORDER BY kind DESC, id DESC LIMIT 5")]
+    total = conn.execute(f"SELECT count(*) FROM {SCHEMA}.jobs").fetchone()
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("3")
+        jobs = await on_screen(app, JobsScreen)
+        await loaded(app, jobs)
+        table = jobs.table
+        table.focus()
+        assert not set(first[:3]) & {int(k) for k in table.keys}  # not on the newest page
+        await pilot.press("s", "s", "s", "s")  # Id, State, Queue, Kind (A→Z)
+        assert table.sort_by == ("kind", False)
+        await wait_until_async(lambda: jobs.sort.key == "kind" and jobs._page is not None
+                               and jobs._page.sort == "kind", timeout=10)
+        await loaded(app, jobs)
+        assert [int(k) for k in table.keys[:5]] == first
+        info = plain(jobs.query_one("#info", Static))
+        assert f"jobs 1–{jobs_page.PAGE} of {total[0] if total else 0:,}" in info
+        assert "sorted by Kind ▲" in info
+        await pilot.press("right_square_bracket")  # the next page follows in the same order
+        await wait_until_async(lambda: len(jobs._cursors) == 2, timeout=10)
+        await loaded(app, jobs)
+        await pilot.press("S")  # Z→A, from the first page again
+        await wait_until_async(lambda: jobs._page is not None and jobs._page.sort == "-kind"
+                               and len(jobs._cursors) == 1, timeout=10)
+        await loaded(app, jobs)
+        assert [int(k) for k in table.keys[:5]] == last
 
     drive(make_app(dsn), scenario)
