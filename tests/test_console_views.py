@@ -344,6 +344,11 @@ def test_kinds_breaks_the_window_down_per_kind_and_w_changes_the_window(
         assert first.completed + first.dead > 0
         done = table.cell_value(table.keys[0], "done")
         assert natural_text(done) == f"{first.completed:,}"
+        # Failed attempts per kind: the seeded retries of demo.flaky failed, then completed.
+        flaky = kinds._rows["default\x1fdemo.flaky"]
+        assert flaky.failed > 0 and flaky.attempt_failure_rate
+        shown = natural_text(table.cell_value("default\x1fdemo.flaky", "attempts"))
+        assert shown == f"{flaky.attempt_failure_rate:.0%}" and shown != "0%"
         hour = {k: r.completed for k, r in kinds._rows.items()}
         await pilot.press("w")  # 24 h
         await wait_until_async(lambda: kinds.window == timedelta(hours=24), timeout=5)

@@ -1,7 +1,7 @@
 """Kinds (``:kinds``): per queue and kind, how the work went in a recent window and what waits.
 
-Completed and dead jobs in the window, the share that died, completed per minute, run time p50
-and p95, and live now: waiting (available and scheduled), running, retrying. ``w`` steps the
+Completed and dead jobs in the window, the share that died, the share of attempts that failed
+(retried or not), completed per minute, run time p50 and p95, and live now: waiting (available and scheduled), running, retrying. ``w`` steps the
 window (15 m, 1 h, 24 h); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
 view of ``Operator.kind_stats``.
 """
@@ -40,15 +40,16 @@ def _key(row: KindRow) -> str:
 
 
 def cells(data: KindStats, r: KindRow) -> list[Text | str]:
-    rate = r.failure_rate
+    rate, attempts = r.failure_rate, r.attempt_failure_rate
     waiting = r.live.get("available", 0) + r.live.get("scheduled", 0)
     return [
-        ident(r.queue, limit=12),
-        ident(r.kind, limit=24),
+        ident(r.queue, limit=10),
+        ident(r.kind, limit=18),
         count(r.completed),
         f"{data.per_minute(r):.1f}",
         count(r.dead),
         "–" if rate is None else f"{rate:.0%}",
+        "–" if attempts is None else f"{attempts:.0%}",
         seconds(r.p50),
         seconds(r.p95),
         count(waiting),
@@ -61,7 +62,8 @@ class KindsScreen(ConsoleScreen[KindStats]):
     MODE = "kinds"
     HELP = (
         "Per queue and kind, over the window shown (w: 15m, 1h, 24h): completed and dead jobs,"
-        " the share of finished jobs that died, completed per minute, run time p50 and p95;"
+        " the share of finished jobs that died (Dead%), the share of attempts that failed,"
+        " retried or not (Fail%), completed per minute, run time p50 and p95;"
         " and now: waiting (available and scheduled), running, retrying. / filters (kind:mail"
         " dead%:>10), s sorts, S reverses; enter lists the kind's jobs."
     )
@@ -83,12 +85,13 @@ class KindsScreen(ConsoleScreen[KindStats]):
             yield FilterLine("kinds", "kinds")
             yield LiveTable(
                 [
-                    Column("queue", "Queue", 12),
-                    Column("kind", "Kind", 24),
+                    Column("queue", "Queue", 10),
+                    Column("kind", "Kind", 18),
                     Column("done", "Done", 8),
                     Column("rate", "/min", 7),
                     Column("dead", "Dead", 6),
                     Column("failed", "Dead%", 6),
+                    Column("attempts", "Fail%", 6),
                     Column("p50", "p50", 7),
                     Column("p95", "p95", 7),
                     Column("waiting", "Waiting", 8),

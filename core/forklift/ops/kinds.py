@@ -1,9 +1,12 @@
 """Per-kind breakdown: for each queue and kind, what finished in a recent window (completed,
-dead, the share that died, run time p50/p95, throughput) and what waits now.
+dead, the share that died, failed attempts and the share of attempts that failed, run time
+p50/p95, throughput) and what waits now.
 
 Costs: the window reads only jobs finished inside it, through the finished-time index
 (``jobs_window_idx``), and the live counts only live jobs (their partial indexes); one round trip
-in one snapshot, so the two agree.
+in one snapshot, so the two agree. Failed attempts are counted as stats counts them (by the time on
+each error entry, reading only the rows that can hold one in the window: see
+:data:`forklift.ops.stats.FAILED_SQL`), per kind.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from forklift.ops import history
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.shape import Shape
+from forklift.ops.stats import _LAST_AT
 
 __all__ = ["DEFAULT_WINDOW", "MAX_WINDOW", "KindRow", "KindStats", "kind_stats"]
 
@@ -37,6 +41,30 @@ FROM {{s}}.jobs
 WHERE state IN ('completed', 'dead') AND finished_at >= now() - %(w)s::interval
 GROUP BY 1, 2
 """
+# As stats.FAILED_SQL, per queue and kind over the whole window (no buckets).
+_SINCE = "now() - %(w)s::interval"
+FAILED_SQL = f"""
+SELECT j.queue, j.kind, count(*)
+FROM (
+    SELECT queue, kind, errors FROM {{s}}.jobs
+        WHERE state = 'completed' AND attempt > 1 AND finished_at >= {_SINCE}
+    UNION ALL
+    SELECT queue, kind, errors FROM {{s}}.jobs WHERE state = 'dead' AND finished_at >= {_SINCE}
+    UNION ALL
+    SELECT queue, kind, errors FROM {{s}}.jobs
+        WHERE state = 'retryable' AND {_LAST_AT} >= {_SINCE}
+    UNION ALL
+    SELECT queue, kind, errors FROM {{s}}.jobs
+        WHERE state = 'running' AND attempt > 1 AND {_LAST_AT} >= {_SINCE}
+) j
+CROSS JOIN LATERAL (
+    SELECT (x ->> 'at')::timestamptz AS at FROM jsonb_array_elements(j.errors) x
+    WHERE x ->> 'code' NOT IN ('cancelled', 'interrupted')
+      AND x ->> 'at' ~ '^\\d{{4}}-\\d\\d-\\d\\dT'
+) e
+WHERE e.at >= {_SINCE} AND e.at < now() + interval '1 minute'
+GROUP BY 1, 2
+"""
 LIVE_SQL = """
 SELECT queue, kind, state, count(*) FROM {s}.jobs
 WHERE state IN ('scheduled', 'available', 'running', 'retryable')
@@ -53,6 +81,8 @@ class KindRow(Shape):
     #: Seconds; None without a completed job in the window.
     p50: float | None = None
     p95: float | None = None
+    #: Failed attempts in the window (a retried job's, a dead job's last one included).
+    failed: int = 0
     #: Live now, by state (scheduled, available, running, retryable).
     live: dict[str, int] = field(default_factory=dict)
 
@@ -61,6 +91,13 @@ class KindRow(Shape):
         """The share of the window's finished jobs that died (None: nothing finished)."""
         done = self.completed + self.dead
         return self.dead / done if done else None
+
+    @property
+    def attempt_failure_rate(self) -> float | None:
+        """The share of the window's ended attempts that failed (None: no attempt ended):
+        a kind that fails often but succeeds on retry shows here, not in failure_rate."""
+        ended = self.completed + self.failed
+        return self.failed / ended if ended else None
 
 
 @dataclass
@@ -85,9 +122,13 @@ def kind_stats(
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         finished = conn.execute(history.render_read(WINDOW_SQL, conn, s), {"w": window}).fetchall()
         live = conn.execute(history.render_read(LIVE_SQL, conn, s)).fetchall()
+        failed = conn.execute(history.render_read(FAILED_SQL, conn, s), {"w": window}).fetchall()
     for queue, kind, completed, dead, p50, p95 in finished:
         rows[(queue, kind)] = KindRow(queue=queue, kind=kind, completed=int(completed),
                                       dead=int(dead), p50=p50, p95=p95)
+    for queue, kind, n in failed:
+        row = rows.setdefault((queue, kind), KindRow(queue=queue, kind=kind))
+        row.failed = int(n)
     for queue, kind, state, n in live:
         row = rows.setdefault((queue, kind), KindRow(queue=queue, kind=kind))
         row.live[str(state)] = int(n)
