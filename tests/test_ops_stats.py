@@ -13,7 +13,15 @@ from apps.ops import error, insert_job, register_worker
 
 from forklift._sqltext import render
 from forklift.ops import Operator
-from forklift.ops.stats import COUNTS_SQL, FAILED_SQL, RT_ERROR, WINDOW_SQL, WindowCache, stats
+from forklift.ops.stats import (
+    COUNTS_SQL,
+    FAILED_SQL,
+    RT_ERROR,
+    WINDOW_SQL,
+    WindowCache,
+    _inline,
+    stats,
+)
 
 
 def test_counts_lag_pause_limit_and_workers(dsn: str, conn: psycopg.Connection[Any]) -> None:
@@ -129,9 +137,12 @@ def test_stats_plans_read_indexes_not_the_finished_history(conn: psycopg.Connect
         insert_job(conn, queue=f"q{i % 4}", state=["available", "scheduled", "running",
                                                     "retryable"][i % 4])
     conn.execute("VACUUM ANALYZE forklift.jobs")
-    for text in (COUNTS_SQL, WINDOW_SQL, FAILED_SQL):
+    # As stats sends them: the window's values written in, with and without a cache's start.
+    since = datetime.now(UTC) - timedelta(minutes=3)
+    for text, p in [(t, {"b": 60.0, "n": 30, "since": at})
+                    for t in (COUNTS_SQL, WINDOW_SQL, FAILED_SQL) for at in (None, since)]:
         (plan,) = conn.execute(
-            "EXPLAIN (FORMAT JSON) " + render(text, "forklift"), {"b": 60.0, "n": 30, "since": None}
+            "EXPLAIN (FORMAT JSON) " + _inline(render(text, "forklift"), p)
         ).fetchone()  # type: ignore[misc]
         nodes = _plan_nodes(plan[0]["Plan"])
         scans = [n for n in nodes if n.get("Relation Name") == "jobs"]
@@ -141,6 +152,23 @@ def test_stats_plans_read_indexes_not_the_finished_history(conn: psycopg.Connect
             assert n.get("Index Name") or n["Node Type"] == "Bitmap Heap Scan", n
         used = {n.get("Index Name") for n in nodes if n.get("Index Name")}
         assert "jobs_pkey" not in used
+
+
+def test_a_connection_plans_the_stats_reads_once(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    # With parameters the window and failed-attempt reads were planned anew on every call
+    # (custom plans); with the window's values written in, the prepared statements keep one.
+    insert_job(conn, queue="q", state="completed")
+    insert_job(conn, queue="q", state="dead", errors=[error()])
+    with Operator(dsn) as op:
+        for _ in range(8):
+            stats(op.conn, op.ctx)
+        rows = op.conn.execute(
+            "SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements"
+            " WHERE statement LIKE '%jobs_window%' OR statement LIKE '%finished_at >=%'"
+        ).fetchall()
+    assert rows, "stats' reads of the window are prepared"
+    for statement, generic, custom in rows:
+        assert custom == 0 and generic >= 1, (statement[:80], generic, custom)
 
 
 def test_a_cache_reads_only_new_buckets_and_agrees_with_a_fresh_read(
