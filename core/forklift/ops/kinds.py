@@ -58,9 +58,12 @@ FROM (
         WHERE state = 'running' AND attempt > 1 AND {_LAST_AT} >= {_SINCE}
 ) j
 CROSS JOIN LATERAL (
-    SELECT (x ->> 'at')::timestamptz AS at FROM jsonb_array_elements(j.errors) x
-    WHERE x ->> 'code' NOT IN ('cancelled', 'interrupted')
-      AND x ->> 'at' ~ '^\\d{{4}}-\\d\\d-\\d\\dT'
+    -- each entry's time read and cast once, as in stats (OFFSET 0: see stats.FAILED_SQL)
+    SELECT CASE WHEN x.t ~ '^\\d{{4}}-\\d\\d-\\d\\dT' THEN x.t::timestamptz END AS at
+    FROM (SELECT x ->> 'at' AS t, x ->> 'code' AS code FROM jsonb_array_elements(j.errors) x
+          OFFSET 0) x
+    WHERE x.code NOT IN ('cancelled', 'interrupted')
+    OFFSET 0
 ) e
 WHERE e.at >= {_SINCE} AND e.at < now() + interval '1 minute'
 GROUP BY 1, 2
