@@ -4,7 +4,8 @@
     End to end, one default worker: no-op jobs of a kind with a per-key limit
     (``Key(n % 100, limit=1)``: 100 distinct keys, each running at most one job at a time),
     against the same number of no-op jobs without keys, in the same run. Target: at least half
-    the unkeyed rate.
+    the unkeyed rate. Like the unkeyed run's worker, each scenario's worker serves the one
+    queue it measures (not this app's other queue, which would cost it a claim a round).
 ``flow_fair``
     Pickup latency of a second tenant on a fair-share queue while one tenant's backlog of
     50,000 jobs (quick: 10,000) drains, against the idle pickup latency of the same queue with
@@ -54,12 +55,14 @@ async def fair(ctx: JobContext, payload: dict[str, Any]) -> float:
 
 
 def worker_main() -> None:
-    """A bench worker subprocess for the flow scenarios: this module's app, default settings."""
+    """A bench worker subprocess for the flow scenarios: this module's app, default settings
+    but for those the scenario passes (its queue)."""
     from forklift import Worker, run_worker
 
     logging.basicConfig(level=logging.WARNING)
     app.use(os.environ["FORKLIFT_DSN"])
-    sys.exit(run_worker(Worker(app)))
+    settings = json.loads(os.environ.get("FORKLIFT_BENCH_WORKER") or "{}")
+    sys.exit(run_worker(Worker(app, **settings)))
 
 
 def _copy_keyed(conn: psycopg.Connection[Any], kind: str, queue: str,
@@ -88,7 +91,7 @@ def flow_keyed(bench: Bench) -> list[Figure]:
     n = max(100, bench.sizes.e2e_jobs // 2)
     plain = forklift_run(bench, 1, n, "unkeyed")
     with bench.database("keyed") as (dsn, conn), \
-            procs("worker_main", dsn, 1, module=MODULE) as started:
+            procs("worker_main", dsn, 1, module=MODULE, settings={"queues": ["keyed"]}) as started:
         _ready(conn, started)
         for first in range(0, n, 10_000):
             _copy_keyed(conn, "bench.keyed", "keyed", [
@@ -138,7 +141,7 @@ def flow_fair(bench: Bench) -> list[Figure]:
     with bench.database("fair") as (dsn, conn):
         with Operator(dsn, schema=SCHEMA, actor="bench") as op:
             op.set_fair("fair", True, create=True)
-        with procs("worker_main", dsn, 1, module=MODULE) as started:
+        with procs("worker_main", dsn, 1, module=MODULE, settings={"queues": ["fair"]}) as started:
             _ready(conn, started)
             idle = _pickups(dsn, conn, samples, started)
             _copy_keyed(conn, "bench.fair", "fair", [
