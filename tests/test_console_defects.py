@@ -12,7 +12,18 @@ from typing import Any
 import psycopg
 import pytest
 from apps.ops import error, insert_job, register_worker
-from console_seed import SCHEMA, Seeded, drive, loaded, make_app, on_screen, seed
+from console_seed import (
+    SCHEMA,
+    Seeded,
+    drive,
+    freeze_db_clock,
+    loaded,
+    make_app,
+    on_screen,
+    seed,
+    seed_long_runs,
+    settled,
+)
 from helpers import wait_until_async
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList
@@ -22,8 +33,9 @@ from forklift_console.screens.base import READ_ONLY_WHY
 from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.job import JobScreen
 from forklift_console.screens.jobs import JobsScreen
-from forklift_console.screens.modals import ConfirmScreen, PickScreen, ReasonScreen
+from forklift_console.screens.modals import ConfirmScreen, GotoScreen, PickScreen, ReasonScreen
 from forklift_console.screens.queues import QueuesScreen
+from forklift_console.screens.waiting import RetriesScreen
 from forklift_console.screens.workers import WorkersScreen
 from forklift_console.widgets.table import LiveTable
 
@@ -276,6 +288,104 @@ def test_17_13_workers_queues_are_not_cut_at_120_columns(dsn: str, seeded: Seede
         assert str(table.cell_value("web-1:4242:a1", "queues")) == "default,mail,reports"
 
     drive(make_app(dsn), scenario)
+
+
+def screen_lines(app: ConsoleApp) -> list[str]:
+    """The screen as the terminal shows it, line by line."""
+    return ["".join(seg.text for seg in strip)
+            for strip in app.screen._compositor.render_strips()]
+
+
+ALL_TABS = ("1 Overview", "2 Queues", "3 Jobs", "4 Dead letters", "5 Workers", "6 Audit",
+            "7 Batches", "8 Schedules", "9 Backfills")
+
+
+def test_17_13_tab_labels_stay_whole_beside_a_filter_and_a_colon_screen(
+    dsn: str, seeded: Seeded
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await filtered(app, pilot, "queue:mail state:dead")
+        tabs = screen_lines(app)[1]
+        assert all(label in tabs for label in ALL_TABS), tabs  # was "4 Dead", "9 Backfi"
+        assert "› queue:mail" in tabs  # the filter takes the room the labels leave
+        await pilot.press("colon")
+        await on_screen(app, GotoScreen)
+        await pilot.press(*"retries", "enter")
+        await loaded(app, await on_screen(app, RetriesScreen))
+        tabs = screen_lines(app)[1]
+        assert "[:retries]" in tabs
+        assert all(label in tabs for label in ALL_TABS), tabs
+
+    drive(make_app(dsn), scenario, size=(120, 36))
+
+
+def test_17_13_the_header_keeps_the_schema_at_80_columns(dsn: str, seeded: Seeded) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("2")
+        await loaded(app, await on_screen(app, QueuesScreen))
+        status = screen_lines(app)[0]
+        assert status.rstrip().endswith("every 3600s"), status
+        assert "… · forklift" in status, status  # the target gives way, the schema does not
+
+    drive(make_app(dsn), scenario, size=(80, 24))
+
+
+def test_17_13_the_dead_letters_footer_fits_at_80_columns(dsn: str, seeded: Seeded) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        await pilot.press("4")
+        await loaded(app, await on_screen(app, DeadScreen))
+        await wait_until_async(lambda: "Requeue group" in screen_lines(app)[-1], timeout=10)
+        footer = screen_lines(app)[-1]
+        for key in ("r Requeue group", "D Delete group", "/ Filter", "? Help", "q Quit"):
+            assert key in footer, footer
+
+    drive(make_app(dsn), scenario, size=(80, 24))
+
+
+def long_runs_app(dsn: str, conn: psycopg.Connection[Any], start: str) -> ConsoleApp:
+    seed(conn)
+    seed_long_runs(conn)
+    freeze_db_clock(conn)
+    app: ConsoleApp = make_app(dsn, start=start)
+    return app
+
+
+def column_texts(table: LiveTable) -> dict[str, tuple[int, int]]:
+    """Each column's label and its (first, last) x on the screen."""
+    x, out = table.region.x, {}
+    for column in table.ordered_columns:
+        width = column.get_render_width(table)
+        out[str(column.label).strip()] = (x, x + width - 1)
+        x += width
+    return out
+
+
+@pytest.mark.parametrize(("start", "table_id", "kept", "wide_only"), [
+    ("backfills", "backfills", ("Items/s", "ETA"), "Pace"),
+    ("batches", "batches", ("Rate", "ETA"), "Caller"),
+    ("schedules", "schedules", ("Next", "Outcome"), "Zone"),
+])
+def test_17_13_screens_7_to_9_keep_their_last_columns_in_view_at_80_columns(
+    dsn: str, conn: psycopg.Connection[Any], start: str, table_id: str, kept: tuple[str, ...],
+    wide_only: str,
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        screen = await settled(app)
+        table = screen.query_one(f"#{table_id}", LiveTable)
+        columns = column_texts(table)
+        for label in kept:  # Pace/ETA were past the 80th column
+            assert label in columns and columns[label][1] < 80, columns
+        assert wide_only not in columns
+        header = screen_lines(app)[table.region.y]
+        assert all(label in header for label in kept), header
+        key = table.current_key
+        await pilot.resize_terminal(120, 36)
+        await wait_until_async(lambda: wide_only in column_texts(table), timeout=10,
+                               message="the wide layout must come back at 120 columns")
+        assert table.current_key == key and len(table.keys) > 1
+        assert max(last for _, last in column_texts(table).values()) < 120
+
+    drive(long_runs_app(dsn, conn, start), scenario, size=(80, 24))
 
 
 # -- 17.2 ---------------------------------------------------------------------------------------

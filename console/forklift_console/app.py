@@ -115,7 +115,8 @@ class ConsoleApp(App[None]):
         self.clock: Clock = clock or system_clock
         self.demo = demo
         self.start = start
-        self.status = Status(target=backend.target, read_only=backend.read_only, interval=interval)
+        self.status = Status(target=backend.target, schema=backend.operator.schema,
+                             read_only=backend.read_only, interval=interval)
         self.last_command: str | None = None
         self.views: dict[str, ConsoleScreen[Any]] = {
             "overview": OverviewScreen(),

@@ -22,7 +22,7 @@ from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterLine
-from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.table import Cell, Column, LiveTable
 from forklift_console.widgets.text import (
     NONE,
     ident,
@@ -53,9 +53,9 @@ def state_text(state: str) -> Text:
     return Text(f"{glyph} {state}", style=style)
 
 
-def progress_bar(b: BackfillInfo, width: int) -> Text:
-    """Items done (█) and left (░) against the estimate, then the counts; without an estimate
-    only the count."""
+def progress_bar(b: BackfillInfo, width: int, *, counts: bool = True) -> Text:
+    """Items done (█) and left (░) against the estimate, then the counts (or, without
+    ``counts``, only the share); without an estimate only the count."""
     bar = Text()
     if b.fraction is None:
         bar.append("░" * width, style="dim")
@@ -65,7 +65,7 @@ def progress_bar(b: BackfillInfo, width: int) -> Text:
     bar.append("█" * done, style="green")
     bar.append("░" * (width - done), style="dim")
     total = f"/{b.total:,}" if b.total is not None else ""
-    bar.append(f" {b.items_done:,}{total} {b.fraction:.0%}")
+    bar.append(f" {b.items_done:,}{total} {b.fraction:.0%}" if counts else f" {b.fraction:.0%}")
     return bar
 
 
@@ -77,6 +77,7 @@ def pages_rate(rate: float | None) -> str:
 
 class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
     MODE = "backfills"
+    LAYOUT_TABLE = "backfills"
     HELP = (
         "One row per backfill: its state, a progress bar of items done against its estimate,"
         " the rate it is held to (pages per second), its pace (items/s over the last 30 s and a"
@@ -107,41 +108,49 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
             yield FilterLine("backfills", "runs")
-            yield LiveTable(
-                [
-                    Column("state", "State", 11),
-                    Column("name", "Backfill", None),
-                    Column("progress", "Progress", 30),
-                    Column("rate", "Rate", 9),
-                    Column("pace", "Items/s", 9),
-                    Column("spark", "Pace", SPARK_POINTS),
-                    Column("eta", "ETA", 8),
-                ],
-                id="backfills",
-            )
+            yield LiveTable(self.laid_out_columns(), id="backfills")
             yield Static(id="detail")
+
+    def layout_columns(self, narrow: bool) -> list[Column]:
+        """At 80 columns the sparkline and the counts give way (the detail below has both),
+        so the pace and the ETA stay in view (17.13: they were off-screen)."""
+        if narrow:
+            return [
+                Column("state", "State", 11),
+                Column("name", "Backfill", None),
+                Column("progress", "Progress", 12),
+                Column("rate", "Rate", 9),
+                Column("pace", "Items/s", 8),
+                Column("eta", "ETA", 8),
+            ]
+        return [
+            Column("state", "State", 11),
+            Column("name", "Backfill", None),
+            Column("progress", "Progress", 32),
+            Column("rate", "Rate", 9),
+            Column("pace", "Items/s", 9),
+            Column("spark", "Pace", SPARK_POINTS),
+            Column("eta", "ETA", 8),
+        ]
+
+    def layout_cells(self, key: str, narrow: bool) -> dict[str, Cell]:
+        b = self._by_name[key]
+        return {
+            "state": state_text(b.state),
+            "name": ident(b.name, limit=60),
+            "progress": progress_bar(b, 6, counts=False) if narrow else progress_bar(b, 12),
+            "rate": pages_rate(b.rate),
+            "pace": f"{b.items_per_s:,.1f}",
+            "spark": spark(b.pace, SPARK_POINTS),
+            "eta": b.eta,
+        }
 
     def fetch(self, op: Operator) -> list[BackfillInfo]:
         return op.backfills()
 
     def show(self, data: list[BackfillInfo]) -> None:
         self._by_name = {b.name: b for b in data}
-        rows: list[Row] = [
-            (
-                b.name,
-                [
-                    state_text(b.state),
-                    ident(b.name, limit=60),
-                    progress_bar(b, 12),
-                    pages_rate(b.rate),
-                    f"{b.items_per_s:,.1f}",
-                    spark(b.pace, SPARK_POINTS),
-                    b.eta,
-                ],
-            )
-            for b in data
-        ]
-        self.query_one("#backfills", LiveTable).sync(rows)
+        self.sync_layout([b.name for b in data])
         self._paint_detail()
 
     def selected(self) -> BackfillInfo | None:

@@ -16,8 +16,10 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from forklift.ops import Operator
+from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.header import TABS, CommandEcho, StaleBanner, StatusBar, TabBar
-from forklift_console.widgets.table import LiveTable
+from forklift_console.widgets.rows import RowFilterError, parse_rows
+from forklift_console.widgets.table import Cell, Column, LiveTable
 
 if TYPE_CHECKING:
     from forklift_console.app import ConsoleApp
@@ -62,8 +64,14 @@ class ConsoleScreen(Screen[None], Generic[D]):
     #: This screen's actions that act on the highlighted row (see :data:`ROW_ACTIONS`).
     ROW_ACTIONS: ClassVar[frozenset[str]] = ROW_ACTIONS
 
+    #: The id of the table whose columns change with the width (see :meth:`layout_columns`).
+    LAYOUT_TABLE: ClassVar[str | None] = None
+
     def __init__(self) -> None:
         super().__init__()
+        self._narrow = False
+        #: The last rows given to :meth:`sync_layout`, by column key, to lay out again.
+        self._layout_rows: list[tuple[str, dict[str, Cell]]] = []
         # Both flags change only on the UI thread, together with ``loads``: a load is over
         # exactly when its snapshot is shown (or its failure reported), never later.
         self._loading = False
@@ -84,7 +92,7 @@ class ConsoleScreen(Screen[None], Generic[D]):
         yield StaleBanner(id="banner")
         yield from self.compose_body()
         yield CommandEcho(id="echo")
-        yield Footer()
+        yield Footer(compact=self.is_narrow(), show_command_palette=not self.is_narrow())
 
     def compose_body(self) -> ComposeResult:
         yield from ()
@@ -96,6 +104,53 @@ class ConsoleScreen(Screen[None], Generic[D]):
 
     def on_mount(self) -> None:
         self.paint_chrome()
+
+    # -- a table laid out for the width -------------------------------------------------------
+    def layout_columns(self, narrow: bool) -> list[Column]:
+        """The columns of :attr:`LAYOUT_TABLE` at this width (below :data:`NARROW` columns:
+        ``narrow``), for a screen whose table keeps what matters in view at 80 columns."""
+        raise NotImplementedError
+
+    def layout_cells(self, key: str, narrow: bool) -> dict[str, Cell]:
+        """A row's cells by column key; a narrow layout leaves some out (or draws them
+        shorter). Called again for every row when the width crosses :data:`NARROW`."""
+        raise NotImplementedError
+
+    def laid_out_columns(self) -> list[Column]:
+        self._narrow = self.is_narrow()
+        return self.layout_columns(self._narrow)
+
+    def sync_layout(self, keys: Iterable[str]) -> None:
+        """Show these rows (by key, cells from :meth:`layout_cells`) in the layout table."""
+        assert self.LAYOUT_TABLE is not None
+        table = self.query_one(f"#{self.LAYOUT_TABLE}", LiveTable)
+        shown = [c.key for c in table.data_columns]
+        rows = [(k, self.layout_cells(k, self._narrow)) for k in keys]
+        self._layout_rows = rows
+        table.sync([(k, [cells.get(c, "") for c in shown]) for k, cells in rows])
+
+    def on_resize(self) -> None:
+        # Below NARROW columns the keys go closer together and the palette key (ctrl+p, in
+        # the help) gives way: at 80 columns the Dead letters footer lost its last keys.
+        narrow = self.is_narrow()
+        for footer in self.query(Footer):
+            if footer.compact != narrow:
+                footer.compact = narrow
+                footer.show_command_palette = not narrow
+                footer.refresh(recompose=True)
+        if self.LAYOUT_TABLE is None or not self.is_mounted or self.is_narrow() == self._narrow:
+            return
+        table = self.query_one(f"#{self.LAYOUT_TABLE}", LiveTable)
+        key = table.current_key
+        table.set_columns(self.laid_out_columns())
+        # A / filter names columns by their place in the row: place it on the new columns.
+        for line in self.query(FilterLine):
+            if line.target == self.LAYOUT_TABLE and line.applied and line.apply is None:
+                with contextlib.suppress(RowFilterError):
+                    table.row_filter = parse_rows(line.applied, table.filter_names())
+        self.sync_layout([k for k, _ in self._layout_rows])
+        if key is not None:
+            table.move_to_key(key)
 
     def on_screen_resume(self) -> None:
         self.paint_chrome()

@@ -25,7 +25,7 @@ from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterLine
-from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.table import Cell, Column, LiveTable
 from forklift_console.widgets.text import (
     age,
     duration,
@@ -41,6 +41,12 @@ WATCHED = ["running", "retryable", "dead", "available", "waiting"]
 SHOWN_TARGETS = 8
 
 
+def short_bar(b: Batch) -> Text:
+    """The bar at 80 columns: six cells, then the targets settled of the total."""
+    settled = b.completed + b.failed + b.cancelled
+    return progress_bar(b, 6)[:6].append(f" {settled:,}/{b.total:,}")
+
+
 @dataclass(frozen=True)
 class BatchesData:
     batches: list[Batch]
@@ -50,6 +56,7 @@ class BatchesData:
 
 class BatchesScreen(ConsoleScreen[BatchesData]):
     MODE = "batches"
+    LAYOUT_TABLE = "batches"
     HELP = (
         "One row per batch, newest first: its state, kind and caller, a progress bar of"
         " completed (█), failed or cancelled (▓) and remaining (░) targets, the rate over the last"
@@ -83,19 +90,42 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
         with Vertical(id="body"):
             yield Static(id="info")
             yield FilterLine("batches", "batches")
-            yield LiveTable(
-                [
-                    Column("state", "State", 11),
-                    Column("id", "Batch", 7),
-                    Column("kind", "Kind", None),
-                    Column("caller", "Caller", 12),
-                    Column("progress", "Progress (done/failed/total)", 34),
-                    Column("rate", "Rate", 9),
-                    Column("eta", "ETA", 7),
-                ],
-                id="batches",
-            )
+            yield LiveTable(self.laid_out_columns(), id="batches")
             yield Static(id="detail")
+
+    def layout_columns(self, narrow: bool) -> list[Column]:
+        """At 80 columns the caller and the counts give way (the detail below has both), so
+        the rate and the ETA stay in view."""
+        if narrow:
+            return [
+                Column("state", "State", 11),
+                Column("id", "Batch", 6),
+                Column("kind", "Kind", None),
+                Column("progress", "Progress", 16),
+                Column("rate", "Rate", 9),
+                Column("eta", "ETA", 7),
+            ]
+        return [
+            Column("state", "State", 11),
+            Column("id", "Batch", 7),
+            Column("kind", "Kind", None),
+            Column("caller", "Caller", 12),
+            Column("progress", "Progress (done/failed/total)", 34),
+            Column("rate", "Rate", 9),
+            Column("eta", "ETA", 7),
+        ]
+
+    def layout_cells(self, key: str, narrow: bool) -> dict[str, Cell]:
+        b = self._batches[key]
+        return {
+            "state": state_text(b.state),
+            "id": str(b.id),
+            "kind": ident(b.kind, limit=60),
+            "caller": ident(b.caller, limit=12),
+            "progress": short_bar(b) if narrow else progress_bar(b, 12),
+            "rate": rate_label(run_rate(b)),
+            "eta": "–" if b.is_terminal else duration(b.eta_seconds),
+        }
 
     def fetch(self, op: Operator) -> BatchesData:
         batches = op.batches(limit=200)
@@ -110,23 +140,7 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
     def show(self, data: BatchesData) -> None:
         self._data = data
         self._batches = {str(b.id): b for b in data.batches}
-        rows: list[Row] = []
-        for b in data.batches:
-            rows.append(
-                (
-                    str(b.id),
-                    [
-                        state_text(b.state),
-                        str(b.id),
-                        ident(b.kind, limit=60),
-                        ident(b.caller, limit=12),
-                        progress_bar(b, 12),
-                        rate_label(run_rate(b)),
-                        "–" if b.is_terminal else duration(b.eta_seconds),
-                    ],
-                )
-            )
-        self.query_one("#batches", LiveTable).sync(rows)
+        self.sync_layout([str(b.id) for b in data.batches])
         live = sum(1 for b in data.batches if not b.is_terminal)
         self.query_one("#info", Static).update(
             Text(f"{plural(live, 'live batch', 'live batches')} · {len(data.batches)} shown")

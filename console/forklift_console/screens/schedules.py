@@ -20,7 +20,7 @@ from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterLine, quote
-from forklift_console.widgets.table import Column, LiveTable, Row
+from forklift_console.widgets.table import Cell, Column, LiveTable
 from forklift_console.widgets.text import (
     NONE,
     ident,
@@ -48,6 +48,7 @@ def outcome(s: ScheduleInfo) -> Text:
 
 class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
     MODE = "schedules"
+    LAYOUT_TABLE = "schedules"
     HELP = (
         "One row per cron schedule: active or paused, its cron expression and time zone, when it"
         " runs next (overdue when no worker leads), when it last ran and how that job ended."
@@ -75,42 +76,40 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
             yield FilterLine("schedules", "schedules")
-            yield LiveTable(
-                [
-                    Column("state", "State", 9),
-                    Column("name", "Schedule", None),
-                    Column("cron", "Cron", 14),
-                    Column("tz", "Zone", 14),
-                    Column("next", "Next", 10),
-                    Column("last", "Last run", 19),
-                    Column("outcome", "Outcome", 20),
-                ],
-                id="schedules",
-            )
+            yield LiveTable(self.laid_out_columns(), id="schedules")
             yield Static(id="detail")
+
+    def layout_columns(self, narrow: bool) -> list[Column]:
+        """At 80 columns the zone and the last run's time give way (the detail below has
+        both), so the next run and the last outcome stay in view."""
+        return [
+            Column("state", "State", 9),
+            Column("name", "Schedule", None),
+            Column("cron", "Cron", 14),
+            *([] if narrow else [Column("tz", "Zone", 14)]),
+            Column("next", "Next", 10),
+            *([] if narrow else [Column("last", "Last run", 19)]),
+            Column("outcome", "Outcome", 14 if narrow else 20),
+        ]
+
+    def layout_cells(self, key: str, narrow: bool) -> dict[str, Cell]:
+        s, now = self._by_name[key], self.console.now()
+        return {
+            "state": schedule_state(s),
+            "name": ident(s.name, limit=60),
+            "cron": one_line(s.cron, limit=14),
+            "tz": one_line(s.tz, limit=14),
+            "next": NONE if s.next_at is None else until(s.next_at, now),
+            "last": stamp(s.last_run_at, now),
+            "outcome": outcome(s),
+        }
 
     def fetch(self, op: Operator) -> list[ScheduleInfo]:
         return op.schedules()
 
     def show(self, data: list[ScheduleInfo]) -> None:
-        now = self.console.now()
         self._by_name = {s.name: s for s in data}
-        rows: list[Row] = [
-            (
-                s.name,
-                [
-                    schedule_state(s),
-                    ident(s.name, limit=60),
-                    one_line(s.cron, limit=14),
-                    one_line(s.tz, limit=14),
-                    NONE if s.next_at is None else until(s.next_at, now),
-                    stamp(s.last_run_at, now),
-                    outcome(s),
-                ],
-            )
-            for s in data
-        ]
-        self.query_one("#schedules", LiveTable).sync(rows)
+        self.sync_layout([s.name for s in data])
         self._paint_detail()
 
     def selected(self) -> ScheduleInfo | None:

@@ -8,7 +8,7 @@ from datetime import datetime
 from rich.text import Text
 from textual.widgets import Static
 
-from forklift_console.widgets.text import connection_state, duration, one_line, plain
+from forklift_console.widgets.text import connection_state, duration, ident, one_line, plain
 
 # (mode, key, label): the screens, in the order of their number keys.
 TABS: tuple[tuple[str, str, str], ...] = (
@@ -36,6 +36,9 @@ class Status:
     """What the header says about the console's link to the database."""
 
     target: str
+    #: The schema the console works on (the end of ``target``): kept whole when the target
+    #: gives way to a narrow terminal.
+    schema: str | None = None
     read_only: bool = False
     connection: str = "connecting"  # connected | connecting | offline
     updated_at: datetime | None = None
@@ -55,6 +58,11 @@ class Status:
             return False
         # Slow screens fetch less often (ConsoleScreen.DUTY, MIN_INTERVAL): leave them room.
         return (now - self.updated_at).total_seconds() > max(30.0, 5 * self.interval)
+
+
+#: Fewer columns than this left beside the tabs: the title is left out (a filter stays in
+#: its own line; a job's id in the screen's own header).
+MIN_TITLE = 8
 
 
 def rate_label(seconds: float) -> str:
@@ -85,9 +93,14 @@ class StatusBar(Static):
             tail.append("❄ frozen (f)", style="bold")
         else:
             tail.append(f"every {rate_label(status.interval)}", style="dim")
-        # The target gives way first when the terminal is narrow.
+        # The target gives way first when the terminal is narrow; its schema stays whole.
         room = self.app.size.width - head.cell_len - tail.cell_len
-        head.append_text(one_line(status.target, limit=max(8, min(room, 60))))
+        target, schema = status.target, Text()
+        if status.schema and target.endswith(f" · {status.schema}"):
+            target = target[: -len(status.schema) - 3]
+            schema = Text(" · ").append_text(ident(status.schema, limit=30))
+        head.append_text(one_line(target, limit=max(8, min(room - schema.cell_len, 60))))
+        head.append_text(schema)
         head.append_text(tail)
         self.update(head)
 
@@ -97,20 +110,24 @@ class TabBar(Static):
 
     def show(self, current: str, title: str | None = None) -> None:
         width = self.app.size.width
-        room = min(len(title) + 2, 20) if title else 0
         # Full labels when they fit; else short ones; else only the current screen is named.
+        # The title (the filter, the job shown) takes the room the labels leave: it never
+        # shortens them (17.13: a filter on Jobs cut every label to six letters).
         for shorten in (0, 1, 2):
             line = self._line(current, shorten)
-            if line.cell_len + room <= width:
+            if line.cell_len <= width:
                 break
-        if title:
+        room = width - line.cell_len - 2
+        if title and room >= MIN_TITLE:
             line.append("› ", style="dim")
-            line.append_text(one_line(title, limit=max(10, width - line.cell_len - 1)))
+            line.append_text(one_line(title, limit=room))
         line.truncate(width, overflow="ellipsis")
         self.update(line)
 
     @staticmethod
     def _line(current: str, shorten: int) -> Text:
+        # " 1 Overview  2 Queues [3 Jobs] 4 Dead letters ": the current one's brackets take
+        # the spaces around it, so the nine full labels fit in 104 columns.
         line = Text(" ")
         for mode, key, label in TABS:
             word = label if shorten == 0 else label.split()[0][:6]
@@ -120,13 +137,10 @@ class TabBar(Static):
                 line.append(f" {key} ", style="dim")
             else:
                 line.append(f" {key} {word} ", style="dim")
-            line.append("" if shorten == 2 else " ")
-        if shorten == 2:
-            line.append(" ")
         for mode, _ in MORE_SCREENS:  # a screen without a number key names itself
             if mode == current:
                 line.append(f"[:{mode}]", style="bold reverse")
-                line.append(" ")
+        line.append(" ")
         return line
 
 
