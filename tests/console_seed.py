@@ -288,6 +288,157 @@ def _audit(s: _Seeder) -> None:
         )
 
 
+# -- batches, schedules and backfills (screens 7 to 9) ---------------------------------------
+def seed_long_runs(conn: psycopg.Connection[Any], now: datetime = FROZEN) -> Seeded:
+    """Batches, cron schedules and backfills in every state their screens show, relative to
+    ``now`` (kept apart from :func:`seed`: their target and runner jobs would change what the
+    other screens count)."""
+    s = _Seeder(conn, now)
+    with conn.transaction():
+        _batches(s)
+        _schedules(s)
+        _backfills(s)
+    return s.out
+
+
+def _batch(s: _Seeder, kind: str, caller: str, *, state: str, total: int, completed: int = 0,
+           failed: int = 0, cancelled: int = 0, in_flight: int = 0, created: float,
+           finished: float | None = None, mode: str = "parallel", max_parallel: int | None = None,
+           rate: tuple[int, int, int] = (0, 0, 0)) -> int:
+    """``rate``: (minutes before ``now``'s minute of the rate bucket, settled in it, in the
+    minute before it)."""
+    bucket = int(s.now.timestamp() // 60) - rate[0]
+    row = s.conn.execute(
+        f"""INSERT INTO {SCHEMA}.batches (caller, key, kind, mode, max_parallel, state, total,
+            completed, failed, cancelled, in_flight, created_at, updated_at, ttl, expires_at,
+            finished_at, settlements, rate_bucket, rate_n, rate_prev)
+        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, interval '24 hours',
+            %s, %s, %s, %s, %s, %s) RETURNING id""",
+        (caller, f"{caller}-{kind}", kind, mode, max_parallel, state, total, completed, failed,
+         cancelled, in_flight, s.ago(created), s.ago(finished if finished is not None else 5),
+         s.ago((finished if finished is not None else 5) - 86400),
+         s.ago(finished) if finished is not None else None, 0 if finished is None else 1,
+         bucket, rate[1], rate[2]),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def _target(s: _Seeder, batch: int, index: int, kind: str, state: str, **kw: Any) -> None:
+    job = s.job(kind, "images", state, args={"image": f"img_{index:04d}.png"}, **kw)
+    s.conn.execute(f"UPDATE {SCHEMA}.jobs SET batch_id = %s, batch_index = %s WHERE id = %s",
+                   (batch, index, job))
+
+
+def _batches(s: _Seeder) -> None:
+    _batch(s, "thumbs.make", "catalog-sync", state="done", total=120, completed=120,
+           created=7500, finished=7200)
+    _batch(s, "export.rows", "nightly-export", state="cancelled", total=80, completed=20,
+           cancelled=60, created=5400, finished=5000, mode="serial")
+    _batch(s, "invoice.send", "billing-run-0314", state="partial", total=50, completed=47,
+           failed=3, created=1500, finished=900)
+    _batch(s, "report.section", "board-pack", state="running", total=40, completed=12,
+           in_flight=1, created=300, mode="serial", rate=(1, 9, 3))
+    images = _batch(s, "images.resize", "upload-7731", state="running", total=240,
+                    completed=131, failed=3, in_flight=8, created=95, max_parallel=8,
+                    rate=(0, 40, 70))
+    for i in range(3):
+        _target(s, images, 131 + i, "images.resize", "running", created=95, attempted=4 + i,
+                attempt=1, worker="web-1:4242:a1", lease=-26)
+    _target(s, images, 57, "images.resize", "retryable", created=95, run_at=-20, attempt=1,
+            max_attempts=3, errors=[s.error("error", "decoder: truncated PNG chunk", 1, 40,
+                                            "ValueError")])
+    for i, index in enumerate((12, 88)):
+        _target(s, images, index, "images.resize", "dead", created=95, attempted=60 - i,
+                finished=59 - i, attempt=3, max_attempts=3,
+                errors=[s.error("invalid_payload", "width must be at most 8192", 3, 59 - i,
+                                "forklift.Fail")])
+    for index in (140, 141):
+        _target(s, images, index, "images.resize", "available", created=95)
+
+
+def _schedules(s: _Seeder) -> None:
+    rows = [
+        # name, kind, cron, tz, policy, last tick (UTC, before now), paused by, reason
+        ("cleanup.sessions", "sessions.purge", "*/5 * * * *", "UTC", "skip",
+         datetime(2026, 3, 14, 9, 25, tzinfo=UTC), None, None),
+        ("digest.hourly", "mail.digest", "0 * * * *", "UTC", "catch_up",
+         datetime(2026, 3, 14, 9, 0, tzinfo=UTC), None, None),
+        ("report.nightly", "report.nightly", "30 2 * * *", "Europe/Berlin", "skip",
+         datetime(2026, 3, 14, 1, 30, tzinfo=UTC), None, None),
+        ("sync.crm", "crm.sync", "15 6 * * 1-5", "America/New_York", "skip",
+         datetime(2026, 3, 13, 10, 15, tzinfo=UTC), "alice", "CRM API migration, CHG-118"),
+    ]
+    outcomes = {"cleanup.sessions": "completed", "digest.hourly": "dead",
+                "report.nightly": "completed", "sync.crm": "completed"}
+    for name, kind, expr, tz, policy, tick, paused_by, reason in rows:
+        s.conn.execute(
+            f"""INSERT INTO {SCHEMA}.schedules (name, kind, cron, tz, policy, max_catch_up, queue,
+                args, paused, paused_by, paused_at, pause_reason, last_tick_at, created_at,
+                updated_at)
+            VALUES (%s, %s, %s, %s, %s, %s, 'default', %s::jsonb, %s, %s, %s, %s, %s, %s, %s)""",
+            (name, kind, expr, tz, policy, 3 if policy == "catch_up" else 1,
+             json.dumps({"source": "cron"}), paused_by is not None, paused_by,
+             s.ago(5400) if paused_by else None, reason, tick, s.ago(30 * 86400), tick),
+        )
+        seconds = (s.now - tick).total_seconds()
+        state = outcomes[name]
+        job = s.job(kind, "default", state, args={"source": "cron"}, created=seconds,
+                    attempted=seconds - 1, finished=seconds - 3, attempt=1 if state != "dead" else 3,
+                    max_attempts=3,
+                    errors=[s.error("error", "SMTP relay timed out", 3, seconds - 3,
+                                    "TimeoutError")] if state == "dead" else None)
+        s.conn.execute(
+            f"""INSERT INTO {SCHEMA}.schedule_ticks (schedule, tick_at, job_id, manual, actor,
+                enqueued_at) VALUES (%s, %s, %s, false, NULL, %s)""",
+            (name, tick, job, tick),
+        )
+
+
+def _backfills(s: _Seeder) -> None:
+    epoch = float(int(s.now.timestamp()))
+    for name in ("backfill_tags", "migrate_avatars", "purge_sessions", "reindex_orders",
+                 "rehash_passwords"):
+        s.conn.execute(
+            f"""INSERT INTO {SCHEMA}.backfills (name, code_hash, page_size, rate, queue, kind,
+                max_attempts, declared_at, updated_at)
+            VALUES (%s, 'c0ffee', 500, 4.0, 'backfills', 'forklift.backfill', 5, %s, %s)""",
+            (name, s.ago(86400), s.ago(86400)),
+        )
+    # Pages of 500 items, about four a second over the last minute, with a dip.
+    pattern = [4, 4, 3, 4, 4, 2, 4, 4, 4, 3, 1, 2, 4, 4, 4]
+    pace = [[epoch - k, float(pattern[k % 15]), float(pattern[k % 15] * 500)]
+            for k in range(60)]
+    runs = [
+        # name, state, job state, items done, total, rate, pace, created, finished, error
+        ("migrate_avatars", "completed", "completed", 42_000, 42_000, 8.0, [], 9000, 7200, None),
+        ("reindex_orders", "running", "running", 31_500, 120_000, 4.0, pace, 1200, None, None),
+        ("backfill_tags", "paused", "scheduled", 8_000, 50_000, 2.0, [], 3000, None, None),
+        ("rehash_passwords", "failed", "retryable", 1_200, 9_000, 1.0, [], 2400, None,
+         s.error("error", "deadlock detected while updating users", 5, 1800,
+                 "psycopg.errors.DeadlockDetected")),
+    ]
+    for name, state, job_state, done, total, rate, samples, created, finished, err in runs:
+        job = s.job("forklift.backfill", "backfills", job_state, args={"run": name},
+                    created=created, attempted=30 if job_state == "running" else None,
+                    finished=finished, attempt=1,
+                    worker="web-1:4242:a1" if job_state == "running" else None,
+                    lease=-25 if job_state == "running" else None)
+        s.conn.execute(
+            f"""INSERT INTO {SCHEMA}.backfill_runs (name, state, cursor, start_cursor, rate,
+                page_size, pages_done, items_done, total, pace, last_error, error_count,
+                code_hash, job_id, started_by, paused_by, paused_at, created_at, updated_at,
+                finished_at)
+            VALUES (%s, %s, %s::jsonb, 'null'::jsonb, %s, 500, %s, %s, %s, %s::jsonb, %s::jsonb,
+                %s, 'c0ffee', %s, 'bob', %s, %s, %s, %s, %s)""",
+            (name, state, json.dumps(done), rate, done // 500, done, total, json.dumps(samples),
+             json.dumps(err) if err else None, 5 if err else 0, job,
+             "alice" if state == "paused" else None, s.ago(600) if state == "paused" else None,
+             s.ago(created), s.ago(finished if finished is not None else 1),
+             s.ago(finished) if finished is not None else None),
+        )
+
+
 def make_app(
     dsn: str,
     *,
