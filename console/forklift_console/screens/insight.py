@@ -163,8 +163,8 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
             text.append_text(ident(q.name, limit=40))
             text.append(
                 f": oldest available job has waited {duration(q.pickup_lag_seconds)}"
-                f" ({q.counts.get('available', 0):,} waiting, {q.workers} workers listening,"
-                f" {q.free_slots} free slots)"
+                f" ({q.counts.get('available', 0):,} waiting, {plural(q.workers, 'worker')}"
+                f" listening, {plural(q.free_slots, 'free slot')})"
             )
             out.append(
                 Alert("⚠", style_of("state-warn"), text, f"queue:{quote(q.name)} state:available")
