@@ -433,6 +433,24 @@ async def alert_lines(app: ConsoleApp, words: str) -> list[str]:
     return lines
 
 
+def test_17_18_a_lagging_queue_alert_counts_workers_and_slots_in_words(
+    dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
+) -> None:
+    # reports lags (its oldest available job waited 4 minutes); one worker listens on it.
+    conn.execute(f"UPDATE {SCHEMA}.workers SET queues = '{{default}}'"
+                 " WHERE id = 'web-2:5151:b2'")
+    conn.execute(f"UPDATE {SCHEMA}.queues SET concurrency = NULL WHERE name = 'reports'")
+    freeze_db_clock(conn)
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        lines = await alert_lines(app, "oldest available job has waited")
+        lag = next(line for line in lines if "oldest available job" in line)
+        assert "1 worker listening" in lag, lag  # was "1 workers listening"
+        assert "workers listening" not in lag and "1 free slots" not in lag
+
+    drive(make_app(dsn), scenario)
+
+
 def test_the_overview_alerts_on_jobs_that_died_worker_lost(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
