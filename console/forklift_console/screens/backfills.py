@@ -114,22 +114,13 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
     def layout_columns(self, narrow: bool) -> list[Column]:
         """At 80 columns the sparkline and the counts give way (the detail below has both),
         so the pace and the ETA stay in view (17.13: they were off-screen)."""
-        if narrow:
-            return [
-                Column("state", "State", 11),
-                Column("name", "Backfill", None),
-                Column("progress", "Progress", 12),
-                Column("rate", "Rate", 9),
-                Column("pace", "Items/s", 8),
-                Column("eta", "ETA", 8),
-            ]
         return [
             Column("state", "State", 11),
             Column("name", "Backfill", None),
-            Column("progress", "Progress", 32),
+            Column("progress", "Progress", 12 if narrow else 32),
             Column("rate", "Rate", 9),
-            Column("pace", "Items/s", 9),
-            Column("spark", "Pace", SPARK_POINTS),
+            Column("pace", "Items/s", 8 if narrow else 9),
+            *([] if narrow else [Column("spark", "Pace", SPARK_POINTS)]),
             Column("eta", "ETA", 8),
         ]
 

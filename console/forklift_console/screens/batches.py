@@ -96,21 +96,13 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
     def layout_columns(self, narrow: bool) -> list[Column]:
         """At 80 columns the caller and the counts give way (the detail below has both), so
         the rate and the ETA stay in view."""
-        if narrow:
-            return [
-                Column("state", "State", 11),
-                Column("id", "Batch", 6),
-                Column("kind", "Kind", None),
-                Column("progress", "Progress", 16),
-                Column("rate", "Rate", 9),
-                Column("eta", "ETA", 7),
-            ]
         return [
             Column("state", "State", 11),
-            Column("id", "Batch", 7),
+            Column("id", "Batch", 6 if narrow else 7),
             Column("kind", "Kind", None),
-            Column("caller", "Caller", 12),
-            Column("progress", "Progress (done/failed/total)", 34),
+            *([] if narrow else [Column("caller", "Caller", 12)]),
+            Column("progress", "Progress" if narrow else "Progress (done/failed/total)",
+                   16 if narrow else 34),
             Column("rate", "Rate", 9),
             Column("eta", "ETA", 7),
         ]
