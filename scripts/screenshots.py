@@ -1,13 +1,18 @@
-"""Regenerate screenshots/ : the console's README screenshots, as SVG, and PNG where
-``rsvg-convert`` exists.
+"""Regenerate screenshots/ : the README's console screenshots, taken of the real demo.
 
-    python scripts/screenshots.py [--admin-dsn DSN] [--out screenshots]
+    python scripts/screenshots.py [--out screenshots] [--only NAME ...]
 
-The scenes are the snapshot tests' (tests/console_seed.py: SCENES with alt text): the same
-seeded database, frozen clock and keys, so what the README shows is what the tests check. The
-database: ``--admin-dsn`` (or FORKLIFT_TEST_DSN), a role that may CREATE DATABASE; else a
-throwaway embedded server in a temporary home, removed afterwards. A database named
-``forklift_screenshots`` is created, used and dropped.
+What ``forklift demo`` runs, on a throwaway embedded server in a temporary home: its two real
+workers running the demo kinds, its producer (jobs, a batch every minute), its cron schedule and
+paced backfill, and the console as the demo opens it (the same header, refreshed every second).
+Screen by screen the script waits, with a deadline, until the screen shows what its screenshot
+is about (dead letters grouped, a worker draining with jobs in flight, a backfill under way),
+saves an SVG with Textual's own screenshot and converts it to PNG with ``rsvg-convert``
+(Debian: librsvg2-bin and a monospace font such as fonts-dejavu-core). The server is stopped
+and its data deleted afterwards, whatever happened.
+
+The snapshot tests (tests/test_console_snapshots.py) check the same screens on a seeded,
+frozen database; these pictures are of live traffic, so they differ from run to run.
 """
 
 from __future__ import annotations
@@ -15,85 +20,259 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-from console_seed import SCENES, Scene, Seeded, freeze_db_clock, seed  # noqa: E402
-
-from forklift._migrate import migrate  # noqa: E402
-
-DBNAME = "forklift_screenshots"
+SIZE = (120, 36)
+#: The longest a screen may take to show what its screenshot is about.
+DEADLINE = 150.0
 
 
 @contextmanager
-def admin_dsn(given: str | None) -> Iterator[str]:
-    if given:
-        yield given
-        return
+def throwaway_server() -> Iterator[str]:
+    """An embedded server in a temporary home, stopped and deleted on the way out; it says
+    so if anything of it is left (its processes, data kept outside the home as root)."""
     from forklift import embedded
 
+    before = set(EMBEDDED.glob("*"))
     home = Path(tempfile.mkdtemp(prefix="forklift-screenshots-"))
-    home.chmod(0o755)  # a root-run server's own account must reach it
+    home.chmod(0o755)  # a root-run server's own account must reach it (no copy elsewhere)
     try:
-        yield make_conninfo(embedded.ensure_server(home), dbname="postgres")
+        yield embedded.ensure_server(home)
     finally:
-        embedded.stop_server(home)
         embedded.remove_server(home)
         shutil.rmtree(home, ignore_errors=True)
+        left = [str(p) for p in set(EMBEDDED.glob("*")) - before] + [
+            f"process {pid}" for pid in server_processes(home)]
+        if left:
+            raise SystemExit(f"screenshots: the demo server left {', '.join(left)}")
 
 
-@contextmanager
-def seeded_database(admin: str) -> Iterator[tuple[str, Seeded]]:
-    with psycopg.connect(admin, autocommit=True) as c:
-        c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DBNAME)))
-        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DBNAME)))
-    dsn = make_conninfo(admin, dbname=DBNAME)
-    try:
-        migrate(dsn, "forklift")
-        with psycopg.connect(dsn, autocommit=True) as c:
-            seeded = seed(c)
-            freeze_db_clock(c)
-        yield dsn, seeded
-    finally:
-        with psycopg.connect(admin, autocommit=True) as c:
-            c.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DBNAME))
-            )
+#: Where a root-run embedded server keeps data it cannot keep in its home.
+EMBEDDED = Path("/var/lib/forklift/embedded")
 
 
-async def capture(scene: Scene, dsn: str, seeded: Seeded) -> str:
-    saved = os.environ.get("NO_COLOR")
-    if scene.no_color:
-        os.environ["NO_COLOR"] = "1"
-    try:
-        app = scene.app(dsn)
-    finally:
-        if scene.no_color and saved is None:
-            os.environ.pop("NO_COLOR", None)
-    async with app.run_test(size=scene.size) as pilot:
-        await scene.before(seeded)(pilot)
-        await pilot.pause()
-        await pilot.wait_for_scheduled_animations()
-        await pilot.pause()
-        svg: str = app.export_screenshot(title=f"forklift console — {scene.name}")
-    return svg
+def server_processes(home: Path) -> list[int]:
+    """PostgreSQL processes still running on data under ``home``."""
+    pids = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if str(home).encode() in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+async def until(pilot: Any, what: str, check: Callable[[], bool]) -> None:
+    """Wait for ``check`` with a deadline, letting the console refresh meanwhile."""
+    deadline = time.monotonic() + DEADLINE
+    while not check():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"screenshots: {what} did not happen within {DEADLINE:g}s")
+        await pilot.pause(0.25)
+
+
+def table(app: Any, table_id: str) -> Any:
+    from forklift_console.widgets.table import LiveTable
+
+    return app.screen.query_one(f"#{table_id}", LiveTable)
+
+
+def rendered(app: Any, selector: str) -> str:
+    return str(app.screen.query_one(selector).render())
+
+
+async def screen(pilot: Any, key: str, mode: str) -> Any:
+    await pilot.press(key)
+    app = pilot.app
+    await until(pilot, f"the {mode} screen", lambda: app.current_mode == mode
+                and getattr(app.screen, "loads", 0) > 0)
+    return app.screen
+
+
+async def rows(pilot: Any, table_id: str, n: int, what: str) -> Any:
+    t = table(pilot.app, table_id)
+    t.focus()
+    await until(pilot, what, lambda: len(t.keys) >= n)
+    return t
+
+
+# -- the shots, in the order they are taken (later ones build on earlier ones) ---------------
+async def overview(pilot: Any, engine: Any) -> None:
+    app = await screen(pilot, "1", "overview")
+    await until(pilot, "an alert on the overview",
+                lambda: app.query_one("#alerts").option_count > 0
+                and "2 live" in rendered(pilot.app, "#totals"))
+
+
+async def queues(pilot: Any, engine: Any) -> None:
+    await screen(pilot, "2", "queues")
+    t = await rows(pilot, "queues", 4, "four queues")
+    t.move_to_key("mail")
+
+
+async def jobs(pilot: Any, engine: Any) -> None:
+    await screen(pilot, "3", "jobs")
+    await rows(pilot, "jobs", 20, "a page of jobs")
+
+
+async def job(pilot: Any, engine: Any) -> None:
+    from textual.widgets import Input
+
+    from forklift_console.screens.job import JobScreen
+
+    await screen(pilot, "3", "jobs")
+    await pilot.press("slash")
+    pilot.app.screen.query_one("#filter", Input).value = "kind:demo.export state:running"
+    await pilot.press("enter")
+    await rows(pilot, "jobs", 1, "a running export")
+    await pilot.press("enter")
+    await until(pilot, "the job's detail", lambda: isinstance(pilot.app.screen, JobScreen)
+                and pilot.app.screen.loads > 0 and "running on worker" in rendered(pilot.app,
+                                                                                  "#why"))
+
+
+async def back_to_jobs(pilot: Any) -> None:
+    from textual.widgets import Input
+
+    await pilot.press("escape")
+    await screen(pilot, "3", "jobs")
+    await pilot.press("slash")
+    pilot.app.screen.query_one("#filter", Input).value = ""
+    await pilot.press("enter")
+
+
+async def dead(pilot: Any, engine: Any) -> None:
+    await back_to_jobs(pilot)
+    await screen(pilot, "4", "dead")
+    await rows(pilot, "groups", 2, "two dead-letter groups")
+
+
+async def dead_requeue(pilot: Any, engine: Any) -> None:
+    from forklift_console.screens.modals import ConfirmScreen
+
+    await screen(pilot, "4", "dead")
+    await rows(pilot, "groups", 2, "two dead-letter groups")
+    await pilot.press("r")
+    await until(pilot, "the requeue dialog", lambda: isinstance(pilot.app.screen, ConfirmScreen))
+
+
+async def workers(pilot: Any, engine: Any) -> None:
+    from forklift_console import demo_app
+    from forklift_console.demo import EXPORT, EXPORT_SECONDS
+
+    app = pilot.app
+    if hasattr(app.screen, "plan"):  # the requeue dialog: type the count, requeue (audited)
+        await pilot.press(*str(app.screen.plan.count), "enter")
+    await screen(pilot, "5", "workers")
+    t = table(app, "workers")
+    t.focus()
+    await until(pilot, "the demo's two workers", lambda: len(
+        [k for k in t.keys if engine.owns(k)]) == 2)
+    worker = next(k for k in t.keys if engine.owns(k))
+    # Long exports on every slot, so the drained worker has jobs in flight to show.
+    export = demo_app.app.kind(EXPORT)
+    for n in [n for n in range(500) if random.Random(n).uniform(*EXPORT_SECONDS) > 30][:10]:
+        export.enqueue({"n": n})
+    t.move_to_key(worker)
+    await until(pilot, "an export on the worker", lambda: t.move_to_key(worker)
+                and EXPORT in rendered(app, "#inflight"))
+    await pilot.press("d")
+    await until(pilot, "the drain", lambda: "DRAINING: cutoff in" in rendered(app, "#inflight")
+                and "interrupted" in rendered(app, "#inflight"))
+
+
+async def audit(pilot: Any, engine: Any) -> None:
+    await screen(pilot, "6", "audit")
+    await rows(pilot, "audit", 2, "two audited actions")
+
+
+async def batches(pilot: Any, engine: Any) -> None:
+    app = await screen(pilot, "7", "batches")
+    await rows(pilot, "batches", 1, "a batch")
+    await until(pilot, "a batch under way", lambda: any(
+        b.settled > 0 and not b.is_terminal for b in app._batches.values()))
+
+
+async def schedules(pilot: Any, engine: Any) -> None:
+    app = await screen(pilot, "8", "schedules")
+    await rows(pilot, "schedules", 1, "a schedule")
+    await until(pilot, "a schedule's last run", lambda: any(
+        s.last_outcome is not None for s in app._by_name.values()))
+
+
+async def backfills(pilot: Any, engine: Any) -> None:
+    app = await screen(pilot, "9", "backfills")
+    t = await rows(pilot, "backfills", 1, "a backfill")
+    await until(pilot, "a backfill under way", lambda: any(
+        b.state == "running" and b.items_per_s > 0 for b in app._by_name.values()))
+    t.move_to_key(next(b.name for b in app._by_name.values() if b.state == "running"))
+
+
+async def help_screen(pilot: Any, engine: Any) -> None:
+    from forklift_console.screens.help import HelpScreen
+
+    await screen(pilot, "3", "jobs")
+    await pilot.press("question_mark")
+    await until(pilot, "the help", lambda: isinstance(pilot.app.screen, HelpScreen))
+
+
+@dataclass(frozen=True)
+class Shot:
+    name: str
+    take: Callable[[Any, Any], Awaitable[None]]
+
+
+SHOTS: tuple[Shot, ...] = (
+    Shot("overview", overview),
+    Shot("queues", queues),
+    Shot("jobs", jobs),
+    Shot("job", job),
+    Shot("dead", dead),
+    Shot("dead-requeue", dead_requeue),
+    Shot("workers", workers),
+    Shot("audit", audit),
+    Shot("batches", batches),
+    Shot("schedules", schedules),
+    Shot("backfills", backfills),
+    Shot("help", help_screen),
+)
+
+
+async def capture(console: Any, engine: Any, shots: tuple[Shot, ...], out: Path) -> None:
+    from textual.widgets import Input
+
+    async with console.run_test(size=SIZE) as pilot:
+        for shot in shots:
+            await shot.take(pilot, engine)
+            for field in pilot.app.screen.query(Input):
+                field.cursor_blink = False  # no half-drawn cursor in a picture
+            await pilot.pause(1.2)  # one more refresh, so "updated" reads as it does live
+            save(out, shot.name, console.export_screenshot(title=f"forklift demo — {shot.name}"))
+
+
+def save(out: Path, name: str, svg: str) -> None:
+    path = out / f"{name}.svg"
+    path.write_text(svg)
+    png = to_png(path)
+    print(f"{path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}"
+          + (f" + {png.name}" if png else " (no rsvg-convert: SVG only)"), flush=True)
 
 
 def to_png(svg_path: Path) -> Path | None:
     """librsvg renders the SVG faithfully once whitespace is preserved (Rich pads cells with
-    spaces that SVG would otherwise collapse)."""
+    spaces that SVG would otherwise collapse); cairosvg misaligns the columns."""
     tool = shutil.which("rsvg-convert")
     if tool is None:
         return None
@@ -108,21 +287,37 @@ def to_png(svg_path: Path) -> Path | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--admin-dsn", default=os.environ.get("FORKLIFT_TEST_DSN"))
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=ROOT / "screenshots")
+    parser.add_argument("--only", nargs="*", help="take only these (and what they build on)")
+    parser.add_argument("--concurrency", type=int, default=20, help="as forklift demo's")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    scenes = [s for s in SCENES if s.alt]
-    with admin_dsn(args.admin_dsn) as admin, seeded_database(admin) as (dsn, seeded):
-        for scene in scenes:
-            svg = args.out / f"{scene.name}.svg"
-            svg.write_text(asyncio.run(capture(scene, dsn, seeded)))
-            png = to_png(svg)
-            print(f"{svg.relative_to(ROOT) if svg.is_relative_to(ROOT) else svg}"
-                  + (f" + {png.name}" if png else " (no rsvg-convert: SVG only)"))
+    shots = SHOTS
+    if args.only:
+        last = max(i for i, s in enumerate(SHOTS) if s.name in args.only)
+        shots = SHOTS[: last + 1]
+    from forklift._migrate import migrate
+    from forklift_console import demo_app
+    from forklift_console.demo import DemoEngine, console_app
+
+    with throwaway_server() as dsn:
+        app = demo_app.app
+        app.use(dsn)
+        migrate(dsn, app.schema)
+        engine = DemoEngine(app, concurrency=args.concurrency)
+        engine.start()
+        try:
+            asyncio.run(capture(console_app(app, engine), engine, shots, args.out))
+            os.environ["NO_COLOR"] = "1"  # the console reads it when it starts
+            asyncio.run(capture(console_app(app, engine), engine,
+                                (Shot("no-color", overview),), args.out))
+        finally:
+            os.environ.pop("NO_COLOR", None)
+            engine.stop()
     return 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT / "console"))
     raise SystemExit(main())

@@ -11,6 +11,7 @@ import contextlib
 import random
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -19,6 +20,9 @@ from forklift import STATES, TERMINAL_STATES, Forklift, JobContext, Worker
 from forklift.ops.connect import connection
 from forklift.ops.jobs import count_by_state
 from forklift_console import demo_app
+
+if TYPE_CHECKING:
+    from forklift_console.app import ConsoleApp
 
 
 def _table(counts: dict[str, int], title: str) -> Table:
@@ -72,20 +76,28 @@ def run_demo(*, headless: bool, jobs: int, concurrency: int, dsn: str | None) ->
         )
         return 0 if done == len(ids) else 1
 
-    from forklift_console.app import ConsoleApp
-    from forklift_console.backend import Backend
-
     engine = DemoEngine(app, concurrency=concurrency)
     engine.start()
     try:
-        backend = Backend.open(target, schema=app.schema, actor=None)
-        ConsoleApp(backend, demo=engine, interval=1.0).run()
+        console_app(app, engine).run()
     finally:
         engine.stop()
     return 0
 
 
+def console_app(app: Forklift, engine: DemoEngine) -> ConsoleApp:
+    """The console as ``forklift demo`` opens it (scripts/screenshots.py takes the README's
+    screenshots of this one, header and refresh rate included)."""
+    from forklift_console.app import ConsoleApp
+    from forklift_console.backend import Backend
+
+    return ConsoleApp(Backend.open(app.dsn, schema=app.schema, actor=None), demo=engine,
+                      interval=LIVE_REFRESH)
+
+
 # -- live: the console on a steady stream of work ---------------------------------------------
+#: The console's refresh interval in the demo (seconds).
+LIVE_REFRESH = 1.0
 EXPORT = "demo.export"
 #: Long enough that a drain (DRAIN_TIMEOUT) catches some exports in flight and not others.
 EXPORT_SECONDS = (4.0, 40.0)
