@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import os
 import random
 import shutil
@@ -44,21 +45,21 @@ def throwaway_server() -> Iterator[str]:
     so if anything of it is left (its processes, data kept outside the home as root)."""
     from forklift import embedded
 
-    before = set(EMBEDDED.glob("*"))
-    home = Path(tempfile.mkdtemp(prefix="forklift-screenshots-"))
+    home = Path(tempfile.mkdtemp(prefix="forklift-screenshots-")).resolve()
     home.chmod(0o755)  # a root-run server's own account must reach it (no copy elsewhere)
+    # Where a root-run server keeps the data of a home it cannot reach (forklift.embedded).
+    outside = EMBEDDED / hashlib.sha256(str(home).encode()).hexdigest()[:16]
     try:
         yield embedded.ensure_server(home)
     finally:
         embedded.remove_server(home)
         shutil.rmtree(home, ignore_errors=True)
-        left = [str(p) for p in set(EMBEDDED.glob("*")) - before] + [
+        left = [str(p) for p in (home, outside) if p.exists()] + [
             f"process {pid}" for pid in server_processes(home)]
         if left:
             raise SystemExit(f"screenshots: the demo server left {', '.join(left)}")
 
 
-#: Where a root-run embedded server keeps data it cannot keep in its home.
 EMBEDDED = Path("/var/lib/forklift/embedded")
 
 
@@ -203,6 +204,11 @@ async def batches(pilot: Any, engine: Any) -> None:
     await rows(pilot, "batches", 1, "a batch")
     await until(pilot, "a batch under way", lambda: any(
         b.settled > 0 and not b.is_terminal for b in app._batches.values()))
+    live = next(b for b in app._batches.values() if b.settled > 0 and not b.is_terminal)
+    t = table(pilot.app, "batches")
+    t.move_to_key(str(live.id))
+    await until(pilot, "its targets", lambda: "in flight" in rendered(pilot.app, "#detail")
+                and t.current_key == str(live.id))
 
 
 async def schedules(pilot: Any, engine: Any) -> None:
@@ -259,7 +265,16 @@ async def capture(console: Any, engine: Any, shots: tuple[Shot, ...], out: Path)
             for field in pilot.app.screen.query(Input):
                 field.cursor_blink = False  # no half-drawn cursor in a picture
             await pilot.pause(1.2)  # one more refresh, so "updated" reads as it does live
+            # Each refresh redraws the footer's keys (bindings may change with the data): take
+            # the picture when they are there.
+            await until(pilot, "the footer's keys", lambda: "Quit" in bottom_line(pilot.app))
             save(out, shot.name, console.export_screenshot(title=f"forklift demo — {shot.name}"))
+
+
+def bottom_line(app: Any) -> str:
+    """The screen's last line as it is drawn now (under a dialog: the screen behind it)."""
+    strips = app.screen._compositor.render_strips()
+    return "".join(segment.text for segment in strips[-1]) if strips else ""
 
 
 def save(out: Path, name: str, svg: str) -> None:

@@ -1,4 +1,4 @@
-"""A seeded forklift database for the console's snapshot tests and the README screenshots.
+"""A seeded forklift database for the console's snapshot and Pilot tests.
 
 Everything is placed relative to one instant, ``now``: jobs finished over the last half hour,
 dead letters in a few groups, a paused queue, a lagging queue, a draining worker with jobs in
@@ -501,7 +501,7 @@ async def on_screen(app: Any, kind: type[Any]) -> Any:
 
 
 
-# -- the seeded scenes: snapshot tests and the README's screenshots show the same states -------
+# -- the seeded scenes the snapshot tests take ------------------------------------------------
 @dataclass(frozen=True)
 class Scene:
     name: str
@@ -515,7 +515,8 @@ class Scene:
     keys: tuple[str, ...] = ()
     read_only: bool = False
     no_color: bool = False
-    #: Alt text for the README; scenes without it are tested but not in screenshots/.
+    #: What the scene shows, in words (the README's screenshots are of the live demo:
+    #: scripts/screenshots.py).
     alt: str | None = None
 
     def app(self, dsn: str) -> Any:
