@@ -99,3 +99,28 @@ def test_a_screenshot_says_where_it_went_when_downloads_is_missing(
 
     asyncio.run(main())
     assert list(tmp_path.glob("*.svg")), "the SVG is in the current directory"
+
+
+def test_a_table_given_rows_before_it_is_mounted_shows_them_once_mounted() -> None:
+    """A screen's first load can finish before its table is mounted (seen on Retries under
+    load: "More values provided than there are columns")."""
+    import asyncio
+
+    from textual.app import App, ComposeResult
+
+    from forklift_console.widgets.table import Column, LiveTable
+
+    table = LiveTable([Column("id", "Id", 6), Column("what", "What")], id="t")
+    table.sync([("7", ["7", "a row"]), ("8", ["8", "another"])])  # no columns yet
+
+    class Host(App[None]):
+        def compose(self) -> ComposeResult:
+            yield table
+
+    async def main() -> None:
+        async with Host().run_test(size=(60, 10)) as pilot:
+            await pilot.pause()
+            assert table.keys == ["7", "8"]
+            assert [str(c) for c in table.get_row("8")] == ["8", "another"]
+
+    asyncio.run(main())

@@ -121,6 +121,8 @@ class LiveTable(DataTable[Cell]):
 
     def on_mount(self) -> None:
         self._add_columns()
+        if self._rows:  # a snapshot that arrived before the table was mounted (see sync)
+            self.sync(self._rows, rebuild=True)
 
     def _add_columns(self) -> None:
         # The flex column gets a width of its own too: DataTable's auto width is measured
@@ -204,6 +206,10 @@ class LiveTable(DataTable[Cell]):
         """Show a new snapshot. ``follow``: scroll to keep the cursor's row in view (its
         place moved: a re-sort, a new filter)."""
         self._rows = list(rows)
+        if not self.columns:
+            # A screen's first load can finish before its table is mounted (the columns come
+            # with the mount): rows added now would find no columns. on_mount shows them.
+            return
         arranged = self._arrange(rows)
         new_keys = [k for k, _ in arranged]
         cells = {k: self._fit(v) for k, v in arranged}
