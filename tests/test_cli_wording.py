@@ -43,3 +43,9 @@ def test_no_explanation_or_worker_log_line_says_a_plural_as_s_in_parentheses() -
     # `forklift jobs explain`.
     assert hedged([*sorted((CORE / "ops").glob("*.py")),
                    *sorted((CORE / "_worker").rglob("*.py"))]) == []
+
+
+def test_nothing_forklift_shows_or_logs_says_a_plural_as_s_in_parentheses() -> None:
+    # The console's screens ("3 job(s) waiting for an event"), the embedded server's refusal
+    # ("2 session(s) of other processes"), the test drain's timeout, the lock renewals' log.
+    assert hedged([*sorted(CORE.rglob("*.py")), *sorted(CLI.rglob("*.py"))]) == []

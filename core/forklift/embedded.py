@@ -43,6 +43,7 @@ from forklift._embedded.files import DATA_DIR_NAME, LOCK_NAME, SERVICE_USER
 from forklift._embedded.pidfile import LOG_NAME
 from forklift._embedded.server import DATABASE, SUPERUSER
 from forklift._errors import ForkliftError
+from forklift._words import plural
 
 __all__ = [
     "DATABASE",
@@ -176,7 +177,7 @@ def purge_server(home: Path, *, force: bool = False) -> dict[str, Any]:
             if users:
                 names = sorted({u["application_name"] or f"pid {u['pid']}" for u in users})
                 raise ServerInUse(
-                    f"{len(users)} session(s) of other processes use the server in {data}"
+                    f"{plural(len(users), 'session')} of other processes use the server in {data}"
                     f" ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): stop them"
                     " first, or pass --force to end their sessions",
                     sessions=len(users),

@@ -63,7 +63,8 @@ def run_bench(
     wanted = set(known if scenarios is None else scenarios)
     unknown = wanted - set(known)
     if unknown:
-        raise ValueError(f"unknown scenario(s): {', '.join(sorted(unknown))}; known: {', '.join(known)}")
+        noun = "scenario" if len(unknown) == 1 else "scenarios"
+        raise ValueError(f"unknown {noun}: {', '.join(sorted(unknown))}; known: {', '.join(known)}")
     chosen = [s for s in registry.scenarios() if s.name in wanted]
     sz = sizes or (QUICK if quick else FULL)
     started = time.time()

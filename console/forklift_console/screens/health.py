@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from forklift.ops import Operator
 from forklift.ops.health import Health
+from forklift_console.cliformat import plural
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import duration, one_line, style_of
@@ -58,7 +59,7 @@ def summary(h: Health) -> Text:
     d = h.retention.defaults
     text.append("\nretention: " + ", ".join(f"{k} {window(v)}" for k, v in d.items()))
     if h.retention.queues:
-        text.append(f" · {len({w.queue for w in h.retention.queues})} queue(s) with their own")
+        text.append(f" · {plural(len({w.queue for w in h.retention.queues}), 'queue')} with their own")
     return text
 
 

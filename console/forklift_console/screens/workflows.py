@@ -19,6 +19,7 @@ from forklift.ops import Operator
 from forklift.ops.events import EventInfo, WaitInfo
 from forklift.ops.outbox import OutboxMessage, TopicInfo
 from forklift.ops.steps import Parked
+from forklift_console.cliformat import plural
 from forklift_console.runbook import cli
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
@@ -118,8 +119,8 @@ class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
         pending = sum(t.pending for t in data.topics)
         dead_total = sum(t.dead for t in data.topics)
         self.query_one("#info", Static).update(Text(
-            f"outbox: {pending} pending, {dead_total} dead in {len(data.topics)} topic(s) · "
-            f"{len(data.waits)} job(s) waiting for an event"))
+            f"outbox: {pending} pending, {dead_total} dead in {plural(len(data.topics), 'topic')} · "
+            f"{plural(len(data.waits), 'job')} waiting for an event"))
 
     def action_retry(self) -> None:
         topic = self.query_one("#topics", LiveTable).current_key
@@ -133,7 +134,7 @@ class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
         self.console.propose(Plan(
             verb="Retry dead messages of", noun="topic", count=1, ids=(topic,), run=run,
             cli=cli("outbox", "retry", "--topic", topic, "--yes"),
-            report=lambda done: f"{len(done)} message(s) of {topic} pending again"))
+            report=lambda done: f"{plural(len(done), 'message')} of {topic} pending again"))
 
     def palette(self) -> Iterable[tuple[str, str, str]]:
         yield ("Go to Workflows", "The outbox per topic, events, jobs waiting for an event",

@@ -25,6 +25,7 @@ from forklift._flow import locks
 from forklift._flow.book import Book
 from forklift._flow.steps import Query, drive, drive_async, fetch, fetch_async
 from forklift._session import shut_socket
+from forklift._words import plural
 
 if TYPE_CHECKING:
     from forklift._app import Forklift
@@ -118,7 +119,7 @@ class AppLocks:
                         conn = connect(self.app.dsn, "locks")
                     self._renew(conn, batch)
                 except _ERRORS as exc:
-                    locks.log.warning("renewing %d lock(s) failed (%s)", len(batch), exc)
+                    locks.log.warning("renewing %s failed (%s)", plural(len(batch), "lock"), exc)
                     if conn is not None:
                         conn.close()
                     conn = None

@@ -24,6 +24,7 @@ from forklift._flow import locks
 from forklift._flow.book import Book
 from forklift._flow.steps import Query, drive_async, fetch_async
 from forklift._session import DB_ERRORS, Session
+from forklift._words import plural
 
 if TYPE_CHECKING:
     from forklift._context import JobContext
@@ -120,7 +121,7 @@ class WorkerLocks:
             rows = await self._query(locks.renew_query(self.w.schema, batch), timeout=limit)
         except DB_ERRORS as exc:
             if not self.w._closing:
-                locks.log.warning("renewing %d lock(s) failed (%s)", len(batch), exc)
+                locks.log.warning("renewing %s failed (%s)", plural(len(batch), "lock"), exc)
             self._next_try = time.monotonic() + RETRY_AFTER_FAILURE
             return
         kept = {(str(k), int(t)) for k, t in rows}

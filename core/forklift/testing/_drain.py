@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from forklift._errors import ForkliftError
 from forklift._sqltext import render
+from forklift._words import plural
 
 if TYPE_CHECKING:
     from forklift._app import Forklift
@@ -92,7 +93,7 @@ async def drain_async(
                     break
                 if time.monotonic() >= deadline:
                     raise DrainTimeout(
-                        f"{left} job(s) in {', '.join(queues)} still due or running after"
+                        f"{plural(left, 'job')} in {', '.join(queues)} still due or running after"
                         f" {timeout:g}s", left=left, queues=queues,
                     )
                 await asyncio.sleep(0.01)
