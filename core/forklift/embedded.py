@@ -177,7 +177,8 @@ def purge_server(home: Path, *, force: bool = False) -> dict[str, Any]:
             if users:
                 names = sorted({u["application_name"] or f"pid {u['pid']}" for u in users})
                 raise ServerInUse(
-                    f"{plural(len(users), 'session')} of other processes use the server in {data}"
+                    f"{plural(len(users), 'session')} of other processes"
+                    f" {'uses' if len(users) == 1 else 'use'} the server in {data}"
                     f" ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}): stop them"
                     " first, or pass --force to end their sessions",
                     sessions=len(users),
