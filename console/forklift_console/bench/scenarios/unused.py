@@ -19,20 +19,15 @@ import os
 import sys
 from typing import Any
 
-from typing_extensions import TypedDict
-
 from forklift import Forklift, JobContext, Key, Rate
 from forklift_console.bench.measure import Bench, Run
+from forklift_console.bench.procs import Payload
 from forklift_console.bench.registry import scenario
 from forklift_console.bench.report import Figure, Target
 from forklift_console.bench.runs import forklift_run
 from forklift_console.bench.server import SCHEMA
 
 MODULE = "forklift_console.bench.scenarios.unused"
-
-
-class Payload(TypedDict):
-    n: int
 
 
 # -- the featured app: the bench's no-op kind, and kinds using every durable and flow feature --
