@@ -1,22 +1,23 @@
-"""Job filters, sort keys and cursors: operator input turned into SQL parameters, never SQL text.
+"""Job filters: operator input turned into SQL parameters, never SQL text.
 
 Every value a filter carries travels as a query parameter. The SQL around it is fixed text chosen
 from allow-lists (columns, sort keys, directions). LIKE patterns are escaped so ``%`` and ``_``
 match themselves, and NUL characters, which PostgreSQL text cannot hold, are refused up front.
+The input checks live in :mod:`forklift.ops._parse`, the sort keys and cursors in
+:mod:`forklift.ops._sort`; both are importable from here, as they always were.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, fields, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from forklift._job import STATES
+from forklift.ops._parse import MAX_TEXT, MAX_VALUES, check_text, duration, like_pattern, moment
+from forklift.ops._sort import SORT_KEYS, Cursor, Sort
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.shape import jsonable
 
@@ -34,83 +35,8 @@ __all__ = [
     "moment",
 ]
 
-#: Columns a list can be sorted by; the cursor remembers which one it belongs to.
-#: ``changed_at``: when the job last moved (finished, else attempted, else created).
-SORT_KEYS: tuple[str, ...] = ("id", "created_at", "run_at", "attempted_at", "finished_at", "priority",
-                              "state", "queue", "kind", "attempt", "changed_at")
 #: Columns a time range can apply to.
 TIME_FIELDS: tuple[str, ...] = ("created_at", "run_at", "attempted_at", "finished_at")
-_NULLABLE = {"attempted_at", "finished_at"}
-_TIMESTAMPS = {"created_at", "run_at", "attempted_at", "finished_at", "changed_at"}
-_TEXTS = {"state", "queue", "kind"}
-#: Sort keys that are expressions, not columns ({a}: the table's alias).
-_EXPRESSIONS = {"changed_at": "coalesce({a}.finished_at, {a}.attempted_at, {a}.created_at)"}
-MAX_TEXT = 500
-MAX_VALUES = 100
-
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)\s*)+$", re.I)
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|w|d|h|m|s)", re.I)
-_UNIT = {"w": 604800.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-
-
-def check_text(value: str, what: str) -> str:
-    if "\x00" in value:
-        raise InvalidFilter(
-            f"{what} contains a NUL character (\\x00), which PostgreSQL text cannot hold;"
-            " remove it",
-            field=what,
-        )
-    if len(value) > MAX_TEXT:
-        raise InvalidFilter(f"{what} is longer than {MAX_TEXT} characters", field=what)
-    return value
-
-
-def duration(value: str | float | timedelta, what: str = "duration") -> timedelta:
-    """``90``, ``"90s"``, ``"15m"``, ``"1h30m"``, ``"7d"``, ``"2w"`` or a timedelta."""
-    if isinstance(value, timedelta):
-        seconds = value.total_seconds()
-    elif isinstance(value, (int, float)):
-        seconds = float(value)
-    else:
-        text = check_text(value, what).strip()
-        try:
-            seconds = float(text)
-        except ValueError:
-            if not _DURATION.match(text):
-                raise InvalidFilter(
-                    f"{what} {text!r} is not a duration: use e.g. 90s, 15m, 2h, 7d or 1h30m",
-                    field=what,
-                ) from None
-            seconds = sum(float(n) * _UNIT[u.lower()] for n, u in _DURATION_PART.findall(text))
-    if seconds < 0 or seconds != seconds or seconds > 10 * 365 * 86400:
-        raise InvalidFilter(f"{what} must be between 0 and ten years", field=what)
-    return timedelta(seconds=seconds)
-
-
-def moment(value: str | datetime, what: str = "time", *, now: datetime | None = None) -> datetime:
-    """An ISO 8601 time (naive means UTC) or a duration meaning that long ago (``"2h"``)."""
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    text = check_text(value, what).strip()
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        try:
-            ago = duration(text, what)
-        except InvalidFilter:
-            raise InvalidFilter(
-                f"{what} {text!r} is neither an ISO 8601 time (2024-05-01T12:00:00+00:00) nor a"
-                " duration ago (2h)",
-                field=what,
-            ) from None
-        return (now or datetime.now(UTC)) - ago
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def like_pattern(text: str) -> str:
-    """A substring match where ``%``, ``_`` and ``\\`` stand for themselves."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    return f"%{escaped}%"
 
 
 def _group_id(group: str) -> str:
@@ -314,108 +240,3 @@ class JobFilter:
             ):
                 out[f.name] = jsonable(value)
         return out
-
-
-# -- sorting and cursors ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class Sort:
-    key: str = "id"
-    descending: bool = True
-
-    def __post_init__(self) -> None:
-        if self.key not in SORT_KEYS:  # the key is spliced into ORDER BY by name
-            raise InvalidFilter(
-                f"cannot sort by {self.key!r}: use one of {', '.join(SORT_KEYS)}", field="sort"
-            )
-
-    @classmethod
-    def parse(cls, text: str | None) -> Sort:
-        """``"id"``, ``"-created_at"`` (descending) or ``"created_at:asc"``; default newest first."""
-        if not text:
-            return cls()
-        text = check_text(text, "sort").strip()
-        descending = text.startswith("-")
-        key = text.lstrip("-+")
-        if ":" in key:
-            key, _, direction = key.partition(":")
-            if direction not in ("asc", "desc"):
-                raise InvalidFilter(f"sort direction {direction!r} must be asc or desc", field="sort")
-            descending = direction == "desc"
-        if key not in SORT_KEYS:
-            raise InvalidFilter(
-                f"cannot sort by {key!r}: use one of {', '.join(SORT_KEYS)}", field="sort"
-            )
-        return cls(key, descending)
-
-    def column(self, alias: str = "t") -> str:
-        """The key as SQL: a column, or an allow-listed expression."""
-        expr = _EXPRESSIONS.get(self.key)
-        return expr.format(a=alias) if expr else f"{alias}.{self.key}"
-
-    def order_by(self, alias: str = "t") -> str:
-        d = "DESC" if self.descending else "ASC"
-        if self.key == "id":
-            return f"{alias}.id {d}"
-        return f"{self.column(alias)} {d} NULLS LAST, {alias}.id {d}"
-
-    def after(self, cursor: Cursor, alias: str = "t") -> tuple[str, list[Any]]:
-        """The keyset condition for the page that follows ``cursor``."""
-        op = "<" if self.descending else ">"
-        col, ident = self.column(alias), f"{alias}.id"
-        if self.key == "id":
-            return f"{ident} {op} %s", [cursor.id]
-        if cursor.value is None:  # already in the NULLS LAST tail
-            return f"({col} IS NULL AND {ident} {op} %s)", [cursor.id]
-        nulls = f" OR {col} IS NULL" if self.key in _NULLABLE else ""
-        return (
-            f"({col} {op} %s OR ({col} = %s AND {ident} {op} %s){nulls})",
-            [cursor.value, cursor.value, cursor.id],
-        )
-
-    def value_of(self, row: dict[str, Any]) -> Any:
-        if self.key == "changed_at":
-            return row["finished_at"] or row["attempted_at"] or row["created_at"]
-        return row[self.key]
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """Where a page ended: the sort it belongs to, the last row's sort value and id."""
-
-    key: str
-    descending: bool
-    value: Any
-    id: int
-
-    def encode(self) -> str:
-        value = self.value.isoformat() if isinstance(self.value, datetime) else self.value
-        raw = json.dumps([1, self.key, self.descending, value, self.id], separators=(",", ":"))
-        return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, text: str, sort: Sort) -> Cursor:
-        try:
-            raw = base64.urlsafe_b64decode(check_text(text, "cursor") + "=" * (-len(text) % 4))
-            version, key, descending, value, ident = json.loads(raw)
-            if version != 1 or not isinstance(ident, int) or isinstance(ident, bool):
-                raise ValueError
-            if key in _TIMESTAMPS and value is not None:
-                value = datetime.fromisoformat(value)
-            elif key in _TEXTS:
-                if not isinstance(value, str):
-                    raise ValueError
-                check_text(value, "cursor")
-            elif value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-                raise ValueError
-        except (ValueError, TypeError, binascii.Error, UnicodeDecodeError):
-            raise InvalidFilter(
-                "the cursor is not one this API handed out; start again without --cursor",
-                field="cursor",
-            ) from None
-        if key != sort.key or descending != sort.descending:
-            raise InvalidFilter(
-                f"the cursor belongs to a list sorted by {'-' if descending else ''}{key};"
-                " pass the same sort or start again without it",
-                field="cursor",
-            )
-        return cls(key, descending, value, ident)
