@@ -474,8 +474,10 @@ def test_enqueue_many_decides_state_and_run_at_by_the_servers_clock(
     app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch, bulk: str
 ) -> None:
     import forklift._enqueue
+    import forklift._enqueue_bulk
 
-    monkeypatch.setattr(forklift._enqueue, "datetime", _SkewedClock, raising=False)
+    for module in (forklift._enqueue, forklift._enqueue_bulk):  # one job; many
+        monkeypatch.setattr(module, "datetime", _SkewedClock, raising=False)
     server_now = one(conn, "SELECT now()")
     soon = server_now + timedelta(minutes=30)  # in the future for the server, past for the skew
     key = {"unique_key": "k"} if bulk == "unique" else {}
