@@ -39,8 +39,10 @@ The worker's buffer
     buffered backlog job would go before a tenant whose first job comes next), a rated one (its
     token is taken at the claim: it must start then), or one of a queue with a concurrency limit
     (its slot would sit in one worker's buffer while others idle, as for the other claims): those
-    are admitted only among the first ``start``. ``!strict`` tells the worker it met one, so it
-    keeps no buffer while it does.
+    are admitted only among the first ``start``. ``!strict`` tells the worker it met one (a
+    job of its kinds waits in such a queue, or a candidate has a rated key), so it keeps no
+    buffer while it does. An empty fair, rated or limited queue does not count: it would cost
+    the worker's other queues their buffer for a feature none of their jobs uses.
 
 What else the answer carries (marker rows, ``id`` NULL)
     ``!paused`` per paused queue; ``!cursor`` per (queue, kind) walked, the cursor for the next
@@ -286,7 +288,9 @@ SELECT """ + _marker("NULL::text", "'!retry ' || min(w.s)::text") + """ FROM (
 ) w HAVING count(*) > 0
 UNION ALL
 SELECT """ + _marker("NULL::text", "'!strict'") + """
-WHERE EXISTS (SELECT 1 FROM q WHERE q.strict)
+WHERE EXISTS (SELECT 1 FROM q WHERE q.strict AND q.open AND EXISTS (
+                  SELECT 1 FROM {s}.jobs j WHERE j.state = 'available' AND j.queue = q.name
+                  AND j.kind = ANY (%(kinds)s::text[])))
    OR EXISTS (SELECT 1 FROM names WHERE names.rate_limit IS NOT NULL)
 """
 

@@ -33,6 +33,7 @@ from forklift._worker.util import why
 from forklift.logs import job_fields
 
 if TYPE_CHECKING:
+    from forklift._flow.claim import FlowAnswer
     from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")
@@ -76,6 +77,9 @@ class Producer:
         self._retry_in: float | None = None  # when the flow claim said a waiting job may go
         self._flow_strict = False  # the flow claim met a fair, rated or limited queue or key
         self._flow_secs = 0.0  # recent duration of a claim round that ran the flow claim
+        self._flow_at = 0.0  # when the flow claim last ran (monotonic)
+        self._flow_busy = False  # it found jobs, or a strict queue's job waiting for a slot
+        self._flow_turn = False  # while busy: whether it went first in the last round
         self._flushes = 0  # batches of outcomes written (flushed())
         # The flush count when a flow claim came back short with nothing to retry for: until
         # the next flush (or a wake-up, or the poll) a claim would find the same keys held.
@@ -361,46 +365,80 @@ class Producer:
             self.w._claim_db.abort()
 
     async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
-        # One statement while no queue of ours has a limit; the locked claim once one has.
         w = self.w
         if len(w.app.kinds) != len(w.kinds):
             self._kinds_changed()
         # The first jobs in claim order go to the free slots at once (the buffer is empty when
         # slots are free: fill() ran first); the claim records their start.
         start = max(0, w.concurrency - len(w.attempts.running) - len(self.waiting))
+        plain = set(self.flow.queues) != set(w.queues)  # some queue of ours is not a flow queue
+        # The plain claim, then the flow claim for what it left; but the flow claim goes first
+        # when it is due (_flow_due): a plain backlog that fills every batch would otherwise
+        # keep our flow queues from ever being claimed.
+        order = ("flow", "plain") if self.flow.queues and (
+            not plain or self._flow_due()) else ("plain", "flow")
         got: list[claims.Claimed] = []
         paused: set[str] = set()
-        if set(self.flow.queues) != set(w.queues):  # some queue of ours is not a flow queue
-            answer = await self.statement.run(conn, w.schema, n=n, locked=self._limited,
-                                              start=start)
-            got = answer.jobs
-            if answer.limited and not self._limited and len(got) < n:
-                # The lock-free claim skipped a limited queue: take its share now, under the
-                # locks.
-                more = await self.statement.run(conn, w.schema, n=n - len(got), locked=True,
-                                                start=max(0, start - len(got)))
-                got += more.jobs
-                answer.limited = more.limited
-                answer.flow |= more.flow
-            self._limited = answer.limited
-            paused = answer.paused
-            # A queue is flagged for good (forklift._flow.claim): from now on the flow claim.
-            self.flow.queues = sorted(set(self.flow.queues) | answer.flow)
         self._awaiting = None
-        if self.flow.queues and len(got) < n:
-            asked = n - len(got)
-            flowed = await self.flow.run(conn, w.schema, n=asked, start=max(0, start - len(got)))
-            got += flowed.jobs
-            paused |= flowed.paused
-            self._retry_in = flowed.retry_in
-            self._flow_strict = flowed.strict
-            if len(flowed.jobs) < asked and flowed.retry_in is None:
-                # Outcomes not yet written still count against their keys' limits: look again
-                # once the completer has flushed them (awaits_flush).
-                self._awaiting = self._flushes
-                self._awaiting_until = time.monotonic() + w.poll_interval
+        flowed: FlowAnswer | None = None
+        for which in order:
+            left, at = n - len(got), max(0, start - len(got))
+            if left <= 0:
+                break
+            if which == "plain" and plain:
+                jobs, more_paused = await self._plain(conn, left, at)
+            elif which == "flow" and self.flow.queues:  # the plain claim may have flagged one
+                flowed = await self._flow(conn, left, at)
+                jobs, more_paused = flowed.jobs, flowed.paused
+            else:
+                continue
+            got += jobs
+            paused |= more_paused
+        if flowed is not None and len(got) < n and flowed.retry_in is None:
+            # Outcomes not yet written still count against their keys' limits: look again
+            # once the completer has flushed them (awaits_flush).
+            self._awaiting = self._flushes
+            self._awaiting_until = time.monotonic() + w.poll_interval
         self.paused = paused
         return got
+
+    async def _plain(self, conn: Any, n: int, start: int) -> tuple[list[claims.Claimed], set[str]]:
+        """The claim of our queues with no flow control: one statement while none of them has
+        a limit, the locked claim once one has."""
+        w = self.w
+        answer = await self.statement.run(conn, w.schema, n=n, locked=self._limited, start=start)
+        got = answer.jobs
+        if answer.limited and not self._limited and len(got) < n:
+            # The lock-free claim skipped a limited queue: take its share now, under the locks.
+            more = await self.statement.run(conn, w.schema, n=n - len(got), locked=True,
+                                            start=max(0, start - len(got)))
+            got += more.jobs
+            answer.limited = more.limited
+            answer.flow |= more.flow
+        self._limited = answer.limited
+        # A queue is flagged for good (forklift._flow.claim): from now on the flow claim.
+        self.flow.queues = sorted(set(self.flow.queues) | answer.flow)
+        return got, answer.paused
+
+    def _flow_due(self) -> bool:
+        """Whether the flow claim goes first this round, for a worker of plain and flow queues:
+        every other round while it finds work (or a strict queue's job waits for a free slot),
+        else once a poll interval or when it said a blocked job may go, so an idle flow queue
+        costs the plain queues a claim a second, not one a round."""
+        if self._flow_busy:
+            self._flow_turn = not self._flow_turn
+            return self._flow_turn
+        since = time.monotonic() - self._flow_at
+        return since >= self.w.poll_interval or (
+            self._retry_in is not None and since >= self._retry_in)
+
+    async def _flow(self, conn: Any, n: int, start: int) -> FlowAnswer:
+        self._flow_at = time.monotonic()
+        flowed = await self.flow.run(conn, self.w.schema, n=n, start=start)
+        self._retry_in = flowed.retry_in
+        self._flow_strict = flowed.strict
+        self._flow_busy = bool(flowed.jobs) or flowed.strict
+        return flowed
 
 
 async def until(event: asyncio.Event, timeout: float) -> None:
