@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
@@ -13,23 +13,18 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
-from forklift.ops import BulkReport, JobFilter, JobPage, JobSummary, Operator, Sort
-from forklift_console.runbook import cli, filter_flags
+from forklift.ops import JobFilter, JobPage, JobSummary, Operator, Sort
 from forklift_console.screens.base import ConsoleScreen
-from forklift_console.screens.job import CLI_VERBS, VERBS, JobScreen, copy_out, job_plan
+from forklift_console.screens.job import VERBS, JobScreen, copy_out, job_plan
+from forklift_console.screens.jobs_bulk import bulk_cli as bulk_cli  # imported from here
+from forklift_console.screens.jobs_bulk import bulk_report as bulk_report
+from forklift_console.screens.jobs_bulk import ids_cli, marked_report
+from forklift_console.screens.jobs_rows import current_line, job_cells, reconciled_total
 from forklift_console.screens.listing import MarkedList
 from forklift_console.screens.modals import Plan
-from forklift_console.screens.workflows import parked_state, parked_words
 from forklift_console.widgets.filterbar import FilterBar, FilterError, parse, to_text
 from forklift_console.widgets.table import Column, LiveTable
-from forklift_console.widgets.text import (
-    MARK,
-    age,
-    ident,
-    job_state,
-    one_line,
-    plural,
-)
+from forklift_console.widgets.text import MARK
 
 PAGE = 100
 #: Recount the matches (capped at 10,000) at most this often; the page itself refreshes
@@ -44,30 +39,6 @@ class Request:
     cursor: str | None
     count: bool
     sort: Sort
-
-
-def bulk_cli(action: str, flt: JobFilter) -> str:
-    if flt.dead_group is not None:
-        # A dead-letter group (group:ID, from Dead letters) is acted on by `forklift dead`.
-        if replace(flt, states=(), dead_group=None).is_empty() and action != "cancel":
-            return cli("dead", "requeue" if action == "requeue" else "delete", flt.dead_group,
-                       "--yes")
-        return "(none: the jobs commands cannot narrow a dead-letter group further)"
-    return cli("jobs", CLI_VERBS[action], *filter_flags(flt), "--yes")
-
-
-def ids_cli(action: str, ids: list[int]) -> str:
-    return cli("jobs", CLI_VERBS[action], *ids, "--yes")
-
-
-def bulk_report(report: BulkReport) -> str:
-    verb = VERBS[report.action].lower().rstrip("e") + "ed"
-    text = f"{verb} {plural(report.done, 'job')}"
-    if report.skipped:
-        text += f"; {report.skipped:,} skipped (changed meanwhile)"
-    if report.more:
-        text += f"; more than {report.cap:,} matched: run it again for the rest"
-    return text
 
 
 class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
@@ -224,37 +195,8 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         self._repaint_rows()
 
     def _total(self, page: JobPage) -> tuple[int, bool]:
-        """The count reconciled with the rows shown (17.1: "jobs 1-11 of 2"): the last page
-        gives the exact number; with more pages there are more than the rows so far. A count
-        that says otherwise is out of date."""
-        first = (len(self._cursors) - 1) * PAGE
-        seen = first + len(page.jobs)
-        total, capped = self._count or (page.count, page.count_capped)
-        if page.next_cursor is None:
-            return (seen, False) if first == 0 or total < seen or capped else (total, False)
-        if not capped and total <= seen:
-            return seen, True
-        return total, capped
-
-    def _cells(self, j: JobSummary, now: datetime) -> list[Text | str]:
-        if j.last_error_code:
-            info = Text().append(f"{j.last_error_code}: ", style="bold")
-            info.append_text(one_line(j.last_error_message or "", limit=120))
-        elif j.parked is not None:
-            info = parked_words(j.parked, now)
-        else:
-            info = one_line(j.args_preview, limit=120)
-        when = j.finished_at or j.attempted_at or j.created_at
-        wide = not self._narrow
-        return [
-            str(j.id),
-            job_state(j.state) if j.parked is None else parked_state(j.parked),
-            *([ident(j.queue, limit=8)] if wide else []),
-            ident(j.kind, limit=12),
-            *([f"{j.attempt}/{j.max_attempts}"] if wide else []),
-            age(when, now),
-            info,
-        ]
+        """The count reconciled with the rows shown (:func:`reconciled_total`)."""
+        return reconciled_total(page, (len(self._cursors) - 1) * PAGE, self._count)
 
     def _paint_info(self) -> None:
         page = self._page
@@ -285,7 +227,7 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         page = self._page
         if page is not None:
             self.query_one("#jobs", LiveTable).sync(
-                [(j.id, self._cells(j, now)) for j in page.jobs]
+                [(j.id, job_cells(j, now, wide=not self._narrow)) for j in page.jobs]
             )
         self._paint_info()
         self._paint_current()
@@ -296,22 +238,8 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
 
     def _paint_current(self) -> None:
         """The highlighted job on one line: what the columns cut or leave out."""
-        job = self.current()
-        text = Text()
-        if job is not None:
-            text.append(f"job {job.id} ", style="bold")
-            text.append_text(job_state(job.state))
-            text.append(" · queue ")
-            text.append_text(ident(job.queue, limit=40))
-            text.append(" · ")
-            text.append_text(ident(job.kind, limit=40))
-            text.append(f" · attempt {job.attempt}/{job.max_attempts}")
-            if job.last_error_code:
-                text.append(" · ")
-                text.append(f"{job.last_error_code}: ", style="bold")
-                text.append_text(one_line(job.last_error_message or "", limit=300))
-            text.truncate(max(10, self.app.size.width - 2), overflow="ellipsis")
-        self.query_one("#current", Static).update(text)
+        self.query_one("#current", Static).update(
+            current_line(self.current(), self.app.size.width))
 
     # -- sort, paging and marks ---------------------------------------------------------------
     @on(LiveTable.SortChanged)
@@ -416,7 +344,7 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
                     ids=tuple(ids),
                     cli=ids_cli(action, ids),
                     run=lambda op: op.bulk(action, flt),
-                    report=lambda r: _marked_report(r, len(ids)),
+                    report=lambda r: marked_report(r, len(ids)),
                 ),
                 after=self._acted,
             )
@@ -427,12 +355,4 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
 
     def _acted(self) -> None:
         self.table.clear_marks()
-
-
-def _marked_report(report: BulkReport, marked: int) -> str:
-    text = bulk_report(report)
-    left = marked - report.matched
-    if left > 0:
-        text += f"; {plural(left, 'marked job')} not in a state this applies to"
-    return text
 
