@@ -20,11 +20,22 @@ import psycopg
 from forklift._job import LIVE_STATES
 from forklift._sqltext import render
 from forklift.ops import history
+from forklift.ops import stats_sql as _sql
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.queues import LIST_SQL as QUEUES_SQL
 from forklift.ops.queues import QueueInfo
 from forklift.ops.shape import Shape
+from forklift.ops.stats_rollup import HSLOT, READ_SQL, covered
+from forklift.ops.stats_window import (
+    RT_BINS,
+    RT_ERROR,
+    SETTLE_MARGIN,
+    Finished,
+    WindowCache,
+    p95,
+    tally,
+)
 from forklift.ops.workers import LIST_SQL as WORKERS_SQL
 from forklift.ops.workers import STALE_AFTER, WorkerInfo
 
@@ -55,114 +66,11 @@ DEFAULT_WINDOW = timedelta(minutes=30)
 DEFAULT_BUCKET = timedelta(minutes=1)
 MAX_POINTS = 1440
 
-# Each arm's WHERE is exactly one partial index's predicate, so each is an index(-only) scan
-# over live (or dead-letter) rows and never touches the finished ones.
-COUNTS_SQL = """
-SELECT queue, 'available', count(*), min(run_at) FROM {s}.jobs WHERE state = 'available' GROUP BY queue
-UNION ALL
-SELECT queue, 'running', count(*), NULL FROM {s}.jobs WHERE state = 'running' GROUP BY queue
-UNION ALL
-SELECT queue, state, count(*), NULL FROM {s}.jobs
-    WHERE state IN ('scheduled', 'retryable') GROUP BY queue, state
-UNION ALL
-SELECT queue, 'dead', count(*), NULL FROM {s}.jobs WHERE state = 'dead' GROUP BY queue
-"""
-
-# The first bucket's start: bucket-aligned, so successive refreshes shift by whole points.
-_START = (
-    "(to_timestamp(floor(extract(epoch FROM now()) / %(b)s) * %(b)s)"
-    " - make_interval(secs => %(b)s * (%(n)s - 1)))"
-)
-# Where this call starts reading: the window's start, or where a cache's closed buckets end.
-_SINCE = f"greatest({_START}, %(since)s::timestamptz)"
-_SLOT = "floor(date_part('epoch', {col}) / %(b)s)::bigint"
-
-# Run times are counted into log-scale bins (RT_BINS between RT_MIN and RT_MAX seconds), so a
-# window's mean and p95 come from per-bucket histograms that merge, and closed buckets can be
-# cached: the p95 is the middle of its bin, within RT_ERROR of the exact figure.
-RT_BINS = 128
-RT_MIN, RT_MAX = 0.001, 86400.0
-_LN_MIN, _LN_MAX = math.log(RT_MIN), math.log(RT_MAX)
-_BIN_WIDTH = (_LN_MAX - _LN_MIN) / RT_BINS
-RT_ERROR = math.exp(_BIN_WIDTH / 2) - 1
-
-# Jobs finished inside the window, per queue, state, bucket and run-time bin: one index-only scan
-# of jobs_window_idx (migration 0002).
-# date_part() (float8), not extract() (numeric, whose ln() and sums cost far more per row).
-_RUN = "date_part('epoch', finished_at - attempted_at)"
-WINDOW_SQL = f"""
-SELECT queue, state, {_SLOT.format(col="finished_at")},
-       CASE WHEN state = 'completed' AND attempted_at IS NOT NULL
-            THEN width_bucket(ln(greatest({_RUN}, {RT_MIN}::float8)), {_LN_MIN}::float8,
-                              {_LN_MAX}::float8, {RT_BINS})
-       END,
-       count(*), coalesce(sum({_RUN}) FILTER (WHERE state = 'completed'), 0)
-FROM {{s}}.jobs
-WHERE state IN ('completed', 'dead') AND finished_at >= {_SINCE}
-GROUP BY 1, 2, 3, 4
-"""
-
-# Failed attempts inside the window, by the time on each error entry. Only jobs that can hold
-# such an entry are read, each set small and indexed: retried-then-completed and dead jobs
-# finished in the window, jobs waiting to retry, jobs running a retry. A job that failed and now
-# waits in an 'available' backlog is counted once it runs again (or from a cache that saw it).
-# An ISO time as written by the worker (guarded: a cast of anything else would fail the query)
-_AT = "CASE WHEN {e} ~ '^\\d{{4}}-\\d\\d-\\d\\dT' THEN ({e})::timestamptz END"
-_LAST_AT = _AT.format(e="errors -> -1 ->> 'at'")
-FAILED_SQL = f"""
-SELECT j.queue, {_SLOT.format(col="e.at")}, count(*)
-FROM (
-    SELECT queue, errors FROM {{s}}.jobs
-        WHERE state = 'completed' AND attempt > 1 AND finished_at >= {_SINCE}
-    UNION ALL
-    SELECT queue, errors FROM {{s}}.jobs WHERE state = 'dead' AND finished_at >= {_SINCE}
-    UNION ALL
-    -- a live job's entries are in time order: when its last is older, all of them are
-    SELECT queue, errors FROM {{s}}.jobs WHERE state = 'retryable' AND {_LAST_AT} >= {_SINCE}
-    UNION ALL
-    SELECT queue, errors FROM {{s}}.jobs
-        WHERE state = 'running' AND attempt > 1 AND {_LAST_AT} >= {_SINCE}
-) j
-CROSS JOIN LATERAL (
-    -- each entry's time read and cast once (OFFSET 0 keeps the planner from copying the
-    -- expression into every test that uses it: three casts of the text a row were a sixth
-    -- of this read's time)
-    SELECT CASE WHEN x.t ~ '^\\d{{4}}-\\d\\d-\\d\\dT' THEN x.t::timestamptz END AS at
-    FROM (SELECT x ->> 'at' AS t, x ->> 'code' AS code FROM jsonb_array_elements(j.errors) x
-          OFFSET 0) x
-    WHERE x.code NOT IN ('cancelled', 'interrupted')
-    OFFSET 0
-) e
-WHERE e.at >= {_SINCE} AND e.at < now() + interval '1 minute'
-GROUP BY 1, 2
-"""
-
-#: A bucket is cached once it closed this long ago: a transaction that finished a job just
-#: before the boundary may commit a moment after it.
-SETTLE_MARGIN = 15.0
-
-
-@dataclass
-class WindowCache:
-    """Closed buckets of the stats window, kept between calls (``stats(..., cache=c)``).
-
-    A finished job's ``finished_at`` never moves, so a bucket that closed stays as it was: a
-    refresh reads only the buckets since the last one. (A requeue or prune of a job finished
-    inside the window is not subtracted from a cached bucket; the point ages out with it.)
-    """
-
-    bucket: float = 0.0
-    points: int = 0
-    #: Slots (epoch // bucket) below this are held here.
-    until: int | None = None
-    finished: dict[int, list[tuple[str, str, int | None, int, float]]] = field(default_factory=dict)
-    failed: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
-
-
-TIME_SQL = f"SELECT now(), {_START}, extract(epoch FROM now())::float8"
-# Running jobs per holder, in the same snapshot as the counts (a worker's own in_use is as old
-# as its last heartbeat, and counts buffered jobs differently).
-HELD_SQL = "SELECT worker_id, count(*) FROM {s}.jobs WHERE state = 'running' GROUP BY worker_id"
+# The statements (forklift.ops.stats_sql), by the names other modules import from here.
+COUNTS_SQL, WINDOW_SQL, FAILED_SQL = _sql.COUNTS_SQL, _sql.WINDOW_SQL, _sql.FAILED_SQL
+TIME_SQL, HELD_SQL = _sql.TIME_SQL, _sql.HELD_SQL
+_START, _SINCE, _SLOT, _LAST_AT = _sql.START, _sql.SINCE, _sql.SLOT, _sql.LAST_AT
+_inline = _sql.inline
 
 #: The oldest available job waiting longer than this makes a queue "lagging".
 LAG_SECONDS = 60.0
@@ -292,36 +200,6 @@ def _points(window: timedelta, bucket: timedelta) -> int:
     return n
 
 
-def _p95(hist: dict[int, int], total: int) -> float | None:
-    if total == 0:
-        return None
-    seen = 0
-    for b in sorted(hist):
-        seen += hist[b]
-        if seen >= 0.95 * total:
-            if b <= 0:
-                return RT_MIN
-            if b > RT_BINS:
-                return RT_MAX
-            return math.exp(_LN_MIN + (b - 0.5) * _BIN_WIDTH)
-    return RT_MAX
-
-
-def _inline(text: str, p: dict[str, Any]) -> str:
-    """``text`` with the window's parameters written in as typed literals.
-
-    A statement with parameters is planned anew on every call (its custom plan looked cheaper
-    than the generic one, estimated for any ``since``): 3 ms of server CPU each for the window
-    and failed-attempts reads, a sixth of a stats call. Without parameters the prepared
-    statement keeps its one plan (estimated with the real now(): index scans), and a
-    connection that reads stats again (a console, ``--watch``, the bench) plans it once. The
-    values are numbers and a timestamp computed here, never text from a caller.
-    """
-    since = "NULL" if p["since"] is None else f"'{p['since'].isoformat()}'"
-    return (text.replace("%(b)s", f"'{float(p['b'])!r}'::float8")
-            .replace("%(n)s", f"{int(p['n'])}::int4").replace("%(since)s", since))
-
-
 def stats(
     conn: psycopg.Connection[Any],
     ctx: OpsContext,
@@ -334,17 +212,13 @@ def stats(
     ``--watch`` loop) and each reads only the window's newest buckets."""
     n = _points(window, bucket)
     width = bucket.total_seconds()
-    if cache is not None and (cache.bucket, cache.points) != (width, n):
-        cache.bucket, cache.points, cache.until = width, n, None
-        cache.finished.clear()
-        cache.failed.clear()
+    if cache is not None:
+        cache.reset(width, n)
     until = cache.until if cache is not None else None
     since = datetime.fromtimestamp(until * width, UTC) if until is not None else None
     p = {"b": width, "n": n, "since": since}
     s = ctx.schema
-    cursors = [conn.cursor() for _ in range(7)]
     own = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-    read = [history.render_read(q, conn, s) for q in (COUNTS_SQL, WINDOW_SQL, FAILED_SQL)]
     with conn.pipeline(), conn.transaction():
         if own:
             # One snapshot for every statement: counts, workers and the running jobs they
@@ -352,48 +226,37 @@ def stats(
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             # Small index scans: starting parallel workers costs more than it saves.
             conn.execute("SET LOCAL max_parallel_workers_per_gather = 0")
-        cursors[0].execute(_inline(render(TIME_SQL, s), p))
-        cursors[1].execute(read[0])
-        cursors[2].execute(_inline(read[1], p))
-        cursors[3].execute(_inline(read[2], p))
-        cursors[4].execute(render(QUEUES_SQL, s))
-        cursors[5].execute(render(WORKERS_SQL, s))
-        cursors[6].execute(render(HELD_SQL, s))
-    t, counts, window_rows, failed_rows, queue_rows, worker_rows, held_rows = (
-        c.fetchall() for c in cursors
+        # The clock and the rollup's range first (one more round trip, in the same snapshot):
+        # the window's reads are written for them.
+        now, start, epoch, lo, hi = conn.execute(_inline(render(TIME_SQL, s), p)).fetchall()[0]
+        first = math.floor(epoch / width) - (n - 1)  # the slot of the window's first bucket
+        rolled = covered(width, (until if until is not None else first) * width, lo, hi)
+        if rolled is not None:  # jobs are read only from where the rollup ends
+            p["since"] = datetime.fromtimestamp(rolled[1] * 60, UTC)
+        cursors = [conn.cursor() for _ in range(7)]
+        cursors[0].execute(history.render_read(COUNTS_SQL, conn, s))
+        cursors[1].execute(_inline(history.render_read(WINDOW_SQL, conn, s), p))
+        cursors[2].execute(_inline(history.render_read(FAILED_SQL, conn, s), p))
+        cursors[3].execute(render(QUEUES_SQL, s))
+        cursors[4].execute(render(WORKERS_SQL, s))
+        cursors[5].execute(render(HELD_SQL, s))
+        if rolled is not None:
+            cursors[6].execute(_inline(render(READ_SQL.format(
+                s="{s}", lo=rolled[0], hi=rolled[1],
+                hslot="NULL::int8" if cache is None else HSLOT), s), p))
+    counts, window_rows, failed_rows, queue_rows, worker_rows, held_rows = (
+        c.fetchall() for c in cursors[:6]
     )
+    finished: list[Finished] = window_rows
+    if rolled is not None:
+        finished += cursors[6].fetchall()
     held = {str(w): int(c) for w, c in held_rows if w is not None}
     for cur in cursors:
         cur.close()
-    now, start, epoch = t[0]
-    first = math.floor(epoch / width) - (n - 1)  # the slot of the window's first bucket
-
-    # (queue, state, slot, run-time bin or None, jobs, their summed run time)
-    finished: list[tuple[str, str, int, int | None, int, float]] = window_rows
-    failed: list[tuple[str, int, int]] = [(q, int(slot), int(c)) for q, slot, c in failed_rows]
+    failed: list[tuple[str, int, int]] = failed_rows
     if cache is not None:
-        closed = math.floor((epoch - SETTLE_MARGIN) / width)
-        lo = until if until is not None else first
-        for slot in [k for k in cache.finished if k < first]:
-            del cache.finished[slot]
-        for slot in [k for k in cache.failed if k < first]:
-            del cache.failed[slot]
-        for q, st, slot, b, c, total in finished:
-            if lo <= slot < closed:
-                cache.finished.setdefault(slot, []).append((q, st, b, c, total))
-        for q, slot, c in failed:
-            if lo <= slot < closed:
-                cache.failed.setdefault(slot, []).append((q, c))
-        for slot in range(max(lo, first), closed):
-            cache.finished.setdefault(slot, [])
-            cache.failed.setdefault(slot, [])
-        if until is not None:  # what this call did not read comes from the cache
-            finished += [(q, st, slot, b, c, total)
-                         for slot, rows in cache.finished.items() if first <= slot < until
-                         for q, st, b, c, total in rows]
-            failed += [(q, slot, c) for slot, rows in cache.failed.items()
-                       if first <= slot < until for q, c in rows]
-        cache.until = max(closed, until or closed)
+        cache.merge(finished, failed, first=first,
+                    closed=math.floor((epoch - SETTLE_MARGIN) / width))
 
     queues = {r[0]: QueueInfo(*r) for r in queue_rows}
     workers = [WorkerInfo.from_row(r) for r in worker_rows]
@@ -408,29 +271,9 @@ def stats(
     def zeros() -> list[int]:
         return [0] * n
 
-    series: dict[str, dict[str, list[int]]] = defaultdict(
-        lambda: {"completed": zeros(), "failed": zeros(), "dead": zeros()}
-    )
-    hist: dict[str | None, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    sums: dict[str | None, float] = defaultdict(float)
-    total_hist = hist[None]
-    for queue, state, slot, b, count, total in finished:
-        i = slot - first
-        if not 0 <= i < n:
-            continue
-        series[queue][state][i] += count
-        if b is not None:  # a completed job's run time
-            hist[queue][b] += count
-            total_hist[b] += count
-            sums[queue] += total
-            sums[None] += total
-    for queue, slot, count in failed:
-        if 0 <= slot - first < n:
-            series[queue]["failed"][slot - first] += count
-    runtimes: dict[str | None, RunTime] = {}
-    for key, h in hist.items():
-        samples = sum(h.values())
-        runtimes[key] = RunTime(samples, sums[key] / samples if samples else None, _p95(h, samples))
+    series, tallied = tally(finished, failed, first=first, n=n)
+    runtimes = {key: RunTime(k, total / k if k else None, p95(h, k))
+                for key, (k, total, h) in tallied.items()}
     names = sorted(set(queues) | set(by_queue) | set(series))
     out: list[QueueStats] = []
     for name in names:

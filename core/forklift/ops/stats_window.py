@@ -1,0 +1,140 @@
+"""The stats window's maths: run-time bins, the p95, per-bucket series, the cache of closed buckets.
+
+Run times are counted into log-scale bins (RT_BINS between RT_MIN and RT_MAX seconds), so a
+window's mean and p95 come from per-bucket (or per-minute, forklift.ops.stats_rollup) histograms
+that merge, and closed buckets can be kept: the p95 is the middle of its bin, within RT_ERROR of
+the exact figure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+__all__ = [
+    "RT_BINS", "RT_ERROR", "RT_LN_MAX", "RT_LN_MIN", "RT_MAX", "RT_MIN", "SETTLE_MARGIN",
+    "Finished", "WindowCache", "p95", "tally",
+]
+
+RT_BINS = 128
+RT_MIN, RT_MAX = 0.001, 86400.0
+RT_LN_MIN, RT_LN_MAX = math.log(RT_MIN), math.log(RT_MAX)
+_BIN_WIDTH = (RT_LN_MAX - RT_LN_MIN) / RT_BINS
+RT_ERROR = math.exp(_BIN_WIDTH / 2) - 1
+
+#: A bucket (or a rollup's minute) is kept once it closed this long ago: a transaction that
+#: finished a job just before the boundary may commit a moment after it.
+SETTLE_MARGIN = 15.0
+
+#: A window row: (queue, state, slot, run-time bin, jobs, their summed run time). state is
+#: completed, dead or failed (failed attempts), or runs: completed jobs in a run-time bin that
+#: rows of their own count in the series (the rollup's; slot None: over the whole window).
+#: bin None: no run time in the row.
+Finished = tuple[str, str, int | None, int | None, int, float]
+
+
+def p95(hist: dict[int, int], total: int) -> float | None:
+    if total == 0:
+        return None
+    seen = 0
+    for b in sorted(hist):
+        seen += hist[b]
+        if seen >= 0.95 * total:
+            if b <= 0:
+                return RT_MIN
+            if b > RT_BINS:
+                return RT_MAX
+            return math.exp(RT_LN_MIN + (b - 0.5) * _BIN_WIDTH)
+    return RT_MAX
+
+
+@dataclass
+class WindowCache:
+    """Closed buckets of the stats window, kept between calls (``stats(..., cache=c)``).
+
+    A finished job's ``finished_at`` never moves, so a bucket that closed stays as it was: a
+    refresh reads only the buckets since the last one. (A requeue or prune of a job finished
+    inside the window is not subtracted from a cached bucket; the point ages out with it.)
+    """
+
+    bucket: float = 0.0
+    points: int = 0
+    #: Slots (epoch // bucket) below this are held here.
+    until: int | None = None
+    finished: dict[int, list[tuple[str, str, int | None, int, float]]] = field(default_factory=dict)
+    failed: dict[int, list[tuple[str, int]]] = field(default_factory=dict)
+
+    def reset(self, width: float, n: int) -> None:
+        """Forget everything when the window's shape changed."""
+        if (self.bucket, self.points) != (width, n):
+            self.bucket, self.points, self.until = width, n, None
+            self.finished.clear()
+            self.failed.clear()
+
+    def merge(self, finished: list[Finished], failed: list[tuple[str, int, int]], *,
+              first: int, closed: int) -> None:
+        """Keep this call's closed buckets; add to the lists what this call did not read.
+        ``first``: the window's first slot; ``closed``: slots below it are settled."""
+        until = self.until
+        lo = until if until is not None else first
+        for slot in [k for k in self.finished if k < first]:
+            del self.finished[slot]
+        for slot in [k for k in self.failed if k < first]:
+            del self.failed[slot]
+        for q, st, s, b, c, total in finished:
+            if s is not None and lo <= s < closed:
+                self.finished.setdefault(s, []).append((q, st, b, c, total))
+        for q, s, c in failed:
+            if lo <= s < closed:
+                self.failed.setdefault(s, []).append((q, c))
+        for slot in range(max(lo, first), closed):
+            self.finished.setdefault(slot, [])
+            self.failed.setdefault(slot, [])
+        if until is not None:  # what this call did not read comes from the cache
+            finished += [(q, st, s, b, c, total)
+                         for s, rows in self.finished.items() if first <= s < until
+                         for q, st, b, c, total in rows]
+            failed += [(q, s, c) for s, rows in self.failed.items()
+                       if first <= s < until for q, c in rows]
+        self.until = max(closed, until or closed)
+
+
+Series = dict[str, dict[str, list[int]]]
+
+
+def tally(finished: list[Finished], failed: list[tuple[str, int, int]], *, first: int, n: int,
+          ) -> tuple[Series, dict[str | None, tuple[int, float, dict[int, int]]]]:
+    """Per queue: its series (completed, failed, dead per bucket) and, per queue and in total
+    (key None), its run times (samples, summed seconds, bins)."""
+    series: Series = {}
+    hist: dict[str | None, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    sums: dict[str | None, float] = defaultdict(float)
+    total_hist = hist[None]
+    total_sum = 0.0
+    for queue, state, slot, b, count, total in finished:
+        if slot is not None:
+            i = slot - first
+            if not 0 <= i < n:
+                continue
+        if slot is not None and state != "runs":  # a runs row's jobs have a series row too
+            per = series.get(queue)
+            if per is None:
+                per = series[queue] = {"completed": [0] * n, "failed": [0] * n, "dead": [0] * n}
+            per[state][i] += count
+        if b is not None:  # completed jobs' run times
+            hist[queue][b] += count
+            total_hist[b] += count
+        if total:
+            sums[queue] += total
+            total_sum += total
+    sums[None] = total_sum
+    for queue, slot, count in failed:
+        i = slot - first
+        if 0 <= i < n:
+            per = series.get(queue)
+            if per is None:
+                per = series[queue] = {"completed": [0] * n, "failed": [0] * n, "dead": [0] * n}
+            per["failed"][i] += count
+    runtimes = {key: (sum(h.values()), sums[key], h) for key, h in hist.items()}
+    return series, runtimes
