@@ -18,6 +18,7 @@ from forklift._worker.maintenance.outbox import OutboxRelay
 from forklift._worker.maintenance.rescuer import Rescuer
 from forklift._worker.maintenance.retention import Retention
 from forklift._worker.maintenance.stager import Stager
+from forklift._worker.maintenance.stats_rollup import StatsRollup
 from forklift._worker.maintenance.workers import WorkerPruner
 from forklift._worker.maintenance.workflows import WorkflowRetention
 
@@ -31,4 +32,4 @@ def chores(worker: Worker) -> list[Chore]:
     """Every chore the leader runs (a new chore is a new entry here)."""
     return [Stager(worker), Rescuer(worker), CronChore(worker), Retention(worker),
             WorkerPruner(worker), HistoryUpkeep(worker), OutboxRelay(worker),
-            WorkflowRetention(worker)]
+            WorkflowRetention(worker), StatsRollup(worker)]
