@@ -52,7 +52,8 @@ _PREFIX = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 WRITES: dict[str, tuple[str, ...]] = {
     "worker": ("jobs", "queues", "workers", "leader", "batches", "schedules", "schedule_ticks",
                "backfills", "backfill_runs", "locks", "flow_keys", "flow_values", "dead_letters",
-               "idle_workers", "job_steps", "job_deps", "events", "outbox"),
+               "idle_workers", "job_steps", "job_deps", "events", "outbox", "stats_minutes",
+               "stats_rollup"),
     "operator": ("jobs", "queues", "batches", "schedules", "schedule_ticks", "backfills",
                  "backfill_runs", "settings", "retention", "flow_keys", "dead_letters",
                  "idle_workers", "job_steps", "job_deps", "events", "outbox"),
