@@ -196,17 +196,17 @@ FLOW_TYPES = {"queues": "text[]", "kinds": "text[]", "pq": "text[]", "pk": "text
 
 
 def explain_flow(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any],
-                 generic: bool) -> dict[str, Any]:
-    """EXPLAIN ANALYZE the flow claim with these parameters: planned for them (a custom plan),
-    or as the worker runs it, the generic plan of its prepared statement."""
+                 generic: bool, types: dict[str, str] = FLOW_TYPES) -> dict[str, Any]:
+    """EXPLAIN ANALYZE a flow statement with these parameters: planned for them (a custom
+    plan), or as the worker runs it, the generic plan of its prepared statement."""
     with conn.transaction(force_rollback=True):
         if not generic:
             row = conn.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params).fetchone()
         else:
-            names = list(FLOW_TYPES)
-            text = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+            names = list(types)
+            text = re.sub(r"%\((\w+)\)[sb]", lambda m: f"${names.index(m.group(1)) + 1}", sql)
             conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-            conn.execute(f"PREPARE flow_plan ({', '.join(FLOW_TYPES.values())}) AS "
+            conn.execute(f"PREPARE flow_plan ({', '.join(types.values())}) AS "
                          + text.replace("%%", "%"))
             row = psycopg.ClientCursor(conn).execute(  # EXECUTE takes literals
                 "EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE flow_plan ("
@@ -244,3 +244,56 @@ def test_the_flow_claim_reads_only_what_it_takes(
     # A full batch from the free tenants: the head tenant's backlog, at its limit and ahead of
     # everyone, held nobody back.
     assert len(ids) == BATCH and head == (0,)
+
+
+# -- the hand-off (forklift._flow.handoff): the settle statement that claims the next jobs ---------
+HANDOFF_TYPES = {"p0": "bigint[]", "p1": "bigint[]", "p2": "jsonb[]", "budget": "int",
+                 "kinds": "text[]", "w": "text", "lease": "float8"}
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+@pytest.mark.parametrize("analyzed", [False, True], ids=["before-analyze", "after-analyze"])
+def test_the_handoff_reads_only_what_it_takes(
+    keyed_half_drained: psycopg.Connection[Any], analyzed: bool, generic: bool
+) -> None:
+    """A batch of settled keyed jobs, each with a backlog of jobs of the same values behind it
+    (and the half-drained backlogs of every other tenant around them): the hand-off finds each
+    one's next job by the keyed index and locks no more than it takes."""
+    from forklift._flow.handoff import Handoff, statement
+    from forklift._worker import settle
+
+    conn = keyed_half_drained
+    queue = QUEUES[2]  # neither rated nor fair
+    conn.execute("UPDATE forklift.flow_keys SET rate_limit = NULL, rate_per = NULL,"
+                 " rate_burst = NULL WHERE name = 'account'")
+    conn.execute(
+        "INSERT INTO forklift.jobs (queue, kind, run_at, keys)"
+        " SELECT %s, 'plan.job', now() - interval '1 hour' + make_interval(secs => i),"
+        " ARRAY['tenant' || chr(31) || 'hx' || (i %% %s), 'account' || chr(31) || 'hx' || (i %% %s)]"
+        " FROM generate_series(1, %s) AS i", (queue, BATCH, BATCH, BATCH * 50))
+    held = [r[0] for r in conn.execute(
+        "UPDATE forklift.jobs SET state = 'running', attempt = 1, worker_id = 'plan-test',"
+        " fence = id, attempted_at = now(), lease_expires_at = now() + interval '1 hour'"
+        " WHERE id IN (SELECT DISTINCT ON (keys) id FROM forklift.jobs WHERE queue = %s"
+        " AND state = 'available' AND keys[1] LIKE %s ORDER BY keys, run_at, id)"
+        " RETURNING id", (queue, "tenant\x1fhx%"))]
+    assert len(held) == BATCH
+    if analyzed:
+        conn.execute("ANALYZE forklift.jobs")
+    handoff = Handoff("plan-test", 30.0, KINDS, BATCH)
+    params = handoff.params((sorted(held), sorted(held), ["null"] * BATCH))
+    assert set(params) == set(HANDOFF_TYPES)
+    sql = statement(settle.COMPLETE_SQL, "forklift")
+    plan = explain_flow(conn, sql, params, generic, HANDOFF_TYPES)
+    # Reading the running jobs by the running index (the settled rows, a value's holders) is
+    # bounded by the fleet's slots, never by the backlog, as in the flow claim.
+    bad = [p for p in problems(plan, 1) if "via jobs_running_idx filtered" not in p]
+    assert not bad, f"{bad}\n{json.dumps(plan, indent=1)[:8000]}"
+    indexes = {n.get("Index Name") for n in nodes(plan)}
+    assert "jobs_keyed_idx" in indexes and "jobs_claim_idx" not in indexes, indexes
+    # every settled job handed its slots on: as many rows back as settled and taken
+    assert plan.get("Actual Rows") == 2 * BATCH
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute(sql, params).fetchall()
+    taken = [r[0] for r in rows if r[0] is not None]
+    assert len(taken) == BATCH and not set(taken) & set(held)

@@ -106,16 +106,7 @@ def test_a_worker_claims_unkeyed_queues_without_the_flow_claim_until_a_keyed_job
     from apps.basic import running_worker
     from helpers import wait_until
 
-    from forklift._flow.claim import FlowClaim
-
-    flow_runs: list[int] = []
-    real = FlowClaim.run
-
-    async def counted(self: FlowClaim, *args: Any, **kw: Any) -> Any:
-        flow_runs.append(kw["n"])
-        return await real(self, *args, **kw)
-
-    monkeypatch.setattr(FlowClaim, "run", counted)
+    flow_runs = flow_keys.count_flow_claims(monkeypatch)
 
     def done(ids: list[int]) -> bool:
         row = conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s)"

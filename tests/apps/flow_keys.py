@@ -114,3 +114,18 @@ def claim_once(dsn: str, fc: Any, n: int, start: int | None = None) -> Any:
             return await fc.run(c, "forklift", n=n, start=start)
 
     return asyncio.run(go())
+
+
+def count_flow_claims(monkeypatch: Any) -> list[int]:
+    """Record the size asked of every flow claim from now on (a pytest monkeypatch undoes it)."""
+    from forklift._flow.claim import FlowClaim
+
+    asked: list[int] = []
+    real = FlowClaim.run
+
+    async def counted(self: FlowClaim, *args: Any, **kw: Any) -> Any:
+        asked.append(kw["n"])
+        return await real(self, *args, **kw)
+
+    monkeypatch.setattr(FlowClaim, "run", counted)
+    return asked

@@ -6,6 +6,8 @@ limits and fair share. Every piece lives in the database, so it holds across wor
   renewers share; :mod:`~forklift._flow.steps`: work written once for sync and async drivers;
 - :mod:`~forklift._flow.worker_locks`: the worker's lock service (acquire, renew, lose);
 - :mod:`~forklift._flow.app_locks`: the same outside jobs, for an app process.
+- :mod:`~forklift._flow.claim`: the flow claim; :mod:`~forklift._flow.handoff`: a settled
+  keyed job's slots passed to its values' next job in the outcome write.
 
 Nothing here is imported by ``import forklift``; the worker imports what it runs.
 """

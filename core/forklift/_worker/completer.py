@@ -23,6 +23,7 @@ from forklift._worker.producer import FLUSH_MAX
 from forklift._worker.util import why
 
 if TYPE_CHECKING:
+    from forklift._flow.handoff import Handoff
     from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")
@@ -81,8 +82,12 @@ class Completer:
             batch, self.outcomes = self.outcomes[:FLUSH_MAX], self.outcomes[FLUSH_MAX:]
             self.ready.clear()
             limit = None if deadline is None else max(0.5, deadline - time.monotonic())
+            # Keyed jobs' slots may pass to their values' next jobs in the same statement
+            # (forklift._flow.handoff); None for a worker without flow queues.
+            handoff = self.w.producer.handoff_for(batch)
+            sent = time.monotonic()
             try:
-                accepted = await self._write(batch, limit)
+                accepted = await self._write(batch, limit, handoff)
             except BaseException as exc:
                 if isinstance(exc, _Interrupted):
                     # Part of the batch was written one by one before a transient failure: settle
@@ -102,10 +107,14 @@ class Completer:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
-            self._settled(batch, accepted)
+            handed = handoff.jobs if handoff is not None else []
+            if handed:
+                await self.w.producer.handed(handed, sent)
+            self._settled(batch, accepted, len(handed))
         return True
 
-    def _settled(self, batch: list[settle.Outcome], accepted: dict[int, str]) -> None:
+    def _settled(self, batch: list[settle.Outcome], accepted: dict[int, str],
+                 handed: int = 0) -> None:
         w = self.w
         refused = 0
         for o in batch:
@@ -121,9 +130,11 @@ class Completer:
         if w.attempts.hooks.on_flush:
             for hook in w.attempts.hooks.on_flush:
                 hook(len(batch), refused)
-        w.producer.flushed()  # the claimer may have been waiting for the flush
+        # The claimer may have been waiting for the flush; slots passed on freed no key.
+        w.producer.flushed(freed=len(accepted) > handed)
 
-    async def _write(self, batch: list[settle.Outcome], limit: float | None) -> dict[int, str]:
+    async def _write(self, batch: list[settle.Outcome], limit: float | None,
+                     handoff: Handoff | None = None) -> dict[int, str]:
         """One statement for the batch. A batch the server refuses for its content (not for a
         lost connection) is written outcome by outcome, so one bad outcome cannot hold back the
         rest: that one is recorded as an ``internal_error`` failure instead, and failing even
@@ -135,6 +146,10 @@ class Completer:
             )
 
         try:
+            if handoff is not None:
+                return await self.w._settle_db.run(functools.partial(
+                    settle.write, schema=self.w.schema, outcomes=batch, handoff=handoff),
+                    timeout=limit)
             return await write(batch)
         except TRANSIENT:
             raise

@@ -34,6 +34,7 @@ from forklift.logs import job_fields
 
 if TYPE_CHECKING:
     from forklift._flow.claim import FlowAnswer
+    from forklift._flow.handoff import Handoff
     from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")
@@ -248,10 +249,46 @@ class Producer:
                 continue
             w.attempts.start(entry.job, entry.lease_deadline)
 
-    def flushed(self) -> None:
-        """The completer wrote a batch of outcomes: the keys they held are free; claim again."""
-        self._flushes += 1
+    def flushed(self, freed: bool = True) -> None:
+        """The completer wrote a batch of outcomes: the keys they held are free; claim again.
+        ``freed`` False: every slot the batch held passed to a next job (the hand-off), so a
+        claimer waiting for keys to free keeps waiting."""
+        if freed:
+            self._flushes += 1
         self.slot_free.set()
+
+    def handoff_for(self, batch: list[settle.Outcome]) -> Handoff | None:
+        """The hand-off to ask for with this batch of outcomes (forklift._flow.handoff): when
+        some are of our flow queues' jobs and the slots and buffer have room; else None."""
+        w = self.w
+        if not self.flow.queues or w._stop_claiming.is_set():
+            return None
+        flow = self.flow.queues
+        if not any(o.job is not None and o.job.queue in flow for o in batch):
+            return None
+        budget = w.concurrency + self._extra - len(w.attempts.running) - len(self.waiting)
+        if budget <= 0:
+            return None
+        from forklift._flow.handoff import Handoff
+
+        return Handoff(w.id, w.lease, w.kinds, budget)
+
+    async def handed(self, jobs: list[claims.Claimed], sent: float) -> None:
+        """Jobs the hand-off claimed with a batch of outcomes: into the buffer, like a
+        claim's; given back at once if a drain began while the statement was in flight."""
+        w = self.w
+        if w._stop_claiming.is_set():
+            pairs = [(j.id, j.fence) for j in jobs]
+            try:
+                await w._claim_db.run(lambda c: claims.release(c, w.schema, pairs))
+            except DB_ERRORS as exc:
+                log.warning("giving back handed-off jobs failed (%s)", why(exc))
+            return
+        for hook in w.attempts.hooks.on_claim:
+            hook(len(jobs))
+        for job in jobs:
+            self._hold(job, sent + w.lease)
+        self.fill()
 
     def awaits_flush(self) -> bool:
         """Whether the claimer waits for our outcomes to be written before it claims again

@@ -11,6 +11,7 @@ import psycopg
 from forklift._sqltext import render
 
 if TYPE_CHECKING:
+    from forklift._flow.handoff import Handoff
     from forklift._worker.claim import Claimed
 
 Next = Literal["completed", "retryable", "dead", "scheduled", "cancelled"]
@@ -76,34 +77,42 @@ class Outcome:
 
 
 async def write(
-    conn: psycopg.AsyncConnection[Any], schema: str, outcomes: list[Outcome]
+    conn: psycopg.AsyncConnection[Any], schema: str, outcomes: list[Outcome],
+    handoff: Handoff | None = None,
 ) -> dict[int, str]:
     """Write outcomes; returns fence -> final state for each write the fence accepted.
 
-    Rows go in id order, like the heartbeat's, so the two statements cannot deadlock.
+    Rows go in id order, like the heartbeat's, so the two statements cannot deadlock. With
+    ``handoff`` (a worker with flow queues, forklift._flow.handoff) the same statement claims
+    the next jobs of the settled keyed jobs' values, into ``handoff.jobs``.
     """
     if not outcomes:
         return {}
     outcomes = sorted(outcomes, key=lambda o: o.job_id)
     if all(o.plain_completion for o in outcomes):
-        cur = await conn.execute(
-            render(COMPLETE_SQL, schema),
-            ([o.job_id for o in outcomes], [o.fence for o in outcomes],
-             [o.result for o in outcomes]),
-        )
-        return {row[0]: row[1] for row in await cur.fetchall()}
-    cur = await conn.execute(
-        render(SETTLE_SQL, schema),
-        (
-            [o.job_id for o in outcomes],
-            [o.fence for o in outcomes],
-            [o.next for o in outcomes],
-            [float(o.delay) for o in outcomes],  # one type per array: 900 and 0.5 mix
-            [int(o.refund) for o in outcomes],
-            [o.result for o in outcomes],
-            [json.dumps(o.error, default=str) if o.error is not None else None for o in outcomes],
-            [o.progress for o in outcomes],
-            [o.partial for o in outcomes],
-        ),
-    )
+        sql, params = COMPLETE_SQL, (
+            [o.job_id for o in outcomes], [o.fence for o in outcomes],
+            [o.result for o in outcomes])
+    else:
+        sql, params = SETTLE_SQL, _settle_params(outcomes)
+    if handoff is not None:
+        from forklift._flow.handoff import statement
+
+        cur = await conn.execute(statement(sql, schema), handoff.params(params))
+        return handoff.answer(await cur.fetchall())
+    cur = await conn.execute(render(sql, schema), params)
     return {row[0]: row[1] for row in await cur.fetchall()}
+
+
+def _settle_params(outcomes: list[Outcome]) -> tuple[Any, ...]:
+    return (
+        [o.job_id for o in outcomes],
+        [o.fence for o in outcomes],
+        [o.next for o in outcomes],
+        [float(o.delay) for o in outcomes],  # one type per array: 900 and 0.5 mix
+        [int(o.refund) for o in outcomes],
+        [o.result for o in outcomes],
+        [json.dumps(o.error, default=str) if o.error is not None else None for o in outcomes],
+        [o.progress for o in outcomes],
+        [o.partial for o in outcomes],
+    )

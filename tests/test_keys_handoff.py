@@ -1,0 +1,167 @@
+"""The hand-off (forklift._flow.handoff): a settled keyed job's slots pass to its key values'
+next job in the settle statement itself, never past a limit, and never where a flow claim
+would not have admitted that job (paused, fair or rated queues, rated or unrecorded keys)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from apps import flow_keys
+from apps.flow_keys import Work, claim_once
+
+from forklift import Forklift
+from forklift._flow import declare
+from forklift._flow.claim import FlowClaim
+from forklift._flow.handoff import Handoff
+from forklift._worker import settle
+from forklift.ops import Operator
+
+WORKER = "w-test"
+
+
+@pytest.fixture
+def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
+    flow_keys.setup(conn)
+    flow_keys.app.use(dsn)
+    declare.record_sync(conn, "forklift", flow_keys.app)
+    try:
+        yield flow_keys.app
+    finally:
+        flow_keys.app.close()
+
+
+def claim(dsn: str, queue: str, kind: str, n: int) -> list[Any]:
+    return list(claim_once(dsn, FlowClaim(WORKER, 30.0, queues=[queue], kinds=[kind]), n).jobs)
+
+
+def complete(dsn: str, jobs: list[Any], budget: int = 100) -> tuple[dict[int, str], list[Any]]:
+    """Write these jobs' completions with a hand-off: (fence -> state, the jobs handed on)."""
+    async def go() -> tuple[dict[int, str], list[Any]]:
+        handoff = Handoff(WORKER, 30.0, sorted(flow_keys.app.kinds), budget)
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            accepted = await settle.write(c, "forklift", [
+                settle.Outcome(j.id, j.fence, "completed", result="null") for j in jobs],
+                handoff)
+        return accepted, handoff.jobs
+
+    return asyncio.run(go())
+
+
+def state(conn: psycopg.Connection[Any], ids: list[int]) -> list[str]:
+    return [r[0] for r in conn.execute(
+        "SELECT state FROM forklift.jobs WHERE id = ANY(%s) ORDER BY id", (ids,))]
+
+
+def test_a_settled_jobs_slot_passes_to_its_values_next_job_in_the_same_statement(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    ids = flow_keys.solo.enqueue_many([Work(t) for t in ["a", "b", "a", "a", "b"]])
+    first = claim(dsn, "keyed", "flow.keys.tenant", 10)
+    assert sorted(j.id for j in first) == [ids[0], ids[1]]  # one per tenant at limit 1
+    accepted, handed = complete(dsn, first)
+    assert sorted(accepted.values()) == ["completed", "completed"]
+    # each tenant's next job, in claim order, now ours: fenced, leased, waiting in the buffer
+    assert sorted(j.id for j in handed) == [ids[2], ids[4]]
+    assert all(not j.started and j.fence for j in handed)
+    row = conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s) AND state ="
+                       " 'running' AND worker_id = %s AND lease_expires_at > now()",
+                       ([j.id for j in handed], WORKER)).fetchone()
+    assert row == (2,)
+    # the slots stayed taken: a flow claim finds both tenants at their limit
+    assert claim(dsn, "keyed", "flow.keys.tenant", 10) == []
+    # the budget caps what one batch takes; a stale fence passes nothing on
+    accepted, handed = complete(dsn, [*handed, first[0]], budget=1)
+    assert len(accepted) == 2 and [j.id for j in handed] == [ids[3]]
+    assert state(conn, ids) == ["completed", "completed", "completed", "running", "completed"]
+
+
+def test_only_a_job_with_the_same_values_that_is_next_for_its_first_value_takes_the_slots(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    k = flow_keys.keyed  # tenant (limit 2) and account (limit 1)
+    ids = k.enqueue_many([Work("t", "a1"), Work("t", "a2"), Work("t", "a1")])
+    first = claim(dsn, "keyed", "flow.keys.sync", 1)
+    assert [j.id for j in first] == [ids[0]]
+    # tenant t's next job is ids[1] with another account: the slots do not skip it
+    _, handed = complete(dsn, first)
+    assert handed == []
+    second = claim(dsn, "keyed", "flow.keys.sync", 1)
+    assert [j.id for j in second] == [ids[1]]
+    k.enqueue_many([Work("t", "a2")])
+    _, handed = complete(dsn, second)  # now the next of t is ids[2] (a1): not the same values
+    assert handed == []
+
+
+def test_a_lowered_limit_passes_nothing_until_the_running_jobs_are_within_it(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    with Operator(dsn, actor="t") as op:
+        op.set_key_limit("solo", 2)
+    ids = flow_keys.solo.enqueue_many([Work("a") for _ in range(4)])
+    first = claim(dsn, "keyed", "flow.keys.tenant", 10)
+    assert [j.id for j in first] == ids[:2]  # a at its limit of 2
+    with Operator(dsn, actor="t") as op:
+        op.set_key_limit("solo", 1)
+    _, handed = complete(dsn, first[:1])  # 2 running of 1: nothing passes
+    assert handed == []
+    _, handed = complete(dsn, first[1:])  # 1 running of 1 (the settled one): it passes
+    assert [j.id for j in handed] == [ids[2]]
+
+
+@pytest.mark.parametrize("change", ["paused", "fair", "queue rate", "key rate", "unrecorded"])
+def test_no_slot_passes_where_a_claim_must_start_its_jobs_at_once_or_admit_nothing(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str, change: str
+) -> None:
+    ids = flow_keys.solo.enqueue_many([Work("a"), Work("a")])
+    first = claim(dsn, "keyed", "flow.keys.tenant", 10)
+    assert [j.id for j in first] == ids[:1]
+    with Operator(dsn, actor="t") as op:
+        if change == "paused":
+            op.pause("keyed")
+        elif change == "fair":
+            op.set_fair("keyed", True)
+        elif change == "queue rate":
+            op.set_queue_rate("keyed", "100/s")
+        elif change == "key rate":
+            op.set_key_rate("solo", "100/s")
+        else:
+            conn.execute("DELETE FROM forklift.flow_keys WHERE name = 'solo'")
+    _, handed = complete(dsn, first)
+    assert handed == [] and state(conn, ids) == ["completed", "available"]
+
+
+def test_a_next_job_locked_by_a_claim_elsewhere_is_left_to_it(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    ids = flow_keys.solo.enqueue_many([Work("a"), Work("a")])
+    first = claim(dsn, "keyed", "flow.keys.tenant", 10)
+    with psycopg.connect(dsn) as other, other.transaction():
+        other.execute("SELECT id FROM forklift.jobs WHERE id = %s FOR UPDATE", (ids[1],))
+        accepted, handed = complete(dsn, first)
+    assert list(accepted.values()) == ["completed"] and handed == []
+    assert state(conn, ids) == ["completed", "available"]
+
+
+def test_a_worker_hands_a_keys_slot_on_instead_of_claiming_for_each_job(
+    app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One key at limit 1, a poll far away: each job's successor comes with its predecessor's
+    outcome write, not from a flow claim sent after it (one a job before the hand-off)."""
+    from apps.basic import running_worker
+    from helpers import wait_until
+
+    flow_runs = flow_keys.count_flow_claims(monkeypatch)
+    jobs = 30
+    ids = flow_keys.solo.enqueue_many([Work("one") for _ in range(jobs)])
+    with running_worker(app, queues=["keyed"], concurrency=2, poll_interval=30.0):
+        wait_until(lambda: conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s)"
+                                        " AND state = 'completed'", (ids,)).fetchone()
+                   == (jobs,), timeout=60, message="the key's jobs did not finish")
+    assert len(flow_runs) <= 5, flow_runs
+    from test_keys import ledger_by, most_at_once
+
+    assert most_at_once(ledger_by(conn, "tenant")["one"]) == 1
