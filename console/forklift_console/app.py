@@ -2,29 +2,29 @@
 
 Screens live in ``forklift_console.screens``; each fetches its own snapshot in a background
 thread through :class:`~forklift_console.backend.Backend`. The app owns what is shared: the
-refresh tick, the connection status shown in every header, the last CLI command, actions
-(confirm, run, report), and the command palette.
+refresh tick, the connection status shown in every header (both in
+:mod:`~forklift_console.app_refresh`), the last CLI command, actions (confirm, run, report:
+:mod:`~forklift_console.app_actions`), the keys, navigation and the command palette (here).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from textual import events, work
+from textual import events
 from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
-from textual.screen import ModalScreen, Screen
+from textual.screen import Screen
 from textual.timer import Timer
 
-from forklift import ForkliftError
-from forklift.ops import BulkReport, JobFilter
-from forklift_console.backend import CONNECTION_ERRORS, Backend
+from forklift_console.app_actions import ConsoleActions
+from forklift_console.app_refresh import ConsoleRefresh
+from forklift_console.backend import Backend
 from forklift_console.screens.audit import AuditScreen
 from forklift_console.screens.backfills import BackfillsScreen
 from forklift_console.screens.base import ConsoleScreen
@@ -34,10 +34,9 @@ from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.flow import FlowScreen
 from forklift_console.screens.health import HealthScreen
 from forklift_console.screens.help import HelpScreen
-from forklift_console.screens.job import VERBS
-from forklift_console.screens.jobs import JobsScreen, bulk_cli, bulk_report
+from forklift_console.screens.jobs import JobsScreen
 from forklift_console.screens.kinds import KindsScreen
-from forklift_console.screens.modals import ConfirmScreen, GotoScreen, PickScreen, Plan
+from forklift_console.screens.modals import GotoScreen, PickScreen
 from forklift_console.screens.overview import OverviewScreen
 from forklift_console.screens.queues import QueuesScreen
 from forklift_console.screens.schedules import SchedulesScreen
@@ -48,11 +47,7 @@ from forklift_console.widgets.header import MORE_SCREENS, TABS, Status
 from forklift_console.widgets.table import LiveTable
 from forklift_console.widgets.text import use_colour
 
-log = logging.getLogger("forklift_console")
-
 Clock = Callable[[], datetime]
-#: Refresh intervals ``+`` and ``-`` step through, in seconds.
-RATES: tuple[float, ...] = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 
 
 def system_clock() -> datetime:
@@ -67,17 +62,7 @@ class DemoControls(Protocol):
     def owns(self, worker_id: str) -> bool: ...
 
 
-def describe_error(exc: BaseException) -> str:
-    if isinstance(exc, ForkliftError):
-        return exc.message
-    text = str(exc).strip().splitlines()
-    first = text[0] if text else ""
-    if isinstance(exc, CONNECTION_ERRORS):
-        return f"database unreachable: {first or type(exc).__name__}"
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-class ConsoleApp(App[None]):
+class ConsoleApp(ConsoleActions, ConsoleRefresh, App[None]):
     CSS_PATH = str(Path(__file__).with_name("console.tcss"))
     TITLE = "forklift console"
     ENABLE_COMMAND_PALETTE = True
@@ -156,43 +141,6 @@ class ConsoleApp(App[None]):
     def on_unmount(self) -> None:
         self.backend.close()
 
-    def _set_status(self, **changes: Any) -> None:
-        self.status = self.status.but(**changes)
-        self._repaint()
-
-    def _repaint(self) -> None:
-        for screen in self._live_screens():
-            screen.paint_chrome()
-
-    def _live_screens(self) -> Iterable[ConsoleScreen[Any]]:
-        for stack in self._screen_stacks.values():
-            for screen in stack:
-                if isinstance(screen, ConsoleScreen) and screen.is_attached:
-                    yield screen
-
-    def _refresh_tick(self) -> None:
-        if not self.is_running:
-            return  # shutting down: Textual closes the screens before it stops the timers
-        screen = self.screen
-        if self.status.frozen or isinstance(screen, ModalScreen):
-            return  # a dialog is open or the operator froze the picture: hold still
-        if isinstance(screen, ConsoleScreen):
-            screen.tick()
-
-    def fetch_ok(self) -> None:
-        self._set_status(
-            connection="connected", updated_at=self.now(), failing_since=None, error=None
-        )
-
-    def fetch_failed(self, exc: BaseException) -> None:
-        log.warning("refresh failed: %s", exc, exc_info=not isinstance(exc, CONNECTION_ERRORS))
-        offline = isinstance(exc, CONNECTION_ERRORS)
-        self._set_status(
-            connection="offline" if offline else self.status.connection,
-            failing_since=self.status.failing_since or self.now(),
-            error=describe_error(exc),
-        )
-
     # -- disabled keys ------------------------------------------------------------------------
     def on_key(self, event: events.Key) -> None:
         """A key whose action is disabled says why (17.9), before Textual drops it silently.
@@ -242,154 +190,6 @@ class ConsoleApp(App[None]):
         origin = came_from or self.current_mode
         if jobs.set_filter_text(text, came_from=origin if origin != "jobs" else None):
             self.action_go("jobs")
-
-    # -- refresh rate -------------------------------------------------------------------------
-    def action_freeze(self) -> None:
-        frozen = not self.status.frozen
-        self._set_status(frozen=frozen)
-        self.notify("refresh frozen: press f to resume" if frozen else "refresh resumed")
-        if not frozen:
-            self._refresh_tick()
-
-    def _set_rate(self, step: int) -> None:
-        current = self.status.interval
-        index = min(range(len(RATES)), key=lambda i: abs(RATES[i] - current))
-        rate = RATES[max(0, min(len(RATES) - 1, index + step))]
-        if self._tick is not None:
-            self._tick.stop()
-        self._tick = self.set_interval(rate, self._refresh_tick)
-        self._set_status(interval=rate)
-
-    def action_faster(self) -> None:
-        self._set_rate(-1)
-
-    def action_slower(self) -> None:
-        self._set_rate(+1)
-
-    # -- actions ------------------------------------------------------------------------------
-    def propose(self, plan: Plan, after: Callable[[], None] | None = None) -> None:
-        """Confirm a plan with the operator, then run it. Non-destructive plans run at once."""
-
-        def decided(yes: bool | None) -> None:
-            if yes:
-                self.perform(plan, after)
-
-        if plan.destructive or plan.typed:
-            self.push_screen(ConfirmScreen(plan), decided)
-        else:
-            self.perform(plan, after)
-
-    def propose_bulk(
-        self, action: str, flt: JobFilter, described: str, after: Callable[[], None] | None = None
-    ) -> None:
-        """All jobs matching a filter: a dry run names the count and sample ids (from the same
-        query the action runs), then the operator types the count to confirm."""
-        self._dry_run(action, flt, described, after)
-
-    def propose_checked(
-        self,
-        verb: str,
-        check: Callable[[Any], Any],
-        plan_of: Callable[[Any], Plan | str],
-        after: Callable[[], None] | None = None,
-    ) -> None:
-        """Ask the operator API first (a dry run, in a worker thread), then confirm the plan
-        built from its answer; ``plan_of`` returns a sentence instead when there is nothing
-        to do."""
-        self._check_first(verb, check, plan_of, after)
-
-    @work(thread=True, exit_on_error=False, group="action")
-    def _check_first(
-        self,
-        verb: str,
-        check: Callable[[Any], Any],
-        plan_of: Callable[[Any], Plan | str],
-        after: Callable[[], None] | None,
-    ) -> None:
-        try:
-            answer = self.backend.call(check)
-        except Exception as exc:
-            self.call_from_thread(self._action_failed, verb, exc)
-            return
-        self.call_from_thread(self._checked, verb, plan_of, answer, after)
-
-    def _checked(
-        self,
-        verb: str,
-        plan_of: Callable[[Any], Plan | str],
-        answer: Any,
-        after: Callable[[], None] | None,
-    ) -> None:
-        plan = plan_of(answer)
-        if isinstance(plan, str):
-            self.notify(plan, title=verb)
-        else:
-            self.propose(plan, after)
-
-    @work(thread=True, exit_on_error=False, group="action")
-    def _dry_run(
-        self, action: str, flt: JobFilter, described: str, after: Callable[[], None] | None
-    ) -> None:
-        try:
-            report = self.backend.call(lambda op: op.bulk(action, flt, dry_run=True))
-        except Exception as exc:
-            self.call_from_thread(self._action_failed, VERBS[action], exc)
-            return
-        self.call_from_thread(self._confirm_bulk, action, flt, described, report, after)
-
-    def _confirm_bulk(
-        self,
-        action: str,
-        flt: JobFilter,
-        described: str,
-        report: BulkReport,
-        after: Callable[[], None] | None,
-    ) -> None:
-        if not report.matched:
-            self.notify(f"no job matching {described or 'the filter'} can be {action}d",
-                        title=VERBS[action])
-            return
-        scope = described or "every job"
-        if report.more:
-            scope += f" (the first {report.cap:,}; run it again for the rest)"
-        self.propose(
-            Plan(
-                verb=VERBS[action],
-                noun="job",
-                count=report.matched,
-                ids=tuple(report.sample_ids),
-                scope=scope,
-                cli=bulk_cli(action, flt),
-                run=lambda op: op.bulk(action, flt, cap=report.cap),
-                report=bulk_report,
-            ),
-            after,
-        )
-
-    @work(thread=True, exit_on_error=False, group="action")
-    def perform(self, plan: Plan, after: Callable[[], None] | None = None) -> None:
-        try:
-            result = self.backend.call(plan.run)
-        except Exception as exc:  # refusals and outages are reported, never fatal
-            self.call_from_thread(self._action_failed, plan.verb, exc)
-            return
-        self.call_from_thread(self._action_done, plan, result, after)
-
-    def _action_done(self, plan: Plan, result: Any, after: Callable[[], None] | None) -> None:
-        self.last_command = plan.cli_of(result) if plan.cli_of is not None else plan.cli
-        message = plan.report(result) if plan.report else f"{plan.verb}: done"
-        self.notify(message, title=plan.verb)
-        if after is not None:
-            after()
-        self._repaint()
-        screen = self.screen
-        if isinstance(screen, ConsoleScreen):
-            screen.reload()
-
-    def _action_failed(self, verb: str, exc: BaseException) -> None:
-        if not isinstance(exc, ForkliftError):
-            log.warning("%s failed", verb, exc_info=exc)
-        self.notify(describe_error(exc), title=f"{verb} refused", severity="error")
 
     # -- screenshots --------------------------------------------------------------------------
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
