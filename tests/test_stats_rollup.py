@@ -14,7 +14,9 @@ from typing import Any
 
 import psycopg
 import pytest
+from apps import basic
 from apps.ops import insert_job
+from helpers import wait_until
 
 from forklift.ops import Operator
 from forklift.ops.stats import SETTLE_MARGIN, Stats, WindowCache, stats
@@ -196,3 +198,37 @@ def test_what_a_read_can_take_from_the_rollup() -> None:
     assert covered(60.0, 400.0 * 60, 500, 700) is None  # the rollup does not reach back
     assert covered(60.0, 700.0 * 60, 500, 700) is None  # nothing rolled up in the window
     assert covered(60.0, 600.0 * 60, None, None) is None
+
+
+def test_the_rollup_reads_partitioned_history(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    from forklift import _history as history
+    from forklift._worker.maintenance import history as upkeep
+
+    history.enable(conn, "forklift")
+    conn.execute("INSERT INTO forklift.settings (name, value) VALUES ('history.move_after', 0),"
+                 " ('history.partitioned_since', 0) ON CONFLICT (name) DO UPDATE"
+                 " SET value = excluded.value")
+    conn.execute(LOAD)
+
+    async def move() -> int:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as a:
+            return await upkeep.upkeep(a, "forklift")
+
+    assert asyncio.run(move()) > 1000  # the finished jobs are in jobs_history now
+    roll(dsn, keep=timedelta(hours=1))
+    with Operator(dsn) as op:
+        rolled, raw = both(op, conn)
+    assert rolled.totals.completed > 1000 and rolled.totals.failed > 50
+    assert_same(rolled, raw)
+
+
+def test_a_leading_worker_keeps_the_rollup(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    conn.execute(LOAD)
+    with basic.bound(dsn) as app, basic.running_worker(app) as worker:
+        wait_until(lambda: worker.is_leader, message="the worker did not become the leader")
+        wait_until(lambda: covered_minutes(conn)[0] is not None, timeout=30,
+                   message="the leader wrote no minute")
+    lo, hi = covered_minutes(conn)
+    assert lo is not None and hi is not None and hi - lo >= CHUNK
+    with Operator(dsn) as op:
+        assert_same(*both(op, conn))
