@@ -26,13 +26,15 @@ from forklift.ops.errors import InvalidFilter
 from forklift.ops.queues import LIST_SQL as QUEUES_SQL
 from forklift.ops.queues import QueueInfo
 from forklift.ops.shape import Shape
-from forklift.ops.stats_rollup import HSLOT, READ_SQL, covered
+from forklift.ops.stats_rollup import READ_SQL, covered
 from forklift.ops.stats_window import (
     RT_BINS,
     RT_ERROR,
     SETTLE_MARGIN,
     Finished,
+    Minute,
     WindowCache,
+    as_rows,
     p95,
     tally,
 )
@@ -241,15 +243,15 @@ def stats(
         cursors[4].execute(render(WORKERS_SQL, s))
         cursors[5].execute(render(HELD_SQL, s))
         if rolled is not None:
-            cursors[6].execute(_inline(render(READ_SQL.format(
-                s="{s}", lo=rolled[0], hi=rolled[1],
-                hslot="NULL::int8" if cache is None else HSLOT), s), p))
+            cursors[6].execute(render(READ_SQL, s), {"lo": rolled[0], "hi": rolled[1]})
     counts, window_rows, failed_rows, queue_rows, worker_rows, held_rows = (
         c.fetchall() for c in cursors[:6]
     )
     finished: list[Finished] = window_rows
-    if rolled is not None:
-        finished += cursors[6].fetchall()
+    covered_rows: list[Minute] = cursors[6].fetchall() if rolled is not None else []
+    if cache is not None and covered_rows:  # a cache keeps them per bucket
+        finished += as_rows(covered_rows, width)
+        covered_rows = []
     held = {str(w): int(c) for w, c in held_rows if w is not None}
     for cur in cursors:
         cur.close()
@@ -271,7 +273,8 @@ def stats(
     def zeros() -> list[int]:
         return [0] * n
 
-    series, tallied = tally(finished, failed, first=first, n=n)
+    series, tallied = tally(finished, failed, first=first, n=n, minutes=covered_rows,
+                             width=width)
     runtimes = {key: RunTime(k, total / k if k else None, p95(h, k))
                 for key, (k, total, h) in tallied.items()}
     names = sorted(set(queues) | set(by_queue) | set(series))
@@ -308,8 +311,8 @@ def stats(
             lag=made.pickup_lag_seconds, completed=made.completed, failed=made.failed))
 
     total_series = Series(
-        *([sum(getattr(q.series, what)[i] for q in out) for i in range(n)]
-          for what in ("completed", "failed", "dead"))
+        *([sum(col) for col in zip(*(getattr(q.series, what) for q in out), strict=True)]
+          if out else zeros() for what in ("completed", "failed", "dead"))
     )
     minutes = window.total_seconds() / 60.0
     totals = Totals(

@@ -9,7 +9,7 @@ the exact figure.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -29,9 +29,24 @@ SETTLE_MARGIN = 15.0
 
 #: A window row: (queue, state, slot, run-time bin, jobs, their summed run time). state is
 #: completed, dead or failed (failed attempts), or runs: completed jobs in a run-time bin that
-#: rows of their own count in the series (the rollup's; slot None: over the whole window).
-#: bin None: no run time in the row.
-Finished = tuple[str, str, int | None, int | None, int, float]
+#: rows of their own count in the series (a rolled-up minute's, kept by a cache). bin None: no
+#: run time in the row.
+Finished = tuple[str, str, int, int | None, int, float]
+#: A rolled-up minute (forklift.ops.stats_rollup): queue, minute, completed, dead, failed
+#: attempts, summed run time, run-time bins and the completed jobs in each.
+Minute = tuple[str, int, int, int, int, float, list[int], list[int]]
+
+
+def as_rows(minutes: list[Minute], width: float) -> list[Finished]:
+    """Rolled-up minutes as window rows, per bucket (what a cache keeps)."""
+    k = int(width // 60)
+    out: list[Finished] = []
+    for q, minute, completed, dead, failed, run, bins, runs in minutes:
+        slot = minute // k
+        out += [(q, "completed", slot, None, completed, run), (q, "dead", slot, None, dead, 0.0),
+                (q, "failed", slot, None, failed, 0.0)]
+        out += [(q, "runs", slot, b, c, 0.0) for b, c in zip(bins, runs, strict=True)]
+    return out
 
 
 def p95(hist: dict[int, int], total: int) -> float | None:
@@ -83,7 +98,7 @@ class WindowCache:
         for slot in [k for k in self.failed if k < first]:
             del self.failed[slot]
         for q, st, s, b, c, total in finished:
-            if s is not None and lo <= s < closed:
+            if lo <= s < closed:
                 self.finished.setdefault(s, []).append((q, st, b, c, total))
         for q, s, c in failed:
             if lo <= s < closed:
@@ -104,37 +119,56 @@ Series = dict[str, dict[str, list[int]]]
 
 
 def tally(finished: list[Finished], failed: list[tuple[str, int, int]], *, first: int, n: int,
+          minutes: Sequence[Minute] = (), width: float = 60.0,
           ) -> tuple[Series, dict[str | None, tuple[int, float, dict[int, int]]]]:
     """Per queue: its series (completed, failed, dead per bucket) and, per queue and in total
     (key None), its run times (samples, summed seconds, bins)."""
     series: Series = {}
-    hist: dict[str | None, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    sums: dict[str | None, float] = defaultdict(float)
-    total_hist = hist[None]
-    total_sum = 0.0
+    # Per queue: its series, its run-time bins (a list: cheaper to add to than a dict), its
+    # summed run time.
+    acc: dict[str, tuple[dict[str, list[int]], list[int], list[float]]] = {}
+
+    def of(queue: str) -> tuple[dict[str, list[int]], list[int], list[float]]:
+        got = acc.get(queue)
+        if got is None:
+            per = series[queue] = {"completed": [0] * n, "failed": [0] * n, "dead": [0] * n}
+            got = acc[queue] = (per, [0] * (RT_BINS + 2), [0.0])
+        return got
+
     for queue, state, slot, b, count, total in finished:
-        if slot is not None:
-            i = slot - first
-            if not 0 <= i < n:
-                continue
-        if slot is not None and state != "runs":  # a runs row's jobs have a series row too
-            per = series.get(queue)
-            if per is None:
-                per = series[queue] = {"completed": [0] * n, "failed": [0] * n, "dead": [0] * n}
+        i = slot - first
+        if not 0 <= i < n:
+            continue
+        per, h, run = of(queue)
+        if state != "runs":  # a runs row's jobs have a series row too
             per[state][i] += count
         if b is not None:  # completed jobs' run times
-            hist[queue][b] += count
-            total_hist[b] += count
-        if total:
-            sums[queue] += total
-            total_sum += total
-    sums[None] = total_sum
+            h[b] += count
+        run[0] += total
+    k = int(width // 60)
+    for queue, minute, completed, dead, failures, seconds, bins, runs in minutes:
+        i = minute // k - first
+        if not 0 <= i < n:
+            continue
+        per, h, run = of(queue)
+        per["completed"][i] += completed
+        per["dead"][i] += dead
+        per["failed"][i] += failures
+        for b, c in zip(bins, runs, strict=True):
+            h[b] += c
+        run[0] += seconds
     for queue, slot, count in failed:
         i = slot - first
         if 0 <= i < n:
-            per = series.get(queue)
-            if per is None:
-                per = series[queue] = {"completed": [0] * n, "failed": [0] * n, "dead": [0] * n}
-            per["failed"][i] += count
-    runtimes = {key: (sum(h.values()), sums[key], h) for key, h in hist.items()}
+            of(queue)[0]["failed"][i] += count
+    runtimes: dict[str | None, tuple[int, float, dict[int, int]]] = {}
+    total_bins = [0] * (RT_BINS + 2)
+    total_run = 0.0
+    for queue, (_per, h, run) in acc.items():
+        bins_of = {b: c for b, c in enumerate(h) if c}
+        if bins_of:
+            runtimes[queue] = (sum(h), run[0], bins_of)
+        total_bins = [a + c for a, c in zip(total_bins, h, strict=True)]
+        total_run += run[0]
+    runtimes[None] = (sum(total_bins), total_run, {b: c for b, c in enumerate(total_bins) if c})
     return series, runtimes
