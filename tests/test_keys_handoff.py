@@ -165,3 +165,34 @@ def test_a_worker_hands_a_keys_slot_on_instead_of_claiming_for_each_job(
     from test_keys import ledger_by, most_at_once
 
     assert most_at_once(ledger_by(conn, "tenant")["one"]) == 1
+
+
+def test_a_flow_workers_outcome_write_does_not_wait_behind_one_in_flight(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """Keyed slots free (or pass on) only as outcomes are written: with one write stuck (its
+    row locked here), the next outcome is written beside it, not after it."""
+    from apps.basic import running_worker
+    from helpers import wait_until
+
+    stuck, free = flow_keys.solo.enqueue_many([Work("a", gate="ga"), Work("b", gate="gb")])
+
+    def states() -> dict[int, str]:
+        return dict(conn.execute("SELECT id, state FROM forklift.jobs WHERE id = ANY(%s)",
+                                 ([stuck, free],)).fetchall())
+
+    with running_worker(app, queues=["keyed"], concurrency=4, poll_interval=30.0) as w:
+        wait_until(lambda: conn.execute("SELECT count(*) FROM public.key_ledger").fetchone()
+                   == (2,), timeout=30, message="the two jobs did not start")
+        with psycopg.connect(dsn) as locker, locker.transaction():
+            locker.execute("SELECT 1 FROM forklift.jobs WHERE id = %s FOR UPDATE", (stuck,))
+            conn.execute("INSERT INTO public.gates VALUES ('ga')")
+            wait_until(lambda: conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND application_name LIKE %s", (f"%{w.id}:complete%",)).fetchone() == (1,),
+                timeout=30, message="the first outcome's write did not start")
+            conn.execute("INSERT INTO public.gates VALUES ('gb')")
+            wait_until(lambda: states()[free] == "completed", timeout=30,
+                       message="the second outcome waited behind the first write")
+            assert states()[stuck] == "running"
+        wait_until(lambda: states() == {stuck: "completed", free: "completed"}, timeout=30)

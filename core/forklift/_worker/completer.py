@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from forklift._scrub import error_entry
-from forklift._session import TRANSIENT
+from forklift._session import TRANSIENT, Session
 from forklift._words import plural
 from forklift._worker import settle
 from forklift._worker.execute import backoff_for
@@ -46,6 +46,7 @@ class Completer:
         self.outcomes: list[settle.Outcome] = []
         self.ready = asyncio.Event()
         self._closing = False
+        self._second_db: Session | None = None  # a flow worker's second lane (run())
 
     def add(self, outcome: settle.Outcome) -> None:
         self.outcomes.append(outcome)
@@ -53,13 +54,41 @@ class Completer:
 
     async def run(self) -> None:
         w = self.w
+        second: asyncio.Task[None] | None = None
+        try:
+            while not self._closing:
+                await self.ready.wait()
+                if second is None and w.producer.flow.queues:
+                    # Keyed jobs' slots free (or pass on) only as their outcomes are written:
+                    # a worker with flow queues lets a second write go while one is in flight,
+                    # on a session of its own, so outcomes that finish meanwhile do not wait
+                    # for it (forklift._flow.handoff).
+                    self._second_db = w.session("complete-flow")
+                    second = asyncio.ensure_future(self._lane(self._second_db))
+                elif second is not None and second.done():
+                    second.result()  # it failed: so does the completer
+                await self._gather()
+                await self.flush(deadline=None)
+        finally:
+            if second is not None:
+                try:
+                    await asyncio.wait({second})
+                finally:
+                    if not second.done():
+                        second.cancel()
+
+    async def _lane(self, db: Session) -> None:
         while not self._closing:
             await self.ready.wait()
-            if w.attempts.running and not self._closing and not w.producer.awaits_flush():
-                # Gather more outcomes for a moment, unless nothing else is in flight (or the
-                # claimer waits for these outcomes' keys).
-                await w.wait_any(w._idle, timeout=w.flush_interval)
-            await self.flush(deadline=None)
+            await self._gather()
+            await self.flush(deadline=None, db=db)
+
+    async def _gather(self) -> None:
+        w = self.w
+        if w.attempts.running and not self._closing and not w.producer.awaits_flush():
+            # Gather more outcomes for a moment, unless nothing else is in flight (or the
+            # claimer waits for these outcomes' keys).
+            await w.wait_any(w._idle, timeout=w.flush_interval)
 
     async def stop(self, task: asyncio.Task[None], deadline: float) -> None:
         """Let the loop finish the write in hand (bounded), then stop it; whatever it had not
@@ -69,12 +98,14 @@ class Completer:
         done, _ = await asyncio.wait({task}, timeout=deadline - time.monotonic())
         if not done:
             self.w._settle_db.abort()
+            if self._second_db is not None:
+                self._second_db.abort()
             done, _ = await asyncio.wait({task}, timeout=1.0)
         if not done:
             task.cancel()
             await asyncio.wait({task}, timeout=1.0)
 
-    async def flush(self, *, deadline: float | None) -> bool:
+    async def flush(self, *, deadline: float | None, db: Session | None = None) -> bool:
         """Write every buffered outcome. Without a deadline, retries until it succeeds or the
         worker closes; with one, gives up when it passes (the jobs are rescued later)."""
         backoff = 0.05
@@ -87,7 +118,7 @@ class Completer:
             handoff = self.w.producer.handoff_for(batch)
             sent = time.monotonic()
             try:
-                accepted = await self._write(batch, limit, handoff)
+                accepted = await self._write(batch, limit, handoff, db or self.w._settle_db)
             except BaseException as exc:
                 if isinstance(exc, _Interrupted):
                     # Part of the batch was written one by one before a transient failure: settle
@@ -134,20 +165,23 @@ class Completer:
         w.producer.flushed(freed=len(accepted) > handed)
 
     async def _write(self, batch: list[settle.Outcome], limit: float | None,
-                     handoff: Handoff | None = None) -> dict[int, str]:
+                     handoff: Handoff | None = None, db: Session | None = None
+                     ) -> dict[int, str]:
         """One statement for the batch. A batch the server refuses for its content (not for a
         lost connection) is written outcome by outcome, so one bad outcome cannot hold back the
         rest: that one is recorded as an ``internal_error`` failure instead, and failing even
         that, left to be rescued when its lease expires. Raises only TRANSIENT errors."""
+        session = db or self.w._settle_db
+
         def write(outcomes: list[settle.Outcome]) -> Awaitable[dict[int, str]]:
-            return self.w._settle_db.run(
+            return session.run(
                 functools.partial(settle.write, schema=self.w.schema, outcomes=outcomes),
                 timeout=limit,
             )
 
         try:
             if handoff is not None:
-                return await self.w._settle_db.run(functools.partial(
+                return await session.run(functools.partial(
                     settle.write, schema=self.w.schema, outcomes=batch, handoff=handoff),
                     timeout=limit)
             return await write(batch)
