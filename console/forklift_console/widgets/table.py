@@ -5,10 +5,12 @@ Every list in the console is a :class:`LiveTable`, so every list has the same to
 - ``s`` sorts by the next column and ``S`` flips the direction (a click on a header sorts by
   that column); the header names the sort with ``▲``/``▼``, not colour alone. A table whose
   rows come from the server a page at a time (``server_sort``) does not reorder its page: it
-  posts :class:`LiveTable.SortChanged` and the screen fetches in that order.
+  posts :class:`LiveTable.SortChanged` and the screen fetches in that order
+  (:mod:`forklift_console.widgets.table_sort`).
 - a ``/`` filter (see :mod:`forklift_console.widgets.rows`), applied to each snapshot;
 - marks, on a ``markable`` table: ``space`` marks a row, ``shift+↓``/``shift+↑`` mark a range
-  as the cursor moves; the marks column shows ``✓``, :func:`marks_badge` the count.
+  as the cursor moves; the marks column shows ``✓``, :func:`marks_badge` the count
+  (:mod:`forklift_console.widgets.table_marks`).
 
 The cursor stays on its row (by key) across a refresh, a re-sort and a new filter.
 """
@@ -26,13 +28,15 @@ from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
 from forklift_console.widgets.rows import RowFilter, column_names, natural, sort_key
-from forklift_console.widgets.text import MARK
+from forklift_console.widgets.table_marks import MARK_COLUMN, MarksMixin
+from forklift_console.widgets.table_marks import marks_badge as marks_badge  # imported from here
+from forklift_console.widgets.table_sort import DOWN as DOWN
+from forklift_console.widgets.table_sort import UP as UP
+from forklift_console.widgets.table_sort import SortMixin
 
 Cell = Text | str
 #: A row: its key and its cells, in column order.
 Row = tuple[Hashable, Sequence[Cell]]
-MARK_COLUMN = "_mark"
-UP, DOWN = "▲", "▼"
 
 
 @dataclass(frozen=True)
@@ -44,15 +48,7 @@ class Column:
     sort: str | None = None
 
 
-def marks_badge(count: int, noun: str = "marked") -> Text:
-    """`` ✓ 3 marked ``: reverse video and a glyph, so it reads without colour."""
-    text = Text()
-    if count:
-        text.append(f" {MARK} {count:,} {noun} ", style="bold reverse")
-    return text
-
-
-class LiveTable(DataTable[Cell]):
+class LiveTable(SortMixin, MarksMixin, DataTable[Cell]):
     """Rows carry stable keys (a job id, a queue name); :meth:`sync` applies a new snapshot.
 
     When the keys come back in the same order only the changed cells are rewritten, so the
@@ -184,8 +180,6 @@ class LiveTable(DataTable[Cell]):
             column.width = width
             self.sync(self._rows, rebuild=True)  # a new width: rewrite every row
 
-    def _mark_cell(self, key: str) -> Cell:
-        return Text(MARK, style="bold") if self.all_marked or key in self.marks else " "
 
     def _arrange(self, rows: Sequence[Row]) -> list[tuple[str, tuple[Cell, ...]]]:
         """The snapshot as shown: filtered, sorted, with the marks column."""
@@ -255,6 +249,12 @@ class LiveTable(DataTable[Cell]):
     def cell_value(self, key: str, column: str) -> Any:
         return self.get_cell(key, column)
 
+    def _sort_changed(self, column: str | None, descending: bool) -> None:
+        self.post_message(self.SortChanged(self, column, descending))
+
+    def _marks_posted(self) -> None:
+        self.post_message(self.MarksChanged(self))
+
     # -- filter -------------------------------------------------------------------------------
     def filter_names(self) -> dict[str, int]:
         """Column names a ``/`` qualifier may use, to each column's index in a row."""
@@ -264,136 +264,6 @@ class LiveTable(DataTable[Cell]):
     def set_filter(self, flt: RowFilter) -> None:
         self.row_filter = flt
         self.resync()
-
-    # -- sort ---------------------------------------------------------------------------------
-    def sortable(self) -> list[Column]:
-        cols = self.data_columns
-        return [c for c in cols if c.sort] if self.server_sort else cols
-
-    def _label(self, col: Column) -> Text:
-        if self.sort_by is None or self.sort_by[0] != col.key:
-            return Text(col.label)
-        glyph = DOWN if self.sort_by[1] else UP
-        width = col.width or 200
-        label = col.label.strip()
-        # the glyph always shows: a label too long gives way
-        text = f"{label} {glyph}" if len(label) + 2 <= width else label[: max(width - 1, 1)] + glyph
-        return Text(text, style="bold underline")
-
-    def set_sort(self, column: str | None, descending: bool = False) -> None:
-        """Sort by ``column`` (a column key), or None for the order the screen gives."""
-        if column is not None and column not in {c.key for c in self.sortable()}:
-            return
-        self.sort_by = None if column is None else (column, descending)
-        for col in self._columns:
-            dt_column = self.columns.get(ColumnKey(col.key))
-            if dt_column is not None:
-                dt_column.label = self._label(col)
-        self._clear_caches()
-        self.refresh()
-        if not self.server_sort:
-            self.resync()
-        self.post_message(self.SortChanged(self, column, descending))
-
-    @property
-    def sort_text(self) -> str:
-        """``sorted by Lag ▼``, for a screen's info line; empty in the screen's own order."""
-        if self.sort_by is None:
-            return ""
-        label = next((c.label for c in self._columns if c.key == self.sort_by[0]), "")
-        return f"sorted by {label.strip() or self.sort_by[0]} {DOWN if self.sort_by[1] else UP}"
-
-    def action_sort_next(self) -> None:
-        """The next column, in its natural first direction (text A→Z, numbers high→low);
-        after the last column, back to the screen's own order."""
-        cols = [c.key for c in self.sortable()]
-        if not cols:
-            self.notify("this list cannot be sorted", severity="warning")
-            return
-        current = self.sort_by[0] if self.sort_by is not None else None
-        index = cols.index(current) + 1 if current in cols else 0
-        if index >= len(cols) and not self.server_sort:
-            self.set_sort(None)
-            self.notify("sort: the screen's own order", title="Sort")
-            return
-        column = cols[index % len(cols)]
-        self.set_sort(column, descending=self._numeric(column))
-        self.notify(self.sort_text, title="Sort")
-
-    def _numeric(self, column: str) -> bool:
-        """Whether the column holds numbers (sorted biggest first): text sorts A→Z, on the
-        server as here. A server-sorted column without a number shown is taken as one."""
-        index = next(i for i, c in enumerate(self.data_columns) if c.key == column)
-        values = [v for _, cells in self._rows if (v := natural(cells[index])) is not None]
-        if self.server_sort and not values:
-            return True
-        return any(v[0] == 0 for v in values)
-
-    def action_sort_reverse(self) -> None:
-        if self.sort_by is None:
-            self.action_sort_next()
-            return
-        self.set_sort(self.sort_by[0], not self.sort_by[1])
-        self.notify(self.sort_text, title="Sort")
-
-    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
-        event.stop()
-        column = str(event.column_key.value)
-        if self.sort_by is not None and self.sort_by[0] == column:
-            self.set_sort(column, not self.sort_by[1])
-        else:
-            self.set_sort(column, self._numeric(column) if column != MARK_COLUMN else False)
-
-    # -- marks --------------------------------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action in ("mark", "mark_range"):
-            return self.markable
-        return True
-
-    def _marks_changed(self) -> None:
-        self.resync(follow=True)
-        self.post_message(self.MarksChanged(self))
-
-    def toggle_mark(self, key: str | None = None) -> None:
-        key = key or self.current_key
-        if key is None:
-            return
-        self.all_marked = False
-        self.marks.symmetric_difference_update({key})
-        self._marks_changed()
-
-    def clear_marks(self) -> None:
-        if self.marks or self.all_marked:
-            self.marks.clear()
-            self.all_marked = False
-            self._marks_changed()
-
-    def mark_all(self, on: bool) -> None:
-        self.marks.clear()
-        self.all_marked = on
-        self._marks_changed()
-
-    def keep_marks(self, keys: set[str]) -> None:
-        """Forget marks on rows that no longer exist."""
-        if self.marks - keys:
-            self.marks &= keys
-            self.post_message(self.MarksChanged(self))
-
-    def action_mark(self) -> None:
-        self.toggle_mark()
-        self.action_cursor_down()
-
-    def action_mark_range(self, step: int) -> None:
-        """Mark the row under the cursor, move, mark the next: a range, as text is selected."""
-        key = self.current_key
-        if key is None:
-            return
-        self.all_marked = False
-        self.marks.add(key)
-        row = max(0, min(len(self._keys) - 1, self.cursor_row + step))
-        self.marks.add(self._keys[row])
-        self.move_cursor(row=row, animate=False)
-        self._marks_changed()
 
 
 def _same(a: Cell, b: Cell) -> bool:
