@@ -106,8 +106,12 @@ def test_the_fair_share_bound_holds_across_worker_processes(
         for w in [procs.start(app="apps.flow_keys:app", concurrency=SLOTS, queues="fair")
                   for _ in range(workers)]:
             faults.registered(conn, w)
-        wait_until(lambda: conn.execute("SELECT count(*) FROM public.key_ledger").fetchone()
-                   >= (50,), timeout=60, message="the backlog never started")  # type: ignore[operator]
+        # Both processes at work on the backlog before the small tenants come: under load the
+        # second one's first claims can lose the same heads to the first's for a while.
+        wait_until(lambda: conn.execute(
+            "SELECT count(*) >= 50 AND count(DISTINCT worker) = %s FROM public.key_ledger",
+            (workers,)).fetchone() == (True,), timeout=60,
+            message="the backlog never started in both workers")
         smalls = [flow_keys.fair.enqueue(Work(f"small{i}")).id for i in range(3)]
         wait_until(lambda: conn.execute(
             "SELECT count(*) FROM public.key_ledger WHERE job_id = ANY(%s)", (smalls,)
@@ -115,7 +119,6 @@ def test_the_fair_share_bound_holds_across_worker_processes(
         ahead = [started_before(conn, s) for s in smalls]
         left = conn.execute("SELECT count(*) FROM forklift.jobs WHERE state = 'available'"
                             ).fetchone()
-        used = conn.execute("SELECT count(DISTINCT worker) FROM public.key_ledger").fetchone()
     finally:
         procs.close()
     # One claim round of every worker, counted by handler start times as in the test above:
@@ -125,4 +128,3 @@ def test_the_fair_share_bound_holds_across_worker_processes(
     # puts thousands ahead.
     assert max(ahead) <= 3 * SLOTS * workers, ahead
     assert left is not None and left[0] > backlog // 2  # it did not wait for the backlog
-    assert used == (workers,)
