@@ -196,3 +196,22 @@ def test_a_flow_workers_outcome_write_does_not_wait_behind_one_in_flight(
                        message="the second outcome waited behind the first write")
             assert states()[stuck] == "running"
         wait_until(lambda: states() == {stuck: "completed", free: "completed"}, timeout=30)
+
+
+def test_a_flow_claim_asks_for_about_what_the_keys_have_room_for(
+    app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five keys at limit 1 and a buffer sized for a second of work: the flow claim asks for
+    at most twice what the one before it found (at least the slots), never the hundreds the
+    buffer would take (its cost grows with what it asks for)."""
+    from apps.basic import running_worker
+    from helpers import wait_until
+
+    flow_runs = flow_keys.count_flow_claims(monkeypatch)
+    ids = flow_keys.solo.enqueue_many([Work(f"t{i % 5}") for i in range(300)])
+    with running_worker(app, queues=["keyed"], concurrency=4, prefetch_horizon=1.0,
+                        poll_interval=0.1):
+        wait_until(lambda: conn.execute("SELECT count(*) FROM forklift.jobs WHERE id = ANY(%s)"
+                                        " AND state = 'completed'", (ids,)).fetchone()
+                   == (len(ids),), timeout=120, message="the keyed jobs did not finish")
+    assert flow_runs and max(flow_runs) <= 2 * 5, flow_runs

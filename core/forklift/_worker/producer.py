@@ -82,6 +82,8 @@ class Producer:
         self._flow_busy = False  # it found jobs, or a strict queue's job waiting for a slot
         self._flow_turn = False  # while busy: whether it went first in the last round
         self._flushes = 0  # batches of outcomes written (flushed())
+        self._flow_cap = worker.concurrency  # most jobs the next flow claim asks for (_flow)
+        self._flow_more = False  # the last flow claim came back full at that cap
         # The flush count when a flow claim came back short with nothing to retry for: until
         # the next flush (or a wake-up, or the poll) a claim would find the same keys held.
         self._awaiting: int | None = None
@@ -158,7 +160,7 @@ class Producer:
             if self.paused and (self.waiting or self._give_back):
                 await self.give_back_paused()
             self.fill()
-            if got and len(got) == n:
+            if got and (len(got) == n or self._flow_more):
                 continue  # there may be more: claim again when the buffer runs low
             if self.wake.is_set():
                 continue  # woken while claiming: claim again at once
@@ -418,6 +420,7 @@ class Producer:
         paused: set[str] = set()
         self._awaiting = None
         flowed: FlowAnswer | None = None
+        self._flow_more = False
         for which in order:
             left, at = n - len(got), max(0, start - len(got))
             if left <= 0:
@@ -431,7 +434,8 @@ class Producer:
                 continue
             got += jobs
             paused |= more_paused
-        if flowed is not None and len(got) < n and flowed.retry_in is None:
+        if flowed is not None and len(got) < n and not self._flow_more \
+                and flowed.retry_in is None:
             # Outcomes not yet written still count against their keys' limits: look again
             # once the completer has flushed them (awaits_flush).
             self._awaiting = self._flushes
@@ -471,7 +475,16 @@ class Producer:
 
     async def _flow(self, conn: Any, n: int, start: int) -> FlowAnswer:
         self._flow_at = time.monotonic()
-        flowed = await self.flow.run(conn, self.w.schema, n=n, start=start)
+        # Slow start: the flow claim's cost grows with what it asks for (the partitions it
+        # walks, the heads it reads), and per-key limits cap what it can find: ask for at most
+        # twice what the last one found (at least the slots), doubling while claims come back
+        # full. Without it a buffer sized by the recent rate asks for hundreds of jobs again
+        # and again where a handful of keys have room.
+        ask = min(n, self._flow_cap)
+        flowed = await self.flow.run(conn, self.w.schema, n=ask, start=min(start, ask))
+        found = len(flowed.jobs)
+        self._flow_more = found >= ask and ask < n  # full at its cap: claim again at once
+        self._flow_cap = 2 * ask if found >= ask else max(self.w.concurrency, 2 * found)
         self._retry_in = flowed.retry_in
         self._flow_strict = flowed.strict
         self._flow_busy = bool(flowed.jobs) or flowed.strict
