@@ -32,8 +32,8 @@ __all__ = ["CHUNK", "KEEP", "READ_SQL", "ROLLUP_SQL", "covered", "plan", "rollup
 
 #: How far back the rollup keeps minutes (a stats window reaching further back reads jobs).
 KEEP = timedelta(hours=24)
-#: The most minutes one pass writes: a first pass, or one after a long pause, catches up by
-#: steps (the newest minutes first, then back towards KEEP).
+#: The most minutes one pass writes: a first pass, or one after a longer pause, starts with
+#: this many of the newest (older ones are read from the jobs).
 CHUNK = 60
 
 # The window's covered minutes [%(lo)s, %(hi)s), as written (forklift.ops.stats_window adds
@@ -96,18 +96,19 @@ _JOBS = re.compile(r"\{s\}\.jobs(?![A-Za-z0-9_])")
 def plan(lo: int | None, hi: int | None, closed: int, keep: int = int(KEEP.total_seconds() // 60),
          chunk: int = CHUNK) -> tuple[int, int, int, int] | None:
     """The minutes a pass writes, [a, z), and the range covered after it, (lo, hi); None when
-    nothing is due. ``closed``: minutes below it are settled."""
+    nothing is due. ``closed``: minutes below it are settled.
+
+    Only forwards, at most ``chunk`` minutes: a pass reads the jobs finished since its first
+    minute (a failed attempt's job may finish any time later), so older minutes are never
+    filled in; a first pass, or one after a pause longer than ``chunk``, starts over with the
+    newest ``chunk`` minutes (the last hour: a default 30-minute window at once)."""
     floor = closed - keep
-    if lo is None or hi is None or hi < floor:  # nothing yet, or all of it past KEEP
+    if lo is None or hi is None or hi < closed - chunk:
         a = max(floor, closed - chunk)
         return (a, closed, a, closed) if a < closed else None
     kept = max(lo, floor)
-    if hi < closed:  # forwards first: the newest minutes are the ones read most
-        z = min(closed, hi + chunk)
-        return hi, z, kept, z
-    if kept > floor:  # then back towards KEEP
-        a = max(floor, kept - chunk)
-        return a, kept, a, hi
+    if hi < closed:
+        return hi, closed, kept, closed
     return (hi, hi, kept, hi) if kept != lo else None
 
 
