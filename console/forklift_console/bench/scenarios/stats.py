@@ -2,8 +2,7 @@
 
 The load: finished jobs spread over the last 24 hours (2% dead, 5% with a failed attempt
 first) plus a live backlog, vacuumed and analysed, and the closed minutes of the last hour
-rolled up as a worker's leader keeps them (forklift.ops.stats_rollup; its 24-hour backfill is
-not waited for: a 30-minute window reads none of it). A call is ``forklift.ops.stats.stats`` with
+rolled up as a worker's leader writes them on its first pass (forklift.ops.stats_rollup). A call is ``forklift.ops.stats.stats`` with
 no cache, every bucket of the window read, as a one-shot ``forklift stats`` does. CPU time does
 not grow while a process waits for a core, so it shows the cost on a busy machine too; the
 kernel counts it in ticks, so only the mean over many calls means anything.
@@ -14,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from typing import Any
 
 import psutil
@@ -79,11 +77,11 @@ def load(conn: psycopg.Connection[Any], finished: int, live: int) -> None:
 
 
 def roll_up(dsn: str) -> int:
-    """The rollup a worker's leader keeps: the closed minutes of the last hour (one pass)."""
+    """A worker leader's first rollup pass: the closed minutes of the last hour."""
 
     async def once() -> int:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
-            return await rollup(conn, "forklift", keep=timedelta(hours=1))
+            return await rollup(conn, "forklift")
 
     return asyncio.run(once())
 
