@@ -56,7 +56,7 @@ def covered(width: float, since: float, lo: int | None, hi: int | None) -> tuple
 _A, _Z = "to_timestamp(%(a)s * 60.0)", "to_timestamp(%(z)s * 60.0)"
 # One statement a pass: the minutes [a, z) written, older ones pruned, the range recorded.
 ROLLUP_SQL = f"""
-WITH fin (queue, state, minute, bin, c, s) AS (
+WITH fin (queue, state, minute, bin, c, run) AS (
 {FINISHED.replace("<SINCE>", _A).replace("<UNTIL>", f" AND finished_at < {_Z}")}
 ), fail (queue, minute, c) AS (
 {FAILED.replace("<SINCE>", _A).replace("<UNTIL>", _Z)}
@@ -64,7 +64,7 @@ WITH fin (queue, state, minute, bin, c, s) AS (
     SELECT queue, minute,
            coalesce(sum(c) FILTER (WHERE state = 'completed'), 0) AS completed,
            coalesce(sum(c) FILTER (WHERE state = 'dead'), 0) AS dead,
-           sum(s) AS run_seconds,
+           sum(run) AS run_seconds,
            array_agg(bin::int2 ORDER BY bin) FILTER (WHERE bin IS NOT NULL) AS bins,
            array_agg(c::int4 ORDER BY bin) FILTER (WHERE bin IS NOT NULL) AS runs
     FROM fin GROUP BY 1, 2
