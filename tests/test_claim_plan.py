@@ -285,12 +285,20 @@ def test_the_handoff_reads_only_what_it_takes(
     assert set(params) == set(HANDOFF_TYPES)
     sql = statement(settle.COMPLETE_SQL, "forklift")
     plan = explain_flow(conn, sql, params, generic, HANDOFF_TYPES)
-    # Reading the running jobs by the running index (the settled rows, a value's holders) is
-    # bounded by the fleet's slots, never by the backlog, as in the flow claim.
-    bad = [p for p in problems(plan, 1) if "via jobs_running_idx filtered" not in p]
+    # Reading the running jobs by the running index (the settled rows, the values' holders)
+    # is bounded by the fleet's slots, never by the backlog, as in the flow claim.
+    running = [n for n in nodes(plan) if n.get("Index Name") == "jobs_running_idx" or (
+        n.get("Node Type") == "Bitmap Heap Scan" and any(
+            c.get("Index Name") == "jobs_running_idx" for c in nodes(n)))]
+    allowed = {f"{n.get('Node Type')} on jobs via {n.get('Index Name')} filtered out"
+               for n in running}
+    bad = [p for p in problems(plan, 1) if p.rsplit(" ", 2)[0] not in allowed]
     assert not bad, f"{bad}\n{json.dumps(plan, indent=1)[:8000]}"
     indexes = {n.get("Index Name") for n in nodes(plan)}
     assert "jobs_keyed_idx" in indexes and "jobs_claim_idx" not in indexes, indexes
+    # The holders are not counted by the keys' GIN index: it keeps every finished job's entry
+    # until a vacuum, and flushes milliseconds apart would read them all again and again.
+    assert "jobs_keyed_running_idx" not in indexes, indexes
     # every settled job handed its slots on: as many rows back as settled and taken
     assert plan.get("Actual Rows") == 2 * BATCH
     with conn.transaction(force_rollback=True):

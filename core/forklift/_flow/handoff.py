@@ -59,11 +59,14 @@ WITH t AS (
 ), vals AS (
     SELECT DISTINCT e AS key FROM g CROSS JOIN LATERAL unnest(g.keys) AS e
 ), held AS (
-    -- each value's running jobs in this statement's snapshot, the settled ones among them
+    -- each value's running jobs in this statement's snapshot, the settled ones among them:
+    -- read by the running index (bounded by the fleet's slots), whose scans mark the entries
+    -- of finished jobs dead for the next one; the keys' GIN index keeps every finished job's
+    -- entry until a vacuum, and a flush a few milliseconds apart would read them all again
     SELECT e AS key, count(*) AS n
     FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
-    WHERE r.state = 'running' AND r.keys IS NOT NULL
-      AND r.keys && ARRAY(SELECT vals.key FROM vals) AND e IN (SELECT vals.key FROM vals)
+    WHERE r.state = 'running' AND coalesce(r.keys, '{}') && ARRAY(SELECT vals.key FROM vals)
+      AND e IN (SELECT vals.key FROM vals)
     GROUP BY e
 ), bad AS (
     -- values that pass nothing: unrecorded, rated, or over their limit (lowered since)
