@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import heapq
 import itertools
 import logging
@@ -28,13 +27,12 @@ from forklift._session import DB_ERRORS
 from forklift._words import plural
 from forklift._worker import claim as claims
 from forklift._worker import settle
+from forklift._worker.claim_round import ClaimRound
 from forklift._worker.idle import IdleMark
 from forklift._worker.util import why
 from forklift.logs import job_fields
 
 if TYPE_CHECKING:
-    from forklift._flow.claim import FlowAnswer
-    from forklift._flow.handoff import Handoff
     from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")
@@ -56,7 +54,7 @@ class Waiting:
     lease_deadline: float
 
 
-class Producer:
+class Producer(ClaimRound):
     name = "producer"
 
     def __init__(self, worker: Worker) -> None:
@@ -259,39 +257,6 @@ class Producer:
             self._flushes += 1
         self.slot_free.set()
 
-    def handoff_for(self, batch: list[settle.Outcome]) -> Handoff | None:
-        """The hand-off to ask for with this batch of outcomes (forklift._flow.handoff): when
-        some are of our flow queues' jobs and the slots and buffer have room; else None."""
-        w = self.w
-        if not self.flow.queues or w._stop_claiming.is_set():
-            return None
-        flow = self.flow.queues
-        if not any(o.job is not None and o.job.queue in flow for o in batch):
-            return None
-        budget = w.concurrency + self._extra - len(w.attempts.running) - len(self.waiting)
-        if budget <= 0:
-            return None
-        from forklift._flow.handoff import Handoff
-
-        return Handoff(w.id, w.lease, w.kinds, budget)
-
-    async def handed(self, jobs: list[claims.Claimed], sent: float) -> None:
-        """Jobs the hand-off claimed with a batch of outcomes: into the buffer, like a
-        claim's; given back at once if a drain began while the statement was in flight."""
-        w = self.w
-        if w._stop_claiming.is_set():
-            pairs = [(j.id, j.fence) for j in jobs]
-            try:
-                await w._claim_db.run(lambda c: claims.release(c, w.schema, pairs))
-            except DB_ERRORS as exc:
-                log.warning("giving back handed-off jobs failed (%s)", why(exc))
-            return
-        for hook in w.attempts.hooks.on_claim:
-            hook(len(jobs))
-        for job in jobs:
-            self._hold(job, sent + w.lease)
-        self.fill()
-
     def awaits_flush(self) -> bool:
         """Whether the claimer waits for our outcomes to be written before it claims again
         (the completer then writes them without gathering more): the last flow claim came back
@@ -386,110 +351,6 @@ class Producer:
             # expire and the jobs are rescued.
             self.w._held.pop(fence, None)
         return waiting
-
-    # -- one claim ----------------------------------------------------------------------------
-    async def _claim_once(self, n: int) -> list[claims.Claimed]:
-        """One claim. A drain does not wait long for a claim the server is not answering:
-        it arms :meth:`_abort_stuck_claim` (no task or waiter per claim: pickup latency)."""
-        self._claims_sent += 1
-        self._claiming = True
-        try:
-            return await self.w._claim_db.run(functools.partial(self._claim, n=n))
-        finally:
-            self._claiming = False
-
-    def _abort_stuck_claim(self, sent: int) -> None:
-        if self._claiming and self._claims_sent == sent:
-            # Jobs this claim may have taken are rescued when their leases expire.
-            self.w._claim_db.abort()
-
-    async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
-        w = self.w
-        if len(w.app.kinds) != len(w.kinds):
-            self._kinds_changed()
-        # The first jobs in claim order go to the free slots at once (the buffer is empty when
-        # slots are free: fill() ran first); the claim records their start.
-        start = max(0, w.concurrency - len(w.attempts.running) - len(self.waiting))
-        plain = set(self.flow.queues) != set(w.queues)  # some queue of ours is not a flow queue
-        # The plain claim, then the flow claim for what it left; but the flow claim goes first
-        # when it is due (_flow_due): a plain backlog that fills every batch would otherwise
-        # keep our flow queues from ever being claimed.
-        order = ("flow", "plain") if self.flow.queues and (
-            not plain or self._flow_due()) else ("plain", "flow")
-        got: list[claims.Claimed] = []
-        paused: set[str] = set()
-        self._awaiting = None
-        flowed: FlowAnswer | None = None
-        self._flow_more = False
-        for which in order:
-            left, at = n - len(got), max(0, start - len(got))
-            if left <= 0:
-                break
-            if which == "plain" and plain:
-                jobs, more_paused = await self._plain(conn, left, at)
-            elif which == "flow" and self.flow.queues:  # the plain claim may have flagged one
-                flowed = await self._flow(conn, left, at)
-                jobs, more_paused = flowed.jobs, flowed.paused
-            else:
-                continue
-            got += jobs
-            paused |= more_paused
-        if flowed is not None and len(got) < n and not self._flow_more \
-                and flowed.retry_in is None:
-            # Outcomes not yet written still count against their keys' limits: look again
-            # once the completer has flushed them (awaits_flush).
-            self._awaiting = self._flushes
-            self._awaiting_until = time.monotonic() + w.poll_interval
-        self.paused = paused
-        return got
-
-    async def _plain(self, conn: Any, n: int, start: int) -> tuple[list[claims.Claimed], set[str]]:
-        """The claim of our queues with no flow control: one statement while none of them has
-        a limit, the locked claim once one has."""
-        w = self.w
-        answer = await self.statement.run(conn, w.schema, n=n, locked=self._limited, start=start)
-        got = answer.jobs
-        if answer.limited and not self._limited and len(got) < n:
-            # The lock-free claim skipped a limited queue: take its share now, under the locks.
-            more = await self.statement.run(conn, w.schema, n=n - len(got), locked=True,
-                                            start=max(0, start - len(got)))
-            got += more.jobs
-            answer.limited = more.limited
-            answer.flow |= more.flow
-        self._limited = answer.limited
-        # A queue is flagged for good (forklift._flow.claim): from now on the flow claim.
-        self.flow.queues = sorted(set(self.flow.queues) | answer.flow)
-        return got, answer.paused
-
-    def _flow_due(self) -> bool:
-        """Whether the flow claim goes first this round, for a worker of plain and flow queues:
-        every other round while it finds work (or a strict queue's job waits for a free slot),
-        else once a poll interval or when it said a blocked job may go, so an idle flow queue
-        costs the plain queues a claim a second, not one a round."""
-        if self._flow_busy:
-            self._flow_turn = not self._flow_turn
-            return self._flow_turn
-        since = time.monotonic() - self._flow_at
-        return since >= self.w.poll_interval or (
-            self._retry_in is not None and since >= self._retry_in)
-
-    async def _flow(self, conn: Any, n: int, start: int) -> FlowAnswer:
-        self._flow_at = time.monotonic()
-        # Slow start: the flow claim's cost grows with what it asks for (the partitions it
-        # walks, the heads it reads), and per-key limits cap what it can find: ask for at most
-        # twice what the last one found (at least the slots), doubling while claims come back
-        # full. Without it a buffer sized by the recent rate asks for hundreds of jobs again
-        # and again where a handful of keys have room.
-        ask = min(n, self._flow_cap)
-        flowed = await self.flow.run(conn, self.w.schema, n=ask, start=min(start, ask))
-        found = len(flowed.jobs)
-        self._flow_more = found >= ask and ask < n  # full at its cap: claim again at once
-        self._flow_cap = 2 * ask if found >= ask else max(self.w.concurrency, 2 * found)
-        self._retry_in = flowed.retry_in
-        self._flow_strict = flowed.strict
-        self._flow_busy = bool(flowed.jobs) or flowed.strict
-        return flowed
-
 
 async def until(event: asyncio.Event, timeout: float) -> None:
     """Wait for ``event`` or ``timeout`` seconds, whichever comes first (no waiter task)."""
