@@ -1,7 +1,7 @@
 """The leader's maintenance: the elector and one service per chore, each on its own loop.
 
 The elector renews leadership on a session of its own, so no chore can hold it up; every chore
-(stager, rescuer, cron, retention, worker pruning) runs on its own schedule and session, with its
+(stager, rescuer, cron, retention, worker pruning, the stats rollup, planner statistics) runs on its own schedule and session, with its
 own error handling, only while this worker leads. A chore that keeps failing (a schedule that
 raises, a retention delete that times out on a lock) delays nothing but itself.
 """
@@ -15,6 +15,7 @@ from forklift._worker.maintenance.cron import CronChore
 from forklift._worker.maintenance.elector import Elector
 from forklift._worker.maintenance.history import HistoryUpkeep
 from forklift._worker.maintenance.outbox import OutboxRelay
+from forklift._worker.maintenance.planner_stats import PlannerStats
 from forklift._worker.maintenance.rescuer import Rescuer
 from forklift._worker.maintenance.retention import Retention
 from forklift._worker.maintenance.stager import Stager
@@ -32,4 +33,4 @@ def chores(worker: Worker) -> list[Chore]:
     """Every chore the leader runs (a new chore is a new entry here)."""
     return [Stager(worker), Rescuer(worker), CronChore(worker), Retention(worker),
             WorkerPruner(worker), HistoryUpkeep(worker), OutboxRelay(worker),
-            WorkflowRetention(worker), StatsRollup(worker)]
+            WorkflowRetention(worker), StatsRollup(worker), PlannerStats(worker)]

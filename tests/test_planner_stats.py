@@ -1,0 +1,90 @@
+"""The leader analyzes the jobs table when its planner statistics describe a far smaller table
+(never analyzed, or taken when it was nearly empty): a real worker as leader, autovacuum off for
+the table so only the chore can do it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from apps import basic
+from helpers import wait_until
+
+from forklift import Forklift
+from forklift._worker.maintenance import planner_stats
+from forklift._worker.maintenance.planner_stats import look, stale
+
+
+@pytest.fixture
+def app(dsn: str) -> Iterator[Forklift]:
+    with basic.bound(dsn) as bound_app:
+        yield bound_app
+
+
+def _stats(conn: psycopg.Connection[Any]) -> tuple[float, int]:
+    row = conn.execute("SELECT reltuples, relpages FROM pg_class"
+                       " WHERE oid = 'forklift.jobs'::regclass").fetchone()
+    assert row is not None
+    return float(row[0]), int(row[1])
+
+
+def _load(conn: psycopg.Connection[Any], n: int) -> None:
+    # Jobs in a queue the worker does not serve: they stay, and so does the table's size.
+    conn.execute("INSERT INTO forklift.jobs (queue, kind) SELECT 'elsewhere', 'basic.noop'"
+                 " FROM generate_series(1, %s)", (n,))
+
+
+def test_what_counts_as_stale() -> None:
+    assert not stale(-1, 0, planner_stats.MIN_PAGES - 1)  # tiny: the defaults do no harm
+    assert stale(-1, 0, planner_stats.MIN_PAGES)  # never analyzed
+    assert stale(0, 0, 100)  # analyzed while empty, loaded since
+    assert stale(1000, 20, 81) and not stale(1000, 20, 80)  # grown past GROWTH times
+    assert not stale(1e6, 5000, 100)  # shrunk: autovacuum's business
+
+
+def test_the_leader_analyzes_a_table_loaded_since_its_statistics(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    conn.execute("ALTER TABLE forklift.jobs SET (autovacuum_enabled = false)")
+    conn.execute("ANALYZE forklift.jobs")  # statistics of an empty table
+    assert _stats(conn) == (0.0, 0)
+    _load(conn, 5000)
+    with basic.running_worker(app, queues=["default"]) as worker:
+        wait_until(lambda: worker.is_leader, message="the worker did not become the leader")
+        chore = next(c for c in worker.chores if isinstance(c, planner_stats.PlannerStats))
+        wait_until(lambda: _stats(conn)[0] >= 4500, timeout=30,
+                   message=lambda: f"statistics still {_stats(conn)}")
+        assert chore.analyzed == 1
+        # Fresh statistics: nothing more to do however often it looks.
+        passes = chore.failures
+        wait_until(lambda: asyncio.run(_is_stale(conn.info.dsn)) is False, timeout=10)
+        assert chore.analyzed == 1 and chore.failures == passes
+
+
+async def _is_stale(dsn: str) -> bool:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+        return (await look(c, "forklift"))[0]
+
+
+def test_a_role_that_may_not_analyze_is_seen_as_such(
+    conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    role = f"forklift_reader_{conn.info.backend_pid}"
+    conn.execute(f"CREATE ROLE {role}")
+    try:
+        conn.execute(f"GRANT USAGE ON SCHEMA forklift TO {role}")
+        _load(conn, 2000)
+
+        async def seen() -> tuple[bool, bool, str]:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+                await c.execute(f"SET ROLE {role}")
+                return await look(c, "forklift")
+
+        is_stale, may, what = asyncio.run(seen())
+        assert is_stale and not may, what
+    finally:
+        conn.execute(f"REVOKE ALL ON SCHEMA forklift FROM {role}")
+        conn.execute(f"DROP ROLE {role}")
