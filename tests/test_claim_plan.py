@@ -178,9 +178,8 @@ def flow_problems(plan: dict[str, Any], params: dict[str, Any]) -> list[str]:
         if kind == "Sort" and rows > bound:
             found.append(f"a Sort of {rows} rows (more than the walks return, {bound}):"
                          f" {node.get('Sort Key')}")
-        # Counting a key value's running jobs may read the running jobs by the running index
-        # when few run (the planner's choice; the GIN index once many do): bounded by the
-        # fleet's slots, never by the backlog.
+        # Counting a key value's running jobs reads the running jobs by the running index:
+        # bounded by the fleet's slots, never by the backlog.
         if rel == "jobs" and removed > 0 and node.get("Index Name") != "jobs_running_idx":
             found.append(f"{kind} on jobs via {node.get('Index Name')} filtered out {removed} rows")
         if kind == "LockRows" and any(n.get("Relation Name") == "jobs" for n in nodes(node)) \
@@ -232,7 +231,8 @@ def test_the_flow_claim_reads_only_what_it_takes(
     bad = flow_problems(plan, params)
     assert not bad, f"{bad}\n{json.dumps(plan, indent=1)[:8000]}"
     indexes = {n.get("Index Name") for n in nodes(plan)}
-    assert "jobs_keyed_idx" in indexes, indexes
+    # Partitions by the keyed index; the values' holders by the running btree.
+    assert "jobs_keyed_idx" in indexes and "jobs_running_idx" in indexes, indexes
     # Every job here is rated (its account key) or in a fair or rated queue: none may wait in
     # a buffer, so a batch whose jobs all start now.
     params = FlowClaim("plan-test", 30.0, queues=QUEUES, kinds=KINDS).params(BATCH, BATCH)
@@ -296,9 +296,8 @@ def test_the_handoff_reads_only_what_it_takes(
     assert not bad, f"{bad}\n{json.dumps(plan, indent=1)[:8000]}"
     indexes = {n.get("Index Name") for n in nodes(plan)}
     assert "jobs_keyed_idx" in indexes and "jobs_claim_idx" not in indexes, indexes
-    # The holders are not counted by the keys' GIN index: it keeps every finished job's entry
-    # until a vacuum, and flushes milliseconds apart would read them all again and again.
-    assert "jobs_keyed_running_idx" not in indexes, indexes
+    # The holders are counted by the running btree (the keys' GIN index is gone: migration 0014).
+    assert "jobs_running_idx" in indexes, indexes
     # every settled job handed its slots on: as many rows back as settled and taken
     assert plan.get("Actual Rows") == 2 * BATCH
     with conn.transaction(force_rollback=True):

@@ -15,9 +15,9 @@ Candidates, per (queue, kind) of the worker
 
 Admission, under the key values' rows
     The running jobs of every limited key value among the candidates are counted in one pass
-    (``jobs_keyed_running_idx``); a value already at its limit admits nothing (a count from this
-    snapshot can only be too high: outcomes written since only free slots), and its row is not
-    locked. Every other key value of a candidate whose key has a limit or a rate, and the bucket
+    over the running jobs (``jobs_running_idx``: bounded by the fleet's slots); a value already
+    at its limit admits nothing (a count from this snapshot can only be too high: outcomes
+    written since only free slots), and its row is not locked. Every other key value of a candidate whose key has a limit or a rate, and the bucket
     row of a rated queue, is locked ``FOR UPDATE SKIP LOCKED``: the claim sees the newest
     version, or passes the value by while another claim holds it (no claim ever waits on
     another). A value whose last admitting claim (``claim_xid``) is not visible to this

@@ -61,11 +61,10 @@ WITH t AS (
 ), held AS (
     -- each value's running jobs in this statement's snapshot, the settled ones among them:
     -- read by the running index (bounded by the fleet's slots), whose scans mark the entries
-    -- of finished jobs dead for the next one; the keys' GIN index keeps every finished job's
-    -- entry until a vacuum, and a flush a few milliseconds apart would read them all again
+    -- of finished jobs dead for the next one
     SELECT e AS key, count(*) AS n
     FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
-    WHERE r.state = 'running' AND coalesce(r.keys, '{}') && ARRAY(SELECT vals.key FROM vals)
+    WHERE r.state = 'running' AND r.keys IS NOT NULL AND r.keys && ARRAY(SELECT vals.key FROM vals)
       AND e IN (SELECT vals.key FROM vals)
     GROUP BY e
 ), bad AS (
