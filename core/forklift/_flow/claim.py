@@ -230,8 +230,8 @@ WITH q AS (
     WHERE g IN (SELECT lim.key FROM lim)
 ), picked AS (
     -- a strict candidate only among the first ``start``: it starts now, never waits buffered
-    SELECT a.id, a.ord1, a.priority, a.run_at FROM (
-        SELECT e.id, e.queue, e.priority, e.run_at, e.strict, e.ord1,
+    SELECT a.id, a.keys, a.ord1, a.priority, a.run_at FROM (
+        SELECT e.id, e.queue, e.keys, e.priority, e.run_at, e.strict, e.ord1,
                row_number() OVER (PARTITION BY e.queue ORDER BY e.ord1, e.priority, e.run_at,
                                   e.id) AS qn,
                row_number() OVER (ORDER BY e.ord1, e.priority, e.run_at, e.id) AS pos
@@ -244,10 +244,14 @@ WITH q AS (
     ORDER BY a.ord1, a.priority, a.run_at, a.id
     LIMIT %(n)s
 ), c AS (
+    -- checked again under the lock: still waiting, and still the key values it was admitted
+    -- for (a replacing enqueue may have changed them since this statement's snapshot)
     SELECT j.id, j.queue, j.keys, j.priority, j.run_at FROM {s}.jobs j
+    JOIN picked ON picked.id = j.id
     WHERE j.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND j.state = 'available'
+      AND j.keys IS NOT DISTINCT FROM picked.keys
     ORDER BY j.priority, j.run_at, j.id
-    FOR UPDATE SKIP LOCKED
+    FOR UPDATE OF j SKIP LOCKED
 ), s AS (
     SELECT c.id FROM c JOIN picked USING (id)
     ORDER BY picked.ord1, picked.priority, picked.run_at, picked.id
