@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("forklift.worker")
 
+#: Outcome writes a worker with flow queues lets go at once, each on its own session.
+FLOW_LANES = 3
+
 
 class _Interrupted(Exception):
     """A transient failure part way through writing a batch one outcome at a time."""
@@ -46,7 +49,7 @@ class Completer:
         self.outcomes: list[settle.Outcome] = []
         self.ready = asyncio.Event()
         self._closing = False
-        self._second_db: Session | None = None  # a flow worker's second lane (run())
+        self._lane_dbs: list[Session] = []  # a flow worker's further lanes (run())
 
     def add(self, outcome: settle.Outcome) -> None:
         self.outcomes.append(outcome)
@@ -54,28 +57,33 @@ class Completer:
 
     async def run(self) -> None:
         w = self.w
-        second: asyncio.Task[None] | None = None
+        lanes: list[asyncio.Task[None]] = []
         try:
             while not self._closing:
                 await self.ready.wait()
-                if second is None and w.producer.flow.queues:
-                    # Keyed jobs' slots free (or pass on) only as their outcomes are written:
-                    # a worker with flow queues lets a second write go while one is in flight,
-                    # on a session of its own, so outcomes that finish meanwhile do not wait
-                    # for it (forklift._flow.handoff).
-                    self._second_db = w.session("complete-flow")
-                    second = asyncio.ensure_future(self._lane(self._second_db))
-                elif second is not None and second.done():
-                    second.result()  # it failed: so does the completer
+                if not lanes and w.producer.flow.queues:
+                    # Keyed jobs' slots free (or pass on) only as their outcomes are written,
+                    # and a write's latency (its statement and the commit's WAL flush) is the
+                    # whole cycle of a key at its limit: a worker with flow queues lets further
+                    # writes go while one is in flight, each on a session of its own, so
+                    # outcomes that finish meanwhile do not wait for it (forklift._flow.handoff).
+                    for i in range(FLOW_LANES - 1):
+                        db = w.session("complete-flow" if i == 0 else f"complete-flow{i + 1}")
+                        self._lane_dbs.append(db)
+                        lanes.append(asyncio.ensure_future(self._lane(db)))
+                for lane in lanes:
+                    if lane.done():
+                        lane.result()  # it failed: so does the completer
                 await self._gather()
                 await self.flush(deadline=None)
         finally:
-            if second is not None:
+            if lanes:
                 try:
-                    await asyncio.wait({second})
+                    await asyncio.wait(lanes)
                 finally:
-                    if not second.done():
-                        second.cancel()
+                    for lane in lanes:
+                        if not lane.done():
+                            lane.cancel()
 
     async def _lane(self, db: Session) -> None:
         while not self._closing:
@@ -98,8 +106,8 @@ class Completer:
         done, _ = await asyncio.wait({task}, timeout=deadline - time.monotonic())
         if not done:
             self.w._settle_db.abort()
-            if self._second_db is not None:
-                self._second_db.abort()
+            for db in self._lane_dbs:
+                db.abort()
             done, _ = await asyncio.wait({task}, timeout=1.0)
         if not done:
             task.cancel()

@@ -15,7 +15,7 @@ Why a chore of our own, beside autovacuum
 
 What it costs
     One catalog read every ``EVERY`` seconds on the leader's session for this chore; an ANALYZE
-    (a sample of at most 30,000 rows) only when the table has grown past ``GROWTH`` times the
+    (of a sample of 3,000 rows) only when the table has grown past ``GROWTH`` times the
     size its statistics were taken at, at most once per ``MIN_INTERVAL``. Ordinary drift is
     autovacuum's (the table's own ``autovacuum_analyze_scale_factor``).
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("forklift.worker")
 
-EVERY = 2.0  # seconds between looks at the catalog
+EVERY = 1.0  # seconds between looks at the catalog
 MIN_PAGES = 16  # below this the planner's defaults do no harm
 GROWTH = 4.0  # analyze once the table is this many times the size its statistics saw
 MIN_INTERVAL = 30.0  # seconds between two ANALYZE runs of this chore
@@ -55,6 +55,10 @@ SELECT c.reltuples, c.relpages,
 FROM pg_class c WHERE c.oid = '{s}.jobs'::regclass
 """
 
+# A small sample (3,000 rows, not 30,000: 25 ms against 200-500 ms on 50,000 jobs): rough
+# statistics are all the index choice needs, and autovacuum's own ANALYZE follows soon, as a table
+# that grew this much is past its threshold too.
+SAMPLE_TARGET = 10
 ANALYZE_SQL = "ANALYZE {s}.jobs"
 
 
@@ -78,7 +82,9 @@ async def look(conn: psycopg.AsyncConnection[Any], schema: str) -> tuple[bool, b
 
 
 async def analyze(conn: psycopg.AsyncConnection[Any], schema: str) -> None:
-    await conn.execute(render(ANALYZE_SQL, schema))
+    async with conn.transaction():
+        await conn.execute(f"SET LOCAL default_statistics_target = {SAMPLE_TARGET}")
+        await conn.execute(render(ANALYZE_SQL, schema))
 
 
 class PlannerStats(Chore):
