@@ -146,6 +146,8 @@ class OperatorSession:
                 return fn(conn, self.ctx, *args, **kwargs)
             except _roles.REFUSED as exc:
                 raise _roles.refusal(exc, getattr(fn, "__name__", "write")) or exc from None
+            except _MISSING as exc:
+                raise _outdated(conn, self.ctx.schema) or exc from None
             except psycopg.OperationalError:
                 if self._own and conn.closed:
                     self._conn = None  # reopened on the next call
@@ -180,3 +182,28 @@ class OperatorSession:
             with conn.transaction():
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
                 yield
+
+
+# What a read against a schema older than this forklift fails with: a table, column or function
+# a later migration adds. Checked only then, so a call on a current schema pays nothing for it.
+_MISSING = (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn,
+            psycopg.errors.UndefinedFunction)
+
+
+def _outdated(conn: psycopg.Connection[Any], schema: str) -> Exception | None:
+    """The :class:`forklift.SchemaOutdated` that explains a missing relation, if the schema is
+    behind (``run `forklift migrate```); None when it is current or cannot be asked now (inside
+    a transaction the failure aborted)."""
+    from forklift._errors import SchemaOutdated
+    from forklift._migrate import ensure_current
+
+    if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return None
+    try:
+        ensure_current(conn, schema)
+    except SchemaOutdated as exc:
+        return exc
+    except psycopg.Error:
+        return None
+    return None
+
