@@ -17,16 +17,17 @@ Admission, under the key values' rows
     The running jobs of every limited key value among the candidates are counted in one pass
     over the running jobs (``jobs_running_idx``: bounded by the fleet's slots); a value already
     at its limit admits nothing (a count from this snapshot can only be too high: outcomes
-    written since only free slots), and its row is not locked. Every other key value of a candidate whose key has a limit or a rate, and the bucket
-    row of a rated queue, is locked ``FOR UPDATE SKIP LOCKED``: the claim sees the newest
-    version, or passes the value by while another claim holds it (no claim ever waits on
-    another). A value whose last admitting claim (``claim_xid``) is not visible to this
-    statement's snapshot is passed by this time: the count could miss that claim's jobs. A rate's
-    bucket is refilled by time arithmetic. A candidate is admitted when each of its values has
-    room for it: its rank among the eligible candidates of that value, in claim order, is
-    within the value's room (ranks, not a running tally: never more than the room, and the
-    first eligible candidate is always admitted). A key that no worker has recorded yet
-    (``flow_keys``) admits nothing: a missing row is never "no limit".
+    written since only free slots), and its row is not locked. Every other key value of a
+    candidate whose key has a limit or a rate, and the bucket row of a rated queue, is locked
+    ``FOR UPDATE SKIP LOCKED``: the claim sees the newest version, or passes the value by while
+    another claim holds it (no claim ever waits on another). A value whose last admitting claim
+    (``claim_xid``) is not visible to this statement's snapshot is passed by this time: the
+    count could miss that claim's jobs. A rate's bucket is refilled by time arithmetic. A
+    candidate is admitted when each of its values has room for it: its rank among the eligible
+    candidates of that value, in claim order, is within the value's room (ranks, not a running
+    tally: never more than the room, and the first eligible candidate is always admitted). A key
+    that no worker has recorded yet (``flow_keys``) admits nothing: a missing row is never "no
+    limit".
 
 Order
     Claim order (priority, run_at, id), or with fair share each partition's first candidate

@@ -64,8 +64,8 @@ WITH t AS (
     -- of finished jobs dead for the next one
     SELECT e AS key, count(*) AS n
     FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
-    WHERE r.state = 'running' AND r.keys IS NOT NULL AND r.keys && ARRAY(SELECT vals.key FROM vals)
-      AND e IN (SELECT vals.key FROM vals)
+    WHERE r.state = 'running' AND r.keys IS NOT NULL
+      AND r.keys && ARRAY(SELECT vals.key FROM vals) AND e IN (SELECT vals.key FROM vals)
     GROUP BY e
 ), bad AS (
     -- values that pass nothing: unrecorded, rated, or over their limit (lowered since)

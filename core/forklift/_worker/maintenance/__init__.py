@@ -1,8 +1,8 @@
 """The leader's maintenance: the elector and one service per chore, each on its own loop.
 
 The elector renews leadership on a session of its own, so no chore can hold it up; every chore
-(stager, rescuer, cron, retention, worker pruning, the stats rollup, planner statistics) runs on its own schedule and session, with its
-own error handling, only while this worker leads. A chore that keeps failing (a schedule that
+(:func:`chores` lists them) runs on its own schedule and session, with its own error handling,
+only while this worker leads. A chore that keeps failing (a schedule that
 raises, a retention delete that times out on a lock) delays nothing but itself.
 """
 

@@ -9,7 +9,7 @@ Why a chore of our own, beside autovacuum
     hand-off were seen walking ``jobs_claim_idx`` with a filter instead of ``jobs_keyed_idx``:
     a 40 ms hand-off and a 1.4 s flow claim where the right plan takes 10 ms and 5 ms. Autovacuum
     fixes it, but only at its next round (``autovacuum_naptime``, a minute by default), and a
-    load that lands in that minute runs on the wrong plans. This chore looks every few seconds
+    load that lands in that minute runs on the wrong plans. This chore looks every second
     at two numbers from the catalog, and runs ANALYZE only when they disagree by far; an
     ANALYZE makes every session plan its statements again on the next run.
 
