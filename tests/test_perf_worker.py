@@ -405,6 +405,39 @@ def test_jobs_run_back_to_back_in_one_task_never_see_each_others_context(
     assert states == [("completed", 1)]
 
 
+def test_the_event_loop_turns_every_burst_of_attempts_however_many_runners_run_them(
+    app: Forklift
+) -> None:
+    """Instant jobs run back to back in runners, at most BURST in one turn of the event loop
+    by all runners together: outcome writes, claims and heartbeats get their turn. Each of ten
+    runners counting only its own ran up to 640 in one turn."""
+    from forklift._worker.runner import BURST
+
+    turns = [0]
+    ended: dict[int, int] = {}  # turn of the event loop -> attempts that ended in it
+
+    def count(rec: Any, outcome: settle.Outcome) -> None:
+        ended[turns[0]] = ended.get(turns[0], 0) + 1
+
+    total = 3000
+    with basic.running_worker(app, concurrency=10) as worker:
+        loop = worker._loop
+        assert loop is not None
+
+        def tick() -> None:  # once per turn: a callback that schedules itself again
+            turns[0] += 1
+            if len(perf.SEEN) < total:
+                loop.call_soon(tick)
+
+        worker.attempts.hooks.on_settle.append(count)
+        loop.call_soon_threadsafe(tick)
+        ids = perf.context.enqueue_many([{"n": i} for i in range(total)])
+        wait_until(lambda: len(perf.SEEN) == len(ids), timeout=60,
+                   message=lambda: f"{len(perf.SEEN)} of {len(ids)} ran")
+    assert sum(ended.values()) == total
+    assert max(ended.values()) <= BURST, sorted(ended.values())[-5:]
+
+
 def test_asyncio_timeout_inside_a_handler_cancels_only_its_own_await(
     app: Forklift, conn: psycopg.Connection[Any]
 ) -> None:

@@ -27,8 +27,9 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-#: Attempts a runner runs back to back before it lets the event loop turn (claims, flushes,
-#: heartbeats and the listener must not wait for a long run of instant jobs).
+#: Attempts the runners run back to back, all of them together, before they let the event loop
+#: turn (claims, flushes, heartbeats and the listener must not wait for a long run of instant
+#: jobs).
 BURST = 64
 
 
