@@ -183,9 +183,11 @@ class Worker:
         """Run one more service under this worker's supervisor (call before :meth:`run`)."""
         self._extra_services.append(service)
 
-    def session(self, purpose: str, timeout: float = OP_TIMEOUT) -> Session:
-        """A purpose-named session the worker closes at exit (opened on first use)."""
-        s = Session(self._dsn, purpose, self.id, timeout=timeout)
+    def session(self, purpose: str, timeout: float = OP_TIMEOUT, *, inline: bool = False
+                ) -> Session:
+        """A purpose-named session the worker closes at exit (opened on first use);
+        ``inline``: see :class:`forklift._session.Session`."""
+        s = Session(self._dsn, purpose, self.id, timeout=timeout, inline=inline)
         self._sessions.append(s)
         return s
 
@@ -198,9 +200,11 @@ class Worker:
 
         _integrations.attach(self)  # logs, hooks, tracing, metrics: only what is in use
         beat_timeout = max(1.0, min(5.0, self.lease / 3))
-        self._claim_db = self.session("claim")
-        self._settle_db = self.session("complete")
-        self._beat_db = self.session("heartbeat", beat_timeout)
+        # The hot path's sessions run their statements inline: claims, outcome writes and
+        # heartbeats are stopped by aborting or closing their session, never by a cancel.
+        self._claim_db = self.session("claim", inline=True)
+        self._settle_db = self.session("complete", inline=True)
+        self._beat_db = self.session("heartbeat", beat_timeout, inline=True)
         await self._beat_db.run(self.register, timeout=OP_TIMEOUT)
         self.listener = Listener(
             pooler.listen_dsn(self._dsn, self.listen_dsn), self.schema, self.id,
