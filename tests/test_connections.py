@@ -31,6 +31,20 @@ def test_the_dsn_options_application_name_and_timeout_are_kept(
     assert conninfo_to_dict(connect_kwargs(user, "claim", "w1")["conninfo"])["connect_timeout"] == "3"
 
 
+@pytest.mark.parametrize("lane", ["complete-flow", "complete-flow2", "complete-flow3"])
+def test_every_outcome_lane_of_a_flow_worker_plans_once_and_keeps_the_complete_timeouts(
+    dsn: str, lane: str
+) -> None:
+    with connect(dsn, lane, "w1") as session:
+        got = session.execute(
+            "SELECT current_setting('plan_cache_mode'), current_setting('statement_timeout'),"
+            " current_setting('lock_timeout'), current_setting('application_name')").fetchone()
+    assert got == ("force_generic_plan", "10s", "5s", f"forklift:w1:{lane}")
+    with connect(dsn, "complete", "w1") as plain:  # a plain worker's writes choose their plans
+        row = plain.execute("SELECT current_setting('plan_cache_mode')").fetchone()
+    assert row == ("auto",)
+
+
 def test_a_setting_the_user_names_wins_over_forklifts(dsn: str) -> None:
     user = make_conninfo(dsn, options="--statement_timeout=4000 -c lock_timeout=123")
     with connect(user, "claim", "w1") as session:

@@ -19,6 +19,7 @@ from forklift._errors import DatabaseUnavailable
 _TIMEOUTS: dict[str, tuple[int, int]] = {
     "claim": (10_000, 2_000),
     "complete": (10_000, 5_000),
+    "complete-flow": (10_000, 5_000),
     "heartbeat": (5_000, 2_000),
     "leader": (30_000, 5_000),
     "listen": (5_000, 1_000),
@@ -34,6 +35,10 @@ _TIMEOUTS: dict[str, tuple[int, int]] = {
 # small at first and large later.
 _SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
     "claim": (("plan_cache_mode", "force_generic_plan"), ("enable_seqscan", "off")),
+    # A flow worker's outcome lanes send the hand-off (forklift._flow.handoff), which the
+    # server otherwise planned again on most runs: 827 plans in 1,328, 1.8 ms each against
+    # 2.4 ms to run it on its generic plan (tests/test_claim_plan.py checks that plan).
+    "complete-flow": (("plan_cache_mode", "force_generic_plan"),),
 }
 
 
@@ -105,7 +110,8 @@ def connect_kwargs(conninfo: str, purpose: str, worker: str | None = None) -> di
     and its ``connect_timeout`` stands (forklift's 10 s is only the default). The same goes
     for ``PGOPTIONS``, ``PGAPPNAME`` and ``PGCONNECT_TIMEOUT`` when the DSN does not set them.
     """
-    statement_ms, lock_ms = _TIMEOUTS.get(purpose, (30_000, 5_000))
+    family = purpose.rstrip("0123456789")  # complete-flow2 is a complete-flow
+    statement_ms, lock_ms = _TIMEOUTS.get(family, (30_000, 5_000))
     try:
         parts = conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError:
@@ -116,7 +122,7 @@ def connect_kwargs(conninfo: str, purpose: str, worker: str | None = None) -> di
         ("statement_timeout", str(statement_ms)),
         ("lock_timeout", str(lock_ms)),
         ("idle_in_transaction_session_timeout", "60000"),
-        *_SETTINGS.get(purpose, ()),
+        *_SETTINGS.get(family, ()),
     ]
     added = " ".join(f"-c {name}={value}" for name, value in ours if name not in named)
     options = f"{user_options} {added}".strip()

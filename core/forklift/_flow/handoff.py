@@ -28,7 +28,9 @@ What passes, and why no limit can be exceeded
 What it costs
     Nothing for jobs without keys, or for a worker without flow queues: the worker sends the
     plain settle statement (the hand-off is a separate statement, chosen per batch). A batch
-    asks for at most ``budget`` jobs, what the worker's slots and buffer have room for.
+    asks for at most ``budget`` jobs, what the worker's slots and buffer have room for. It runs
+    on the outcome lanes' sessions, on a generic plan (forklift._db; tests/test_claim_plan.py
+    checks that plan).
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
+
+import psycopg
 
 from forklift._sqltext import render
 from forklift._worker import claim as claims
@@ -65,7 +69,8 @@ WITH t AS (
     SELECT e AS key, count(*) AS n
     FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
     WHERE r.state = 'running' AND r.keys IS NOT NULL
-      AND r.keys && ARRAY(SELECT vals.key FROM vals) AND e IN (SELECT vals.key FROM vals)
+      AND r.keys && ARRAY(SELECT vals.key FROM vals)
+      AND e = ANY (ARRAY(SELECT vals.key FROM vals))  -- a hashed array, not a join per row
     GROUP BY e
 ), bad AS (
     -- values that pass nothing: unrecorded, rated, or over their limit (lowered since)
@@ -140,6 +145,13 @@ class Handoff:
         named: dict[str, Any] = {f"p{i}": p for i, p in enumerate(settle_params)}
         named.update(budget=self.budget, kinds=self.kinds, w=self.worker_id, lease=self.lease)
         return named
+
+    async def run(self, conn: psycopg.AsyncConnection[Any], schema: str, settle_sql: str,
+                  settle_params: tuple[Any, ...]) -> dict[int, str]:
+        """The hand-off around one batch's settle. It goes on a flow worker's outcome lanes,
+        whose sessions plan it once (generic plans: forklift._db)."""
+        cur = await conn.execute(statement(settle_sql, schema), self.params(settle_params))
+        return self.answer(await cur.fetchall())
 
     def answer(self, rows: list[tuple[Any, ...]]) -> dict[int, str]:
         """Keep the claimed jobs; return fence -> final state of the settled outcomes."""

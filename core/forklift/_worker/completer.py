@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("forklift.worker")
 
-#: Outcome writes a worker with flow queues lets go at once, each on its own session.
+#: Outcome writes a worker with flow queues lets go at once, each on its own session (their
+#: purposes ``complete-flow``, ``complete-flow2``...: generic plans, forklift._db).
 FLOW_LANES = 3
 
 
@@ -64,16 +65,20 @@ class Completer:
                 if not lanes and w.producer.flow.queues:
                     # Keyed jobs' slots free (or pass on) only as their outcomes are written,
                     # and a write's latency (its statement and the commit's WAL flush) is the
-                    # whole cycle of a key at its limit: a worker with flow queues lets further
-                    # writes go while one is in flight, each on a session of its own, so
-                    # outcomes that finish meanwhile do not wait for it (forklift._flow.handoff).
-                    for i in range(FLOW_LANES - 1):
-                        db = w.session("complete-flow" if i == 0 else f"complete-flow{i + 1}")
+                    # whole cycle of a key at its limit: a worker with flow queues writes on
+                    # FLOW_LANES sessions of their own, each letting its write go while others
+                    # are in flight, so outcomes that finish meanwhile do not wait for them
+                    # (forklift._flow.handoff). This loop then only watches the lanes.
+                    for i in range(FLOW_LANES):
+                        db = w.session("complete-flow" if i == 0 else f"complete-flow{i + 1}",
+                                       inline=True)
                         self._lane_dbs.append(db)
                         lanes.append(asyncio.ensure_future(self._lane(db)))
-                for lane in lanes:
-                    if lane.done():
+                if lanes:
+                    done, _ = await asyncio.wait(lanes, return_when=asyncio.FIRST_EXCEPTION)
+                    for lane in done:
                         lane.result()  # it failed: so does the completer
+                    continue
                 await self._gather()
                 await self.flush(deadline=None)
         finally:
@@ -94,6 +99,11 @@ class Completer:
     async def _gather(self) -> None:
         w = self.w
         if w.attempts.running and not self._closing and not w.producer.awaits_flush():
+            flow = w.producer.flow.queues
+            if flow and any(o.job is not None and o.job.queue in flow for o in self.outcomes):
+                # A flow queue's outcome holds its keys' slots until it is written: no wait,
+                # and the lanes batch what finishes while their writes are in flight.
+                return
             # Gather more outcomes for a moment, unless nothing else is in flight (or the
             # claimer waits for these outcomes' keys).
             await w.wait_any(w._idle, timeout=w.flush_interval)

@@ -96,10 +96,7 @@ async def write(
     else:
         sql, params = SETTLE_SQL, _settle_params(outcomes)
     if handoff is not None:
-        from forklift._flow.handoff import statement
-
-        cur = await conn.execute(statement(sql, schema), handoff.params(params))
-        return handoff.answer(await cur.fetchall())
+        return await handoff.run(conn, schema, sql, params)
     cur = await conn.execute(render(sql, schema), params)
     return {row[0]: row[1] for row in await cur.fetchall()}
 
