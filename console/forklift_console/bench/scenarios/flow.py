@@ -3,8 +3,9 @@
 ``flow_keyed``
     End to end, one default worker: no-op jobs of a kind with a per-key limit
     (``Key(n % 100, limit=1)``: 100 distinct keys, each running at most one job at a time),
-    against the same number of no-op jobs without keys, in the same run. Target: at least half
-    the unkeyed rate. Like the unkeyed run's worker, each scenario's worker serves the one
+    against the same number of no-op jobs without keys, in the same run, both loaded the same
+    way once their worker listens (one COPY per 50,000 jobs). Target: at least half the
+    unkeyed rate. Like the unkeyed run's worker, each scenario's worker serves the one
     queue it measures (not this app's other queue, which would cost it a claim a round).
 ``flow_fair``
     Pickup latency of a second tenant on a fair-share queue while one tenant's backlog of
@@ -75,6 +76,22 @@ def _copy_keyed(conn: psycopg.Connection[Any], kind: str, queue: str,
             copy.write_row((queue, kind, json.dumps(args), keys))
 
 
+def _copy_keyed_noops(conn: psycopg.Connection[Any], count: int, batch: int = 50_000) -> None:
+    """The keyed run's jobs, loaded the way the unkeyed run's are (``copy_jobs``: the COPY text
+    built in one string, a transaction per ``batch``), so both measure their worker on the same
+    two cores with nothing loading beside it. Rows: ``{"n": i}`` keyed ``k{i % KEYS}``."""
+    done = 0
+    while done < count:
+        n = min(batch, count - done)
+        data = "".join(f'keyed\tbench.keyed\t{{"n": {i}}}\t{{"bench.key\x1fk{i % KEYS}"}}\n'
+                       for i in range(done, done + n)).encode()
+        with conn.transaction(), conn.cursor().copy(
+            f"COPY {SCHEMA}.jobs (queue, kind, args, keys) FROM STDIN"
+        ) as copy:
+            copy.write(data)
+        done += n
+
+
 def _ready(conn: psycopg.Connection[Any], started: list[Proc]) -> None:
     """Until the worker listens and has recorded its kinds' keys (jobs wait for that)."""
     wait_listening(conn, started)
@@ -93,10 +110,7 @@ def flow_keyed(bench: Bench) -> list[Figure]:
     with bench.database("keyed") as (dsn, conn), \
             procs("worker_main", dsn, 1, module=MODULE, settings={"queues": ["keyed"]}) as started:
         _ready(conn, started)
-        for first in range(0, n, 10_000):
-            _copy_keyed(conn, "bench.keyed", "keyed", [
-                ({"n": i}, [f"bench.key\x1fk{i % KEYS}"])
-                for i in range(first, min(n, first + 10_000))])
+        _copy_keyed_noops(conn, n)
         last = max_id(conn, f"{SCHEMA}.jobs")
         wait("the keyed jobs", lambda: all_done(conn, last), 600.0, started, 0.1)
         done, seconds = span(conn, f"{SCHEMA}.jobs")
