@@ -161,9 +161,9 @@ def test_a_frozen_server_cannot_hold_a_workers_shutdown(
     # Everything stops answering: the postmaster (no new connections) and every backend.
     import psutil
 
-    server = [postmaster, *(c.pid for c in psutil.Process(postmaster).children())]
-    for pid in server:
-        own.freeze(pid)
+    own.freeze(postmaster)  # first: it starts no process after this
+    for child in psutil.Process(postmaster).children():
+        own.freeze(child.pid, gone_ok=True)
     a.signal(signal.SIGTERM)
     wait_until(lambda: "drain requested" in a.log(), timeout=30, message="no drain")
     a.signal(signal.SIGTERM)  # and do not wait for the job

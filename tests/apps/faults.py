@@ -503,9 +503,16 @@ class Procs:
         self.workers.append(w)
         return w
 
-    def freeze(self, pid: int) -> None:
+    def freeze(self, pid: int, *, gone_ok: bool = False) -> None:
+        """SIGSTOP a server process. ``gone_ok``: one that has exited since it was listed (an
+        autovacuum worker, a backend closing) answers nothing either: not an error."""
+        try:
+            os.kill(pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            if not gone_ok:
+                raise
+            return
         self.frozen.append(pid)
-        os.kill(pid, signal.SIGSTOP)
 
     def thaw(self) -> None:
         for pid in self.frozen:
