@@ -391,6 +391,25 @@ def test_a_heartbeat_skips_a_locked_row_and_reports_it_held_not_renewed(
     assert expiry(b) > before
 
 
+# -- the buffer's size: the completion rate it is read from ------------------------------------
+def test_a_burst_that_ends_inside_one_window_counts_at_once() -> None:
+    """Thirty instant jobs that all end within 50 ms of a reading, the worker then idle: the
+    next claim must see a rate (and keep a buffer), not the zero of the last closed window."""
+    from forklift._worker.producer import CompletionRate
+
+    rate = CompletionRate()
+    assert rate.observe(100.0, 0) == 0.0  # the first reading opens a window
+    assert rate.observe(100.04, 30) == 30 / CompletionRate.WINDOW  # before it closes
+    assert rate.observe(100.045, 30) == 30 / CompletionRate.WINDOW  # nothing new: kept
+    # The window closes over the same 30 jobs: a slower reading halves the gap, no more.
+    slower = 30 / 0.06
+    assert rate.observe(100.06, 30) == pytest.approx(0.5 * (30 / 0.05 + slower))
+    # Idle windows decay it; a faster window is taken at once.
+    idle = rate.observe(101.06, 30)
+    assert 0 < idle < slower
+    assert rate.observe(101.16, 530) == pytest.approx(5000.0)
+
+
 # -- runners: attempts that never suspend share a task, never a context ---------------------------
 def test_jobs_run_back_to_back_in_one_task_never_see_each_others_context(
     app: Forklift, conn: psycopg.Connection[Any]
