@@ -38,6 +38,7 @@ def test_a_statement_past_its_deadline_fails_at_once_and_the_session_recovers(
     async def scenario() -> tuple[float, str, int]:
         session = Session(dsn, "test", "w", timeout=10.0, inline=inline)
         try:
+            await session.run(_one)  # connected: what is timed below is the statement alone
             began = time.monotonic()
             with pytest.raises(TimeoutError) as raised:
                 await session.run(_sleep, timeout=0.3)

@@ -68,7 +68,7 @@ class Session:
                  inline: bool = False) -> None:
         self.dsn, self.purpose, self.worker_id = dsn, purpose, worker_id
         self.timeout = timeout
-        #: Operations run in the caller's task (:meth:`_run_inline`): for sessions whose callers
+        #: Operations run in the caller's task (:meth:`_inline`): for sessions whose callers
         #: are never cancelled in the middle of one (the worker's claims, outcome writes and
         #: heartbeats: it aborts or closes the session first).
         self.inline = inline
@@ -176,8 +176,9 @@ class Session:
             expired = True
             shut_socket(conn)
 
-        timer = asyncio.get_running_loop().call_later(limit, expire)
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(limit, expire)
+        done: asyncio.Future[None] = loop.create_future()
         self._ops.add(done)  # what close() waits for
         try:
             async with asyncio.timeout(limit + GRACE):

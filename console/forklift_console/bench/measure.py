@@ -58,13 +58,21 @@ class BackendCpu:
 def copy_jobs(conn: psycopg.Connection[Any], table: str, kind: str, start: int, count: int,
               batch: int = 50_000) -> None:
     """Preload jobs with COPY (each batch one transaction; forklift's trigger wakes workers)."""
+    copy_lines(conn, f"{table} (kind, args)", lambda i: f'{kind}\t{{"n": {i}}}\n', start,
+               count, batch)
+
+
+def copy_lines(conn: psycopg.Connection[Any], target: str, line: Callable[[int], str],
+               start: int, count: int, batch: int = 50_000) -> None:
+    """COPY ``line(i)`` for ``i`` from ``start``, ``count`` of them, into ``target`` (a table and
+    its columns, literals of the scenarios): the text built in one string per ``batch``, each
+    batch one transaction (the cheapest load a client can make, so it takes the least of the
+    cores the measured worker shares)."""
     done = 0
     while done < count:
         n = min(batch, count - done)
-        data = "".join(f'{kind}\t{{"n": {start + done + i}}}\n' for i in range(n)).encode()
-        with conn.transaction(), conn.cursor().copy(
-            f"COPY {table} (kind, args) FROM STDIN"  # table is one of two literals
-        ) as copy:
+        data = "".join(line(start + done + i) for i in range(n)).encode()
+        with conn.transaction(), conn.cursor().copy(f"COPY {target} FROM STDIN") as copy:
             copy.write(data)
         done += n
 

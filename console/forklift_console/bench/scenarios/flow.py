@@ -28,7 +28,15 @@ from typing import Any
 import psycopg
 
 from forklift import Forklift, JobContext, Key
-from forklift_console.bench.measure import Bench, all_done, max_id, pct, pickups, span
+from forklift_console.bench.measure import (
+    Bench,
+    all_done,
+    copy_lines,
+    max_id,
+    pct,
+    pickups,
+    span,
+)
 from forklift_console.bench.procs import Proc, procs, wait, wait_listening
 from forklift_console.bench.registry import scenario
 from forklift_console.bench.report import Figure, Target
@@ -76,20 +84,13 @@ def _copy_keyed(conn: psycopg.Connection[Any], kind: str, queue: str,
             copy.write_row((queue, kind, json.dumps(args), keys))
 
 
-def _copy_keyed_noops(conn: psycopg.Connection[Any], count: int, batch: int = 50_000) -> None:
-    """The keyed run's jobs, loaded the way the unkeyed run's are (``copy_jobs``: the COPY text
-    built in one string, a transaction per ``batch``), so both measure their worker on the same
-    two cores with nothing loading beside it. Rows: ``{"n": i}`` keyed ``k{i % KEYS}``."""
-    done = 0
-    while done < count:
-        n = min(batch, count - done)
-        data = "".join(f'keyed\tbench.keyed\t{{"n": {i}}}\t{{"bench.key\x1fk{i % KEYS}"}}\n'
-                       for i in range(done, done + n)).encode()
-        with conn.transaction(), conn.cursor().copy(
-            f"COPY {SCHEMA}.jobs (queue, kind, args, keys) FROM STDIN"
-        ) as copy:
-            copy.write(data)
-        done += n
+def _copy_keyed_noops(conn: psycopg.Connection[Any], count: int) -> None:
+    """The keyed run's jobs, loaded the way the unkeyed run's are (``copy_lines``, as
+    ``copy_jobs`` does), so both measure their worker on the same two cores with nothing
+    loading beside it. Rows: ``{"n": i}`` keyed ``k{i % KEYS}``."""
+    copy_lines(conn, f"{SCHEMA}.jobs (queue, kind, args, keys)",
+               lambda i: f'keyed\tbench.keyed\t{{"n": {i}}}\t{{"bench.key\x1fk{i % KEYS}"}}\n',
+               0, count)
 
 
 def _ready(conn: psycopg.Connection[Any], started: list[Proc]) -> None:
