@@ -215,3 +215,40 @@ def test_a_flow_claim_asks_for_about_what_the_keys_have_room_for(
                                         " AND state = 'completed'", (ids,)).fetchone()
                    == (len(ids),), timeout=120, message="the keyed jobs did not finish")
     assert flow_runs and max(flow_runs) <= 2 * 5, flow_runs
+
+
+def test_a_worker_of_a_plain_backlog_and_keyed_jobs_moves_both_within_the_limits(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    """One worker, a plain queue with a deep backlog and a keyed queue beside it, its jobs newer
+    than the backlog: once claimed (they hold their values' slots), the keyed jobs start before
+    the plain jobs claimed after them and run to the end while the backlog lasts, one at a time
+    per key value; the plain
+    outcomes, written on the flow worker's outcome lanes beside the keyed ones (and in the same
+    statements as their hand-offs), are all accepted."""
+    from apps.basic import running_worker
+    from helpers import wait_until
+    from test_keys import ledger_by, most_at_once
+
+    conn.execute("INSERT INTO forklift.jobs (queue, kind, args) SELECT 'default',"
+                 " 'flow.keys.plain', '{\"tenant\": \"plain\"}' FROM generate_series(1, 20000)")
+    # Newer than the whole backlog: in claim order (run_at) they would come after it.
+    ids = flow_keys.solo.enqueue_many([Work(t, work=0.002) for t in ("a", "b") * 15])
+
+    def backlog() -> int:
+        row = conn.execute("SELECT count(*) FROM forklift.jobs WHERE queue = 'default'"
+                           " AND state = 'available'").fetchone()
+        return int(row[0]) if row else 0
+
+    with running_worker(app, queues=["default", "keyed"], concurrency=4, poll_interval=0.2) as w:
+        wait_until(lambda: state(conn, ids) == ["completed"] * len(ids), timeout=90,
+                   message=lambda: f"keyed jobs: {sorted(set(state(conn, ids)))}")
+        left = backlog()
+    assert left > 0, "the keyed jobs ran only once the plain backlog was gone"
+    runs = ledger_by(conn, "tenant")
+    assert {t: len(runs[t]) for t in ("a", "b")} == {"a": 15, "b": 15}
+    assert most_at_once(runs["a"]) == 1 and most_at_once(runs["b"]) == 1
+    assert w.stats.stale_writes == 0
+    bad = conn.execute("SELECT count(*) FROM forklift.jobs WHERE queue = 'default'"
+                       " AND state NOT IN ('available', 'completed')").fetchone()
+    assert bad == (0,), "a plain job was left neither waiting nor done"

@@ -88,8 +88,9 @@ class Producer(ClaimRound):
 
     def __init__(self, worker: Worker) -> None:
         self.w = worker
-        # The local buffer: fence -> entry, and a heap in claim order (priority first). An
-        # entry dropped from the dict stays in the heap and is skipped when it surfaces.
+        # The local buffer: fence -> entry, and a heap in start order (claim order, but a flow
+        # queue's job first within a priority: _hold). An entry dropped from the dict stays in
+        # the heap and is skipped when it surfaces.
         self.waiting: dict[int, Waiting] = {}
         self._heap: list[tuple[tuple[Any, ...], int, Waiting]] = []
         self._seq = itertools.count()
@@ -244,7 +245,14 @@ class Producer(ClaimRound):
         entry = Waiting(job, lease_deadline)
         self.waiting[job.fence] = entry
         self.w._held[job.fence] = job.id
-        heapq.heappush(self._heap, (job.order, next(self._seq), entry))
+        # Within a priority a flow queue's job starts first: a keyed one holds its values'
+        # slots from its claim on, fleet-wide, and one that waited in claim order (run_at)
+        # behind a plain backlog older than it sat there while the plain claims kept putting
+        # older jobs before it (measured: 15 jobs of a key at limit 1 took the 12 s of a
+        # 20,000-job backlog beside them, about one a second, instead of 0.2 s).
+        flow = 0 if job.queue in self.flow.queues else 1
+        heapq.heappush(self._heap, ((job.priority, flow, job.run_at, job.id), next(self._seq),
+                                    entry))
 
     def fill(self) -> None:
         """Start buffered jobs in free slots, most urgent first; never while draining."""
