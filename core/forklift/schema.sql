@@ -85,10 +85,13 @@ CREATE INDEX jobs_window_idx ON {s}.jobs (finished_at) INCLUDE (queue, state, at
 -- Completed jobs that failed before: the only finished ones whose error history stats read.
 CREATE INDEX jobs_retried_idx ON {s}.jobs (finished_at) WHERE state = 'completed' AND attempt > 1;
 
--- Flow control (forklift._flow): waiting keyed jobs by partition in claim order. A key value's
--- running holders are counted from jobs_running_idx (bounded by the fleet's slots; migration 0014).
+-- Flow control (forklift._flow): waiting keyed jobs by partition in claim order.
 CREATE INDEX jobs_keyed_idx ON {s}.jobs (queue, kind, (keys[1]), priority, run_at, id)
     WHERE state = 'available' AND keys IS NOT NULL;
+-- A key value's running holders (claimed, buffered or started), read by the flow claim, the
+-- keyed hand-off and `keys show`: running keyed jobs only, which the keys' limits bound, not
+-- every running or buffered job of the fleet (migration 0016).
+CREATE INDEX jobs_holders_idx ON {s}.jobs (id) WHERE state = 'running' AND keys IS NOT NULL;
 
 -- Batch targets in index order (show, cancel, retry-failed).
 CREATE INDEX jobs_batch_targets_idx ON {s}.jobs (batch_id, batch_index) WHERE batch_id IS NOT NULL;

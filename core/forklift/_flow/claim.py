@@ -15,7 +15,8 @@ Candidates, per (queue, kind) of the worker
 
 Admission, under the key values' rows
     The running jobs of every limited key value among the candidates are counted in one pass
-    over the running jobs (``jobs_running_idx``: bounded by the fleet's slots); a value already
+    over the running keyed jobs (``jobs_holders_idx``, migration 0016: bounded by the keys'
+    limits, not by the plain jobs running or buffered across the fleet); a value already
     at its limit admits nothing (a count from this snapshot can only be too high: outcomes
     written since only free slots), and its row is not locked. Every other key value of a
     candidate whose key has a limit or a rate, and the bucket row of a rated queue, is locked

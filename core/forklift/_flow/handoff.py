@@ -64,8 +64,8 @@ WITH t AS (
     SELECT DISTINCT e AS key FROM g CROSS JOIN LATERAL unnest(g.keys) AS e
 ), held AS (
     -- each value's running jobs in this statement's snapshot, the settled ones among them:
-    -- read by the running index (bounded by the fleet's slots), whose scans mark the entries
-    -- of finished jobs dead for the next one
+    -- read by the running keyed jobs' btree (jobs_holders_idx: never the fleet's plain running
+    -- or buffered jobs), whose scans mark the entries of finished jobs dead for the next one
     SELECT e AS key, count(*) AS n
     FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
     WHERE r.state = 'running' AND r.keys IS NOT NULL

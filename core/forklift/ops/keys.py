@@ -8,7 +8,8 @@ force from every worker's next claim; an override is kept when workers record th
 declaration again, until ``reset``.
 
 Waiting jobs are counted over at most :data:`SCAN_CAP` keyed waiting jobs (``queued_capped``
-says the count stopped there); running ones are bounded by the fleet's slots.
+says the count stopped there); running ones are read from the running keyed jobs only
+(``jobs_holders_idx``), which the keys' limits bound.
 """
 
 from __future__ import annotations
