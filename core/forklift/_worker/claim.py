@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._sqltext import RUNNING, render
 
 LOCK_LIMITED_SQL = (
     "SELECT pg_advisory_xact_lock(hashtextextended('forklift.queue:' || name, 0))"
@@ -165,7 +165,7 @@ WITH r AS (
         finished_at = CASE WHEN t.cancel_requested_at IS NULL THEN NULL ELSE now() END,
         attempt = greatest(0, t.attempt - 1), worker_id = NULL, lease_expires_at = NULL
     FROM unnest(%s::bigint[], %s::bigint[]) AS u(id, fence)
-    WHERE t.id = u.id AND t.fence = u.fence AND t.state = 'running'
+    WHERE t.id = u.id AND t.fence = u.fence AND t.state = """ + RUNNING + """
     RETURNING t.id, t.queue, t.state
 ), woken AS (
     SELECT pg_notify({channel}, q.queue) FROM (SELECT DISTINCT queue FROM r WHERE state = 'available') q

@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._sqltext import RUNNING, render
 
 # A row another transaction holds locked is skipped, not waited for: the settle statement locks
 # the same rows in its plan's order, not id order, so waiting could deadlock with it (a
@@ -17,17 +17,17 @@ HEARTBEAT_SQL = """
 WITH h AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[]) AS h(id, fence)),
 free AS (
     SELECT t.id FROM {s}.jobs AS t JOIN h ON t.id = h.id AND t.fence = h.fence
-    WHERE t.state = 'running'
+    WHERE t.state = """ + RUNNING + """
     FOR UPDATE OF t SKIP LOCKED
 ), renewed AS (
     UPDATE {s}.jobs AS t SET lease_expires_at = now() + make_interval(secs => %s)
-    FROM h WHERE t.id = h.id AND t.id IN (SELECT id FROM free)
+    WHERE t.id = ANY (ARRAY(SELECT id FROM free))  -- by primary key, not a join with h
     RETURNING t.fence, t.cancel_requested_at IS NOT NULL AS cancel
 )
 SELECT fence, cancel FROM renewed
 UNION ALL
 SELECT t.fence, NULL FROM {s}.jobs AS t JOIN h ON t.id = h.id AND t.fence = h.fence
-WHERE t.state = 'running' AND t.id NOT IN (SELECT id FROM free)
+WHERE t.state = """ + RUNNING + """ AND t.id NOT IN (SELECT id FROM free)
 """
 
 # Buffered jobs whose handlers started (the claim stamped only those that started at once):
@@ -39,12 +39,12 @@ WHERE t.state = 'running' AND t.id NOT IN (SELECT id FROM free)
 START_SQL = """
 WITH a AS (SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::float8[]) AS a(id, fence, ago)),
 free AS (
-    SELECT t.id FROM {s}.jobs AS t JOIN a ON t.id = a.id AND t.fence = a.fence
-    WHERE t.state = 'running' AND t.attempted_at IS NULL
+    SELECT t.id, a.ago FROM {s}.jobs AS t JOIN a ON t.id = a.id AND t.fence = a.fence
+    WHERE t.state = """ + RUNNING + """ AND t.attempted_at IS NULL
     FOR UPDATE OF t SKIP LOCKED
 )
-UPDATE {s}.jobs AS t SET attempted_at = now() - make_interval(secs => a.ago)
-FROM a WHERE t.id = a.id AND t.id IN (SELECT id FROM free)
+UPDATE {s}.jobs AS t SET attempted_at = now() - make_interval(secs => free.ago)
+FROM free WHERE t.id = free.id
 RETURNING t.fence
 """
 
@@ -52,7 +52,7 @@ PROGRESS_SQL = """
 UPDATE {s}.jobs AS t SET progress = coalesce(p.progress, t.progress),
                          partial = coalesce(p.partial, t.partial)
 FROM unnest(%s::bigint[], %s::bigint[], %s::jsonb[], %s::jsonb[]) AS p(id, fence, progress, partial)
-WHERE t.id = p.id AND t.fence = p.fence AND t.state = 'running'
+WHERE t.id = p.id AND t.fence = p.fence AND t.state = """ + RUNNING + """
 RETURNING t.fence
 """
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._sqltext import RUNNING, render
 
 if TYPE_CHECKING:
     from forklift._flow.handoff import Handoff
@@ -38,7 +38,7 @@ UPDATE {s}.jobs AS t SET
 FROM unnest(%b::bigint[], %b::bigint[], %b::text[], %b::float8[], %b::int4[], %b::jsonb[],
             %b::jsonb[], %b::jsonb[], %b::jsonb[])
      AS o(id, fence, st, delay, refund, result, error, progress, partial)
-WHERE t.id = o.id AND t.fence = o.fence AND t.state = 'running'
+WHERE t.id = o.id AND t.fence = o.fence AND t.state = """ + RUNNING + """
 RETURNING t.fence, t.state
 """
 
@@ -49,7 +49,7 @@ UPDATE {s}.jobs AS t SET
     state = 'completed', finished_at = now(), result = o.result, partial = NULL,
     lease_expires_at = NULL, attempted_at = coalesce(t.attempted_at, now()), lost = 0
 FROM unnest(%b::bigint[], %b::bigint[], %b::jsonb[]) AS o(id, fence, result)
-WHERE t.id = o.id AND t.fence = o.fence AND t.state = 'running'
+WHERE t.id = o.id AND t.fence = o.fence AND t.state = """ + RUNNING + """
 RETURNING t.fence, t.state
 """
 
