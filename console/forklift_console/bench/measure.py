@@ -99,11 +99,6 @@ def all_done(conn: psycopg.Connection[Any], last_id: int) -> bool:
     return bool(row and row[0])
 
 
-def completed(conn: psycopg.Connection[Any], table: str = "forklift.jobs") -> int:
-    row = conn.execute(f"SELECT count(*) FROM {table} WHERE state = 'completed'").fetchone()
-    return int(row[0]) if row else 0
-
-
 def max_id(conn: psycopg.Connection[Any], table: str) -> int:
     row = conn.execute(f"SELECT max(id) FROM {table}").fetchone()
     return int(row[0]) if row and row[0] is not None else 0

@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 
-from forklift_console.bench.measure import Bench, completed, copy_jobs
+from forklift_console.bench.measure import Bench, copy_jobs
 from forklift_console.bench.procs import procs, wait
 from forklift_console.bench.registry import scenario
 from forklift_console.bench.report import Figure, Target
@@ -51,15 +51,24 @@ def _claim_rate(conn: psycopg.Connection[Any], skip: int, n: int, since: datetim
     return float(row[0]) / float(row[1]) if row[1] else 0.0
 
 
+def _finished_since(conn: psycopg.Connection[Any], since: datetime) -> int:
+    """Jobs completed since ``since``, read from the stats window's index: the drain's own rows.
+    (A count of every completed job, polled every 50 ms, read the whole large table: 10-17 ms
+    of the server's time a poll, a fifth of a core taken from the large backlog's drains
+    only.)"""
+    row = conn.execute("SELECT count(*) FROM forklift.jobs WHERE state = 'completed'"
+                       " AND finished_at > %s", (since,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def _drain(dsn: str, conn: psycopg.Connection[Any], n: int, *, lead: bool) -> float:
     """Start a default worker (one that may not lead, with ``lead`` false), let it finish
     ``n`` jobs, stop it; its claim rate."""
-    target = completed(conn) + n
     row = conn.execute("SELECT clock_timestamp()").fetchone()
     assert row is not None
     since: datetime = row[0]
     with procs("worker_main", dsn, 1, settings=None if lead else {"lead": False}) as workers:
-        wait("the worker to drain its share", lambda: completed(conn) >= target, 600.0,
+        wait("the worker to drain its share", lambda: _finished_since(conn, since) >= n, 600.0,
              workers, 0.05)
     return _claim_rate(conn, int(n * WARM_UP), n, since)
 
