@@ -15,23 +15,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from test_claim_plan import nodes
 
 from forklift._sqltext import render
 from forklift._worker import claim, leases, settle
 
 RUNNING = 3_000
 BATCH = 500
-
-
-def nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
 
 
 @pytest.fixture
