@@ -66,7 +66,9 @@ def test_a_worker_drains_from_the_console_and_shows_its_cutoff(
             pane = str(workers.query_one("#inflight").render())
             return "DRAINING: cutoff in" in pane and "will be interrupted" in pane
 
-        await wait_until_async(draining, timeout=30, message="the drain never showed")
+        await wait_until_async(draining, timeout=30, message=lambda: (
+            "the drain never showed; the pane read: "
+            + str(workers.query_one("#inflight").render())))
         assert "draining" in str(table.get_cell(ids[0], "state"))
         assert workers.check_action("drain", ()) is None  # already draining
 
