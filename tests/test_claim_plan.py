@@ -203,8 +203,8 @@ def flow_problems(plan: dict[str, Any], params: dict[str, Any]) -> list[str]:
         if kind == "Sort" and rows > bound:
             found.append(f"a Sort of {rows} rows (more than the walks return, {bound}):"
                          f" {node.get('Sort Key')}")
-        # Counting a key value's running jobs reads the running jobs by the running index:
-        # bounded by the fleet's slots, never by the backlog.
+        # Counting a key value's running jobs reads the running keyed jobs (jobs_holders_idx):
+        # bounded by what runs, never by the backlog.
         if rel == "jobs" and removed > 0 and node.get("Index Name") not in RUNNING:
             found.append(f"{kind} on jobs via {node.get('Index Name')} filtered out {removed} rows")
         if kind == "LockRows" and any(n.get("Relation Name") == "jobs" for n in nodes(node)) \
@@ -312,8 +312,8 @@ def test_the_handoff_reads_only_what_it_takes(
     assert set(params) == set(HANDOFF_TYPES)
     sql = statement(settle.COMPLETE_SQL, "forklift")
     plan = explain_flow(conn, sql, params, generic, HANDOFF_TYPES)
-    # Reading the running jobs by the running index (the settled rows, the values' holders)
-    # is bounded by the fleet's slots, never by the backlog, as in the flow claim.
+    # Reading running jobs by a running index (the values' holders, or the settled rows) is
+    # bounded by what runs, never by the backlog, as in the flow claim.
     running = [n for n in nodes(plan) if n.get("Index Name") in RUNNING or (
         n.get("Node Type") == "Bitmap Heap Scan" and any(
             c.get("Index Name") in RUNNING for c in nodes(n)))]

@@ -6,6 +6,7 @@ import random
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from console_seed import SCHEMA, drive, loaded, on_screen
 from helpers import wait_until_async
@@ -53,9 +54,20 @@ def test_a_worker_drains_from_the_console_and_shows_its_cutoff(
         table.focus()
         assert table.move_to_key(ids[0])
 
+        def started() -> bool:
+            # Started, not only held: a job waiting in the worker's local buffer is listed in
+            # flight too, and a drain gives it straight back, so a worker holding exports only
+            # in its buffer drained and exited at once (the pane then read "exited").
+            with psycopg.connect(dsn, autocommit=True) as c:
+                row = c.execute(
+                    f"SELECT count(*) FROM {SCHEMA}.jobs WHERE worker_id = %s AND kind = %s"
+                    " AND state = 'running' AND attempted_at IS NOT NULL", (ids[0], EXPORT),
+                ).fetchone()
+            return bool(row and row[0])
+
         async def busy() -> bool:
             await loaded(app, workers)
-            return EXPORT in str(workers.query_one("#inflight").render())
+            return EXPORT in str(workers.query_one("#inflight").render()) and started()
 
         await wait_until_async(busy, timeout=30, message="no export ran on the worker")
         assert workers.check_action("drain", ()) is True

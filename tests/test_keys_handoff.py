@@ -223,9 +223,8 @@ def test_a_worker_of_a_plain_backlog_and_keyed_jobs_moves_both_within_the_limits
     """One worker, a plain queue with a deep backlog and a keyed queue beside it, its jobs newer
     than the backlog: once claimed (they hold their values' slots), the keyed jobs start before
     the plain jobs claimed after them and run to the end while the backlog lasts, one at a time
-    per key value; the plain
-    outcomes, written on the flow worker's outcome lanes beside the keyed ones (and in the same
-    statements as their hand-offs), are all accepted."""
+    per key value; the plain outcomes, written on the flow worker's outcome lanes beside the
+    keyed ones (and in the same statements as their hand-offs), are all accepted."""
     from apps.basic import running_worker
     from helpers import wait_until
     from test_keys import ledger_by, most_at_once
