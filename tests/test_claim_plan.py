@@ -128,6 +128,11 @@ PLAIN_RUNNING = 3_000  # the fleet's other running and buffered jobs
 # The running indexes, whose scans may filter (a key value's holders among the running keyed
 # jobs; the settled rows among the running ones): bounded by what runs, never by the backlog.
 RUNNING = ("jobs_running_idx", "jobs_holders_idx")
+# HOLDERS_UNSEEN: a table never analyzed gives the planner no way to tell jobs_holders_idx (the
+# running keyed jobs) from jobs_running_idx (every running job): both partial indexes look the
+# same size, and a plan made then may count holders over every running job (seen once in a
+# soak beside a CPU hog). The leader's planner-stats chore analyzes such a table within
+# seconds, and the sessions plan again; from then on the holders' index is the one.
 
 
 @pytest.fixture
@@ -256,10 +261,13 @@ def test_the_flow_claim_reads_only_what_it_takes(
     bad = flow_problems(plan, params)
     assert not bad, f"{bad}\n{json.dumps(plan, indent=1)[:8000]}"
     indexes = {n.get("Index Name") for n in nodes(plan)}
-    # Partitions by the keyed index; the values' holders by the running keyed jobs' btree,
-    # never by a pass over every running job of the fleet.
-    assert "jobs_keyed_idx" in indexes and "jobs_holders_idx" in indexes, indexes
-    assert not read_plain_running(plan), read_plain_running(plan)
+    # Partitions by the keyed index; once the table has statistics, the values' holders by
+    # the running keyed jobs' btree, never by a pass over every running job of the fleet
+    # (HOLDERS_UNSEEN: before any, the planner cannot tell the two partial indexes apart).
+    assert "jobs_keyed_idx" in indexes, indexes
+    if analyzed:
+        assert "jobs_holders_idx" in indexes, indexes
+        assert not read_plain_running(plan), read_plain_running(plan)
     # Every job here is rated (its account key) or in a fair or rated queue: none may wait in
     # a buffer, so a batch whose jobs all start now.
     params = FlowClaim("plan-test", 30.0, queues=QUEUES, kinds=KINDS).params(BATCH, BATCH)
@@ -323,10 +331,12 @@ def test_the_handoff_reads_only_what_it_takes(
     assert not bad, f"{bad}\n{json.dumps(plan, indent=1)[:8000]}"
     indexes = {n.get("Index Name") for n in nodes(plan)}
     assert "jobs_keyed_idx" in indexes and "jobs_claim_idx" not in indexes, indexes
-    # The holders are counted by the running keyed jobs' btree (migration 0016), and neither
-    # they nor the settled rows are found by a pass over every running job of the fleet.
-    assert "jobs_holders_idx" in indexes, indexes
-    assert not read_plain_running(plan), read_plain_running(plan)
+    # Once the table has statistics, the holders are counted by the running keyed jobs' btree
+    # (migration 0016), and neither they nor the settled rows are found by a pass over every
+    # running job of the fleet (HOLDERS_UNSEEN).
+    if analyzed:
+        assert "jobs_holders_idx" in indexes, indexes
+        assert not read_plain_running(plan), read_plain_running(plan)
     # every settled job handed its slots on: as many rows back as settled and taken
     assert plan.get("Actual Rows") == 2 * BATCH
     with conn.transaction(force_rollback=True):
