@@ -33,7 +33,7 @@ def engine(dsn: str) -> Iterator[DemoEngine]:
 
 
 def test_a_worker_drains_from_the_console_and_shows_its_cutoff(
-    dsn: str, engine: DemoEngine
+    dsn: str, conn: psycopg.Connection[Any], engine: DemoEngine
 ) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
         await pilot.press("5")
@@ -58,11 +58,10 @@ def test_a_worker_drains_from_the_console_and_shows_its_cutoff(
             # Started, not only held: a job waiting in the worker's local buffer is listed in
             # flight too, and a drain gives it straight back, so a worker holding exports only
             # in its buffer drained and exited at once (the pane then read "exited").
-            with psycopg.connect(dsn, autocommit=True) as c:
-                row = c.execute(
-                    f"SELECT count(*) FROM {SCHEMA}.jobs WHERE worker_id = %s AND kind = %s"
-                    " AND state = 'running' AND attempted_at IS NOT NULL", (ids[0], EXPORT),
-                ).fetchone()
+            row = conn.execute(
+                f"SELECT count(*) FROM {SCHEMA}.jobs WHERE worker_id = %s AND kind = %s"
+                " AND state = 'running' AND attempted_at IS NOT NULL", (ids[0], EXPORT),
+            ).fetchone()
             return bool(row and row[0])
 
         async def busy() -> bool:

@@ -203,11 +203,6 @@ class Claimed:
     #: seconds from when the job was due (run_at) to this claim, by the server's clock
     lag: float | None = None
 
-    @property
-    def order(self) -> tuple[Any, ...]:
-        """The claim order: priority, run_at, id."""
-        return (self.priority, self.run_at, self.id)
-
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Claimed:
         """A row of the claim, its json decoded here: a row that cannot be decoded (e.g. an
