@@ -288,12 +288,14 @@ HANDOFF_TYPES = {"p0": "bigint[]", "p1": "bigint[]", "p2": "jsonb[]", "budget": 
 
 @pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
 @pytest.mark.parametrize("analyzed", [False, True], ids=["before-analyze", "after-analyze"])
+@pytest.mark.parametrize("lowered", [False, True], ids=["limits-as-set", "limits-lowered"])
 def test_the_handoff_reads_only_what_it_takes(
-    keyed_half_drained: psycopg.Connection[Any], analyzed: bool, generic: bool
+    keyed_half_drained: psycopg.Connection[Any], analyzed: bool, generic: bool, lowered: bool
 ) -> None:
     """A batch of settled keyed jobs, each with a backlog of jobs of the same values behind it
     (and the half-drained backlogs of every other tenant around them): the hand-off finds each
-    one's next job by the keyed index and locks no more than it takes."""
+    one's next job by the keyed index and locks no more than it takes. It counts the values'
+    holders only for keys whose limit fell (flow_keys.lowered_at, migration 0017)."""
     from forklift._flow.handoff import Handoff, statement
     from forklift._worker import settle
 
@@ -301,6 +303,8 @@ def test_the_handoff_reads_only_what_it_takes(
     queue = QUEUES[2]  # neither rated nor fair
     conn.execute("UPDATE forklift.flow_keys SET rate_limit = NULL, rate_per = NULL,"
                  " rate_burst = NULL WHERE name = 'account'")
+    conn.execute("UPDATE forklift.flow_keys SET lowered_at = CASE WHEN %s THEN now() END",
+                 (lowered,))
     conn.execute(
         "INSERT INTO forklift.jobs (queue, kind, run_at, keys)"
         " SELECT %s, 'plan.job', now() - interval '1 hour' + make_interval(secs => i),"
@@ -337,6 +341,9 @@ def test_the_handoff_reads_only_what_it_takes(
     if analyzed:
         assert "jobs_holders_idx" in indexes, indexes
         assert not read_plain_running(plan), read_plain_running(plan)
+    # the holders' scan runs for lowered keys only (the settled rows are read by primary key)
+    counted = [n for n in nodes(plan) if n.get("Index Name") in RUNNING and n.get("Actual Loops")]
+    assert bool(counted) == lowered, counted
     # every settled job handed its slots on: as many rows back as settled and taken
     assert plan.get("Actual Rows") == 2 * BATCH
     with conn.transaction(force_rollback=True):

@@ -112,6 +112,79 @@ def test_a_lowered_limit_passes_nothing_until_the_running_jobs_are_within_it(
     assert [j.id for j in handed] == [ids[2]]
 
 
+def lowered(conn: psycopg.Connection[Any]) -> dict[str, bool]:
+    return {r[0]: r[1] for r in conn.execute(
+        "SELECT name, lowered_at IS NOT NULL FROM forklift.flow_keys ORDER BY name")}
+
+
+def test_a_key_is_marked_for_counting_only_when_its_limit_falls(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    # recorded with nothing running, raised, or given a rate: no value can be above its limit
+    assert not any(lowered(conn).values())
+    with Operator(dsn, actor="t") as op:
+        op.set_key_limit("solo", 3)
+        op.set_key_rate("tenant", "100/s")
+        assert not any(lowered(conn).values())
+        op.set_key_limit("solo", 2)  # lowered
+        op.set_key_limit("t", 5)  # a limit where there was none (the fair queue's key)
+    assert {k for k, v in lowered(conn).items() if v} == {"solo", "t"}
+    # raising it again does not unmark it: values may still be above the lower limit
+    with Operator(dsn, actor="t") as op:
+        op.set_key_limit("solo", 4)
+    assert lowered(conn)["solo"]
+
+
+def test_a_key_recorded_again_while_its_jobs_run_counts_them(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    with Operator(dsn, actor="t") as op:
+        op.set_key_limit("solo", 2)
+    conn.execute("UPDATE forklift.flow_keys SET lowered_at = NULL")
+    ids = flow_keys.solo.enqueue_many([Work("a") for _ in range(3)])
+    first = claim(dsn, "keyed", "flow.keys.tenant", 10)
+    assert [j.id for j in first] == ids[:2]
+    # the row is lost and recorded again, at the declared limit of 1, while 2 run
+    conn.execute("DELETE FROM forklift.flow_keys WHERE name = 'solo'")
+    declare.record_sync(conn, "forklift", flow_keys.app)
+    assert lowered(conn)["solo"]
+    _, handed = complete(dsn, first[:1])
+    assert handed == []  # 2 running of 1: nothing passes
+    _, handed = complete(dsn, first[1:])
+    assert [j.id for j in handed] == [ids[2]]
+
+
+def test_the_leader_unmarks_a_lowered_key_once_every_value_is_within_its_limit(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    from forklift._worker.maintenance.flow_recount import MARGIN, recount
+
+    def clear(margin: float) -> list[str]:
+        async def go() -> list[str]:
+            async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+                return await recount(c, "forklift", margin)
+        return asyncio.run(go())
+
+    with Operator(dsn, actor="t") as op:
+        op.set_key_limit("solo", 2)
+    ids = flow_keys.solo.enqueue_many([Work("a"), Work("a"), Work("b"), Work("a")])
+    first = claim(dsn, "keyed", "flow.keys.tenant", 10)
+    assert sorted(j.id for j in first) == ids[:3]  # a twice, b once
+    with Operator(dsn, actor="t") as op:
+        op.set_key_limit("solo", 1)
+    assert lowered(conn)["solo"]
+    assert clear(MARGIN) == []  # too recent: a claim that read the old limit may be in flight
+    assert clear(0.0) == []  # a holds 2 of 1
+    _, handed = complete(dsn, [j for j in first if j.id == ids[0]])
+    assert handed == []
+    assert clear(0.0) == ["solo"]  # a holds 1, b 1: within the limit
+    assert not lowered(conn)["solo"]
+    # from now on the hand-off does not count, and the limit still holds
+    _, handed = complete(dsn, [j for j in first if j.id == ids[1]])
+    assert [j.id for j in handed] == [ids[3]]
+    assert claim(dsn, "keyed", "flow.keys.tenant", 10) == []
+
+
 @pytest.mark.parametrize("change", ["paused", "fair", "queue rate", "key rate", "unrecorded"])
 def test_no_slot_passes_where_a_claim_must_start_its_jobs_at_once_or_admit_nothing(
     app: Forklift, conn: psycopg.Connection[Any], dsn: str, change: str

@@ -378,7 +378,10 @@ CREATE TABLE {s}.flow_keys (
     set_by       text,
     set_at       timestamptz,
     declared_at  timestamptz,
-    updated_at   timestamptz      NOT NULL DEFAULT now()
+    updated_at   timestamptz      NOT NULL DEFAULT now(),
+    -- the limit fell (or the row was made while jobs carrying the key ran): hand-offs count its
+    -- values' holders until the leader finds them all within it (migration 0017)
+    lowered_at   timestamptz
 );
 
 -- Per key value (and '@' || queue of a rated queue): the claims' serialisation point (locked
@@ -524,6 +527,7 @@ INSERT INTO {s}.stats_rollup (name) VALUES ('minutes');
 \ir functions/jobs_wake_v3.sql
 \ir functions/batches_v1.sql
 \ir functions/flow_v1.sql
+\ir functions/flow_keys_lowered_v1.sql
 \ir functions/dead_letters_v1.sql
 \ir functions/workflows_v1.sql
 \ir functions/workflows_v2.sql
@@ -552,6 +556,10 @@ CREATE TRIGGER jobs_batch_deleted AFTER DELETE ON {s}.jobs
     FOR EACH ROW
     WHEN (OLD.batch_id IS NOT NULL AND OLD.state IN ('scheduled', 'available', 'running', 'retryable'))
     EXECUTE FUNCTION {s}.jobs_batch_deleted();
+
+-- A key whose limit falls is marked for its hand-offs to count its holders (migration 0017).
+CREATE TRIGGER flow_keys_lowered BEFORE INSERT OR UPDATE OF concurrency ON {s}.flow_keys
+    FOR EACH ROW EXECUTE FUNCTION {s}.flow_keys_lowered();
 
 -- A keyed job is never claimable before its queue is flagged and its values have rows.
 CREATE TRIGGER jobs_keyed AFTER INSERT ON {s}.jobs

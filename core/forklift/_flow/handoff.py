@@ -16,7 +16,12 @@ What passes, and why no limit can be exceeded
     jobs is what it was. A flow claim counts from a snapshot, and the hand-off leaves its count
     true: nothing here touches ``flow_values``, and no claim's arithmetic changes. Lowering a
     limit is honoured: a value whose running jobs (the settled ones among them) already number
-    more than its limit passes nothing, so the count falls to the limit as jobs finish.
+    more than its limit passes nothing, so the count falls to the limit as jobs finish. Only
+    such keys are counted: every claim admits within the limit it reads and a hand-off keeps
+    each count, so a value can be above its limit only after the limit fell, which marks the
+    key (``flow_keys.lowered_at``, migration 0017) until the leader finds every value within it
+    (forklift._worker.maintenance.flow_recount). The count was a tenth of the statement's
+    server time.
 
     Nothing passes in a queue that is paused, fair (a handed-off job would go before another
     partition's first), rated, or limited as a whole (strict queues claim only for free slots,
@@ -60,26 +65,38 @@ WITH t AS (
     WHERE t.keys IS NOT NULL AND t.kind = ANY (%(kinds)s::text[]) AND """ + claims._OPEN + """
       AND NOT coalesce(qs.fair, false) AND qs.rate_limit IS NULL AND qs.concurrency IS NULL
     GROUP BY t.queue, t.kind, t.keys
+), names AS (
+    -- the settled jobs' key names that pass nothing: unrecorded or rated
+    SELECT n.name FROM (SELECT DISTINCT split_part(e, chr(31), 1) AS name
+                        FROM g CROSS JOIN LATERAL unnest(g.keys) AS e) n
+    LEFT JOIN {s}.flow_keys f ON f.name = n.name
+    WHERE f.name IS NULL OR f.rate_limit IS NOT NULL
 ), vals AS (
+    -- the values whose holders are counted: those of keys whose limit fell since (lowered_at,
+    -- migration 0017); for every other key no value can be above its limit
     SELECT DISTINCT e AS key FROM g CROSS JOIN LATERAL unnest(g.keys) AS e
+    WHERE split_part(e, chr(31), 1) = ANY (ARRAY(
+        SELECT f.name FROM {s}.flow_keys f WHERE f.lowered_at IS NOT NULL))
 ), held AS (
-    -- each value's running jobs in this statement's snapshot, the settled ones among them:
+    -- each such value's running jobs in this statement's snapshot, the settled ones among them:
     -- read by the running keyed jobs' btree (jobs_holders_idx: never the fleet's plain running
     -- or buffered jobs), whose scans mark the entries of finished jobs dead for the next one
     SELECT e AS key, count(*) AS n
     FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
-    WHERE r.state = 'running' AND r.keys IS NOT NULL
+    WHERE EXISTS (SELECT 1 FROM vals)  -- none: the scan is not even started
+      AND r.state = 'running' AND r.keys IS NOT NULL
       AND r.keys && ARRAY(SELECT vals.key FROM vals)
       AND e = ANY (ARRAY(SELECT vals.key FROM vals))  -- a hashed array, not a join per row
     GROUP BY e
 ), bad AS (
-    -- values that pass nothing: unrecorded, rated, or over their limit (lowered since)
-    SELECT vals.key FROM vals
-    LEFT JOIN {s}.flow_keys f ON f.name = split_part(vals.key, chr(31), 1)
-    LEFT JOIN held ON held.key = vals.key
-    WHERE f.name IS NULL OR f.rate_limit IS NOT NULL OR f.concurrency < coalesce(held.n, 0)
+    -- values over their limit (lowered since)
+    SELECT held.key FROM held JOIN {s}.flow_keys f ON f.name = split_part(held.key, chr(31), 1)
+    WHERE f.concurrency < held.n
 ), ok AS (
-    SELECT g.* FROM g WHERE NOT g.keys && ARRAY(SELECT bad.key FROM bad)
+    SELECT g.* FROM g
+    WHERE NOT g.keys && ARRAY(SELECT bad.key FROM bad)
+      AND NOT EXISTS (SELECT 1 FROM unnest(g.keys) AS e
+                      WHERE split_part(e, chr(31), 1) = ANY (ARRAY(SELECT names.name FROM names)))
 ), nxt AS (
     SELECT x.id, x.keys, x.priority, x.run_at FROM ok CROSS JOIN LATERAL (
         SELECT y.* FROM (

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.cron import CronChore
 from forklift._worker.maintenance.elector import Elector
+from forklift._worker.maintenance.flow_recount import FlowRecount
 from forklift._worker.maintenance.history import HistoryUpkeep
 from forklift._worker.maintenance.outbox import OutboxRelay
 from forklift._worker.maintenance.planner_stats import PlannerStats
@@ -33,4 +34,5 @@ def chores(worker: Worker) -> list[Chore]:
     """Every chore the leader runs (a new chore is a new entry here)."""
     return [Stager(worker), Rescuer(worker), CronChore(worker), Retention(worker),
             WorkerPruner(worker), HistoryUpkeep(worker), OutboxRelay(worker),
-            WorkflowRetention(worker), StatsRollup(worker), PlannerStats(worker)]
+            WorkflowRetention(worker), StatsRollup(worker), PlannerStats(worker),
+            FlowRecount(worker)]
