@@ -20,8 +20,8 @@ What passes, and why no limit can be exceeded
     such keys are counted: every claim admits within the limit it reads and a hand-off keeps
     each count, so a value can be above its limit only after the limit fell, which marks the
     key (``flow_keys.lowered_at``, migration 0017) until the leader finds every value within it
-    (forklift._worker.maintenance.flow_recount). The count was a tenth of the statement's
-    server time.
+    (forklift._worker.maintenance.flow_recount). The count and the per-value gate it replaced
+    were about a tenth of the statement's server time.
 
     Nothing passes in a queue that is paused, fair (a handed-off job would go before another
     partition's first), rated, or limited as a whole (strict queues claim only for free slots,

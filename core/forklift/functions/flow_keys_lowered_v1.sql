@@ -17,6 +17,10 @@ BEGIN
         IF OLD.concurrency IS NULL OR NEW.concurrency < OLD.concurrency THEN
             NEW.lowered_at := now();
         END IF;
+    ELSIF EXISTS (SELECT 1 FROM {s}.flow_keys k WHERE k.name = NEW.name) THEN
+        -- a worker's periodic record of a key it finds recorded: ON CONFLICT makes it an
+        -- UPDATE, which this trigger sees again; no look at the running jobs every 30 s
+        RETURN NEW;
     ELSIF EXISTS (SELECT 1 FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
                   WHERE r.state = 'running' AND r.keys IS NOT NULL
                     AND split_part(e, chr(31), 1) = NEW.name) THEN

@@ -5,8 +5,9 @@
 -- value's count what it was and every claim admits within the limit it reads, so a count can
 -- exceed the limit only after the limit fell. flow_keys.lowered_at marks those keys (set by
 -- the trigger below, cleared by the leader once every value of the key is within its limit);
--- the hand-off counts only their values. Measured in `forklift bench` flow_keyed: the count was
--- about 6% of the keyed rate.
+-- the hand-off counts only their values. Measured in `forklift bench` flow_keyed
+-- (pg_stat_statements): the hand-off's server time fell from 24.6-26 to 22 us a row (a row
+-- settled or taken); the keyed rate rose 2-3%, within the run-to-run noise.
 
 ALTER TABLE {s}.flow_keys ADD COLUMN lowered_at timestamptz;
 
