@@ -36,7 +36,7 @@ def test_the_cache_limit_is_psycopgs() -> None:
                          ids=["complete", "settle"])
 def test_the_handoff_is_converted_once(settle_sql: str) -> None:
     """A statement longer than psycopg caches is parsed again, in Python, at every execute:
-    about a tenth of a flow worker's time when the hand-off was 4,829 bytes."""
+    about a tenth of a flow worker's py-spy samples when the hand-off was 4,829 bytes."""
     sql = statement(render(settle_sql, "forklift"), "forklift").encode()
     assert len(sql) <= CONVERSION_CACHED
     assert b"--" not in sql
