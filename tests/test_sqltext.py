@@ -6,7 +6,7 @@ import pytest
 from psycopg import _queries
 
 from forklift._flow.handoff import statement
-from forklift._sqltext import CONVERSION_CACHED, compact, render
+from forklift._sqltext import compact, render
 from forklift._worker import settle
 
 
@@ -28,15 +28,11 @@ def test_compact_keeps_a_literal_ending_in_e() -> None:
     assert compact("SELECT 'type'  ,  'e'") == "SELECT 'type','e'"
 
 
-def test_the_cache_limit_is_psycopgs() -> None:
-    assert CONVERSION_CACHED == _queries.MAX_CACHED_STATEMENT_LENGTH
-
-
 @pytest.mark.parametrize("settle_sql", [settle.COMPLETE_SQL, settle.SETTLE_SQL],
                          ids=["complete", "settle"])
 def test_the_handoff_is_converted_once(settle_sql: str) -> None:
     """A statement longer than psycopg caches is parsed again, in Python, at every execute:
     about a tenth of a flow worker's py-spy samples when the hand-off was 4,829 bytes."""
     sql = statement(render(settle_sql, "forklift"), "forklift").encode()
-    assert len(sql) <= CONVERSION_CACHED
+    assert len(sql) <= _queries.MAX_CACHED_STATEMENT_LENGTH  # psycopg's own limit
     assert b"--" not in sql

@@ -49,25 +49,23 @@ def render(text: str, schema: str) -> str:
     return text.replace("{s}", quoted).replace("{channel}", sql.Literal(channel(schema)).as_string(None))
 
 
-#: What psycopg caches of a statement's conversion (its placeholders found, its parts split):
-#: only statements up to this many bytes (psycopg._queries.MAX_CACHED_STATEMENT_LENGTH); a longer
-#: one is parsed again, in Python, at every execute.
-CONVERSION_CACHED = 4096
-
-# A quoted literal or identifier (kept whole) or a comment (dropped), found in one scan so that
-# a quote inside a comment, or "--" inside a literal, is read as what it is.
-_QUOTED_OR_COMMENT = re.compile(r"""'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*""")
-_QUOTED = re.compile(r"""('(?:[^']|'')*'|"(?:[^"]|"")*")""")
+# A quoted literal or identifier: kept whole by compact().
+_QUOTE = r"'(?:[^']|'')*'" "|" r'"(?:[^"]|"")*"'
+# Quoted text or a comment, found in one scan so that a quote inside a comment, or "--" inside
+# a literal, is read as what it is.
+_QUOTED_OR_COMMENT = re.compile(_QUOTE + r"|--[^\n]*")
+_QUOTED = re.compile(f"({_QUOTE})")
 _TIGHT = re.compile(r" ?([(),]) ?")
 
 
-@lru_cache(maxsize=64)
 def compact(text: str) -> str:
     """``text`` without its comments and layout (one space between words, none beside a
     parenthesis or comma): the same statement in fewer bytes, so that a long statement on a hot
-    path stays within what psycopg caches (``CONVERSION_CACHED``). Quoted literals and
-    identifiers pass untouched; dollar quotes and E'' strings are refused (forklift's
-    statements use neither, and this scan would misread them)."""
+    path stays within the 4,096 bytes whose conversion psycopg caches (a longer one is parsed
+    again, in Python, at every execute; ``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``).
+    Quoted literals and identifiers pass untouched; dollar quotes and E'' strings are refused
+    (forklift's statements use neither, and this scan would misread them). Callers cache what
+    they build with it."""
     if "$" in text or re.search(r"(?<![\w'])[eE]'", text):
         raise ValueError("compact() does not read dollar-quoted or E'' strings")
     text = _QUOTED_OR_COMMENT.sub(lambda m: " " if m.group().startswith("--") else m.group(),
