@@ -414,6 +414,39 @@ def test_a_worker_buffers_keyed_jobs_and_never_runs_a_key_over_its_limit(
     assert max(most_at_once(runs) for runs in ledger_by(conn, "tenant").values()) == 1
 
 
+def test_a_starting_worker_sends_its_first_claim_once_its_keys_are_recorded(
+    app: Forklift, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keyed jobs wait for their keys' rows (flow_keys): a starting worker records its kinds'
+    keys before its first claim, which then finds the backlog instead of nothing."""
+    from apps.basic import running_worker
+    from helpers import wait_until
+
+    from forklift._worker import claim_round
+
+    events: list[str] = []
+    record, claim_once = declare.record, claim_round.ClaimRound._claim_once
+
+    async def recording(*args: Any) -> int:
+        changed = await record(*args)
+        events.append(f"recorded {changed}")
+        return changed
+
+    async def claiming(self: Any, n: int) -> Any:
+        events.append("claim")
+        return await claim_once(self, n)
+
+    monkeypatch.setattr(declare, "record", recording)
+    monkeypatch.setattr(claim_round.ClaimRound, "_claim_once", claiming)
+    job = flow_keys.solo.enqueue(Work("one")).id
+    with running_worker(app, queues=["keyed"], poll_interval=30.0):
+        wait_until(lambda: conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
+                                        (job,)).fetchone() == ("completed",),
+                   timeout=30, message="the keyed job did not finish")
+    assert events[0].startswith("recorded") and events[0] != "recorded 0", events
+    assert events[1] == "claim", events
+
+
 def test_a_flushed_keyed_outcome_triggers_the_next_claim(
     app: Forklift, conn: psycopg.Connection[Any]
 ) -> None:

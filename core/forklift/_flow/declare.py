@@ -103,6 +103,14 @@ class KeyDeclarations:
         self.w = worker
         self._db: Any = None
         self._recorded: Any = None
+        #: set once the kinds' keys are recorded (or there are none): see :meth:`first`
+        self.recorded = asyncio.Event()
+
+    async def first(self, timeout: float) -> None:
+        """Until the keys are recorded once, the worker stops claiming, or ``timeout`` passes.
+        Keyed jobs wait for their keys' rows, so a claim sent before them finds nothing for
+        those kinds; the worker waits for this before its first claim."""
+        await self.w.wait_any(self.recorded, self.w._stop_claiming, timeout=timeout)
 
     async def run(self) -> None:
         w = self.w
@@ -121,4 +129,5 @@ class KeyDeclarations:
                 self._recorded = found
                 if changed:
                     w.producer.wake.set()  # jobs that waited for these rows may go now
+            self.recorded.set()
             await asyncio.sleep(RECHECK)

@@ -66,6 +66,7 @@ log = logging.getLogger("forklift.worker")
 
 VERSION = "0.1.0"
 OP_TIMEOUT = 15.0  # above every server-side statement timeout of the worker's sessions
+KEYS_WAIT = 5.0  # most a starting worker waits for its kinds' keys to be recorded
 
 
 
@@ -214,14 +215,16 @@ class Worker:
         )
         sup = self.supervisor
         completer = sup.start(self.completer)
+        keys = KeyDeclarations(self)
         services: list[Service] = [self.listener, Heartbeater(self), LeaseWatchdog(self),
-                                   self.locks, KeyDeclarations(self)]
+                                   self.locks, keys]
         if self.lead:
             self.elector = maintenance.Elector(self)
             self.chores = maintenance.chores(self)
             services += [self.elector, *self.chores]
         services += [factory(self) for factory in SERVICES] + self._extra_services
         loops = [sup.start(s) for s in services]
+        await keys.first(KEYS_WAIT)  # bounded: a database that fails it fails the claim too
         log.info("worker %s started: queues=%s concurrency=%d lease=%.1fs", self.id,
                  self.queues, self.concurrency, self.lease)
         self._started.set()
