@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         last = max(i for i, s in enumerate(SHOTS) if s.name in args.only)
         shots = SHOTS[: last + 1]
-    from forklift._migrate import migrate
+    from forklift._db.migrate import migrate
     from forklift_console import demo_app
     from forklift_console.demo import DemoEngine, console_app
 

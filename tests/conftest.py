@@ -55,8 +55,8 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift import embedded
-from forklift._db import connect, describe_target
-from forklift._migrate import fingerprint, migrate
+from forklift._db.connections import connect, describe_target
+from forklift._db.migrate import fingerprint, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = "forklift"

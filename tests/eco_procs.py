@@ -22,7 +22,7 @@ TESTS = Path(__file__).resolve().parent
 class WorkerProc:
     def __init__(self, args: list[str], *, env: dict[str, str], cwd: Path, log_path: Path) -> None:
         self.log_path = log_path
-        cmd = [sys.executable, "-m", "forklift_console.cli", "worker", *args]
+        cmd = [sys.executable, "-m", "forklift.cli.main", "worker", *args]
         full = dict(os.environ, PYTHONUNBUFFERED="1", **env)
         full.pop("FORKLIFT_APP", None)
         with open(log_path, "ab") as out:

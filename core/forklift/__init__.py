@@ -16,53 +16,53 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from forklift._app import Forklift as Forklift
-    from forklift._batch import Batch as Batch
-    from forklift._batch import BatchLimits as BatchLimits
-    from forklift._batch import BatchSummary as BatchSummary
-    from forklift._batch import Callback as Callback
-    from forklift._context import JobCancelled as JobCancelled
-    from forklift._context import JobContext as JobContext
-    from forklift._context import Progress as Progress
-    from forklift._errors import BatchKeyConflict as BatchKeyConflict
-    from forklift._errors import BatchNotFound as BatchNotFound
-    from forklift._errors import BatchRefused as BatchRefused
-    from forklift._errors import Busy as Busy
-    from forklift._errors import CallerBusy as CallerBusy
-    from forklift._errors import ConfigError as ConfigError
-    from forklift._errors import DatabaseUnavailable as DatabaseUnavailable
-    from forklift._errors import EnqueueRefused as EnqueueRefused
-    from forklift._errors import ForkliftError as ForkliftError
-    from forklift._errors import InvalidKey as InvalidKey
-    from forklift._errors import InvalidName as InvalidName
-    from forklift._errors import InvalidOption as InvalidOption
-    from forklift._errors import InvalidPayload as InvalidPayload
-    from forklift._errors import JobNotFound as JobNotFound
-    from forklift._errors import KindAlreadyDeclared as KindAlreadyDeclared
-    from forklift._errors import LockLost as LockLost
-    from forklift._errors import LockNotAcquired as LockNotAcquired
-    from forklift._errors import NotJSON as NotJSON
-    from forklift._errors import NotRequeueable as NotRequeueable
-    from forklift._errors import NulCharacter as NulCharacter
-    from forklift._errors import PayloadTooLarge as PayloadTooLarge
-    from forklift._errors import ReadOnly as ReadOnly
-    from forklift._errors import SchemaOutdated as SchemaOutdated
-    from forklift._errors import TooManyTargets as TooManyTargets
-    from forklift._errors import UniqueConflict as UniqueConflict
-    from forklift._errors import UnknownKind as UnknownKind
-    from forklift._flow.keys import Key as Key
-    from forklift._flow.keys import Rate as Rate
-    from forklift._job import LIVE_STATES as LIVE_STATES
-    from forklift._job import STATES as STATES
-    from forklift._job import TERMINAL_STATES as TERMINAL_STATES
-    from forklift._job import Job as Job
-    from forklift._job import State as State
-    from forklift._kind import JobKind as JobKind
-    from forklift._migrate import migrate as migrate
-    from forklift._retry import Backoff as Backoff
-    from forklift._retry import Fail as Fail
-    from forklift._retry import Retry as Retry
-    from forklift._retry import Snooze as Snooze
+    from forklift._app.app import Forklift as Forklift
+    from forklift._app.context import JobCancelled as JobCancelled
+    from forklift._app.context import JobContext as JobContext
+    from forklift._app.context import Progress as Progress
+    from forklift._app.kind import JobKind as JobKind
+    from forklift._base.errors import BatchKeyConflict as BatchKeyConflict
+    from forklift._base.errors import BatchNotFound as BatchNotFound
+    from forklift._base.errors import BatchRefused as BatchRefused
+    from forklift._base.errors import Busy as Busy
+    from forklift._base.errors import CallerBusy as CallerBusy
+    from forklift._base.errors import ConfigError as ConfigError
+    from forklift._base.errors import DatabaseUnavailable as DatabaseUnavailable
+    from forklift._base.errors import EnqueueRefused as EnqueueRefused
+    from forklift._base.errors import ForkliftError as ForkliftError
+    from forklift._base.errors import InvalidKey as InvalidKey
+    from forklift._base.errors import InvalidName as InvalidName
+    from forklift._base.errors import InvalidOption as InvalidOption
+    from forklift._base.errors import InvalidPayload as InvalidPayload
+    from forklift._base.errors import JobNotFound as JobNotFound
+    from forklift._base.errors import KindAlreadyDeclared as KindAlreadyDeclared
+    from forklift._base.errors import LockLost as LockLost
+    from forklift._base.errors import LockNotAcquired as LockNotAcquired
+    from forklift._base.errors import NotJSON as NotJSON
+    from forklift._base.errors import NotRequeueable as NotRequeueable
+    from forklift._base.errors import NulCharacter as NulCharacter
+    from forklift._base.errors import PayloadTooLarge as PayloadTooLarge
+    from forklift._base.errors import ReadOnly as ReadOnly
+    from forklift._base.errors import SchemaOutdated as SchemaOutdated
+    from forklift._base.errors import TooManyTargets as TooManyTargets
+    from forklift._base.errors import UniqueConflict as UniqueConflict
+    from forklift._base.errors import UnknownKind as UnknownKind
+    from forklift._base.retry import Backoff as Backoff
+    from forklift._base.retry import Fail as Fail
+    from forklift._base.retry import Retry as Retry
+    from forklift._base.retry import Snooze as Snooze
+    from forklift._db.migrate import migrate as migrate
+    from forklift._features.flow.keys import Key as Key
+    from forklift._features.flow.keys import Rate as Rate
+    from forklift._jobs.batch import Batch as Batch
+    from forklift._jobs.batch import BatchLimits as BatchLimits
+    from forklift._jobs.batch import BatchSummary as BatchSummary
+    from forklift._jobs.batch import Callback as Callback
+    from forklift._jobs.job import LIVE_STATES as LIVE_STATES
+    from forklift._jobs.job import STATES as STATES
+    from forklift._jobs.job import TERMINAL_STATES as TERMINAL_STATES
+    from forklift._jobs.job import Job as Job
+    from forklift._jobs.job import State as State
     from forklift._worker import Worker as Worker
     from forklift._worker import run_worker as run_worker
 
@@ -77,17 +77,17 @@ _ERRORS = (
 )
 #: Where each public name lives (its module is imported when the name is first used).
 _WHERE: dict[str, str] = {
-    "Forklift": "_app",
-    "JobKind": "_kind",
-    "Batch": "_batch", "BatchLimits": "_batch", "BatchSummary": "_batch",
-    "Callback": "_batch",
-    "JobCancelled": "_context", "JobContext": "_context", "Progress": "_context",
-    **dict.fromkeys(_ERRORS, "_errors"),
-    "LIVE_STATES": "_job", "STATES": "_job", "TERMINAL_STATES": "_job", "Job": "_job",
-    "State": "_job",
-    "migrate": "_migrate",
-    "Key": "_flow.keys", "Rate": "_flow.keys",
-    "Backoff": "_retry", "Fail": "_retry", "Retry": "_retry", "Snooze": "_retry",
+    "Forklift": "_app.app",
+    "JobKind": "_app.kind",
+    "Batch": "_jobs.batch", "BatchLimits": "_jobs.batch", "BatchSummary": "_jobs.batch",
+    "Callback": "_jobs.batch",
+    "JobCancelled": "_app.context", "JobContext": "_app.context", "Progress": "_app.context",
+    **dict.fromkeys(_ERRORS, "_base.errors"),
+    "LIVE_STATES": "_jobs.job", "STATES": "_jobs.job", "TERMINAL_STATES": "_jobs.job", "Job": "_jobs.job",
+    "State": "_jobs.job",
+    "migrate": "_db.migrate",
+    "Key": "_features.flow.keys", "Rate": "_features.flow.keys",
+    "Backoff": "_base.retry", "Fail": "_base.retry", "Retry": "_base.retry", "Snooze": "_base.retry",
     "Worker": "_worker", "run_worker": "_worker",
 }
 

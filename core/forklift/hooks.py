@@ -43,12 +43,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from forklift._errors import ConfigError
+from forklift._base.errors import ConfigError
 
 if TYPE_CHECKING:
-    from forklift._app import Forklift
-    from forklift._enqueue import Row
-    from forklift._job import Job
+    from forklift._app.app import Forklift
+    from forklift._jobs.insert import Row
+    from forklift._jobs.job import Job
     from forklift._worker.attempts import Running
     from forklift._worker.maintenance.rescuer import Rescued
     from forklift._worker.settle import Outcome

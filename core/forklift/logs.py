@@ -71,7 +71,7 @@ class JsonFormatter(logging.Formatter):
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
-    from forklift._scrub import error_entry
+    from forklift._base.scrub import error_entry
 
     entry = error_entry(exc, code="error", attempt=0)
     return {"type": entry.get("type"), "message": entry.get("message"),
@@ -86,7 +86,7 @@ def configure(
     Replaces the handlers of the root logger, like ``logging.basicConfig(force=True)``.
     """
     if format not in ("text", "json"):
-        from forklift._errors import ConfigError
+        from forklift._base.errors import ConfigError
 
         raise ConfigError(f"log format must be 'text' or 'json', not {format!r}")
     handler = logging.StreamHandler(stream or sys.stderr)

@@ -20,7 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from forklift._errors import ConfigError
+from forklift._base.errors import ConfigError
 
 if TYPE_CHECKING:
     from forklift._worker.attempts import Running
@@ -171,7 +171,7 @@ def attach(worker: Worker) -> None:
 
 
 def _depth_chore(worker: Worker) -> Any:
-    from forklift._sqltext import render
+    from forklift._db.sqltext import render
     from forklift._worker.maintenance.chore import Chore
     from forklift.ops.stats import COUNTS_SQL
 

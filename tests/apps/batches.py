@@ -20,7 +20,7 @@ import psycopg
 from typing_extensions import TypedDict  # pydantic needs it for TypedDict on Python < 3.12
 
 from forklift import Backoff, Fail, Forklift, JobContext
-from forklift._batches import BatchLimits, BatchSummary
+from forklift._features.batches import BatchLimits, BatchSummary
 
 app = Forklift()
 

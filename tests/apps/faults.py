@@ -375,7 +375,7 @@ class WorkerProc:
             self._spawn([sys.executable, "-m", "apps.worker_main", self.app, json.dumps(opts)])
             return
         cmd = [
-            sys.executable, "-m", "forklift_console.cli", "worker",
+            sys.executable, "-m", "forklift.cli.main", "worker",
             "--app", self.app,
             "--concurrency", str(self.concurrency), "--lease", str(self.lease),
             "--drain-timeout", str(self.drain_timeout),

@@ -104,7 +104,7 @@ def loose(ctx: JobContext, args: dict[str, Any]) -> None:
 
 
 def claim_once(dsn: str, fc: Any, n: int, start: int | None = None) -> Any:
-    """One pass of a flow claim (forklift._flow.claim.FlowClaim) for up to ``n`` jobs, the
+    """One pass of a flow claim (forklift._features.flow.claim.FlowClaim) for up to ``n`` jobs, the
     first ``start`` (default all) to start now and the others for a worker's buffer, on a
     connection of its own; what it claimed."""
     import asyncio
@@ -118,7 +118,7 @@ def claim_once(dsn: str, fc: Any, n: int, start: int | None = None) -> Any:
 
 def count_flow_claims(monkeypatch: Any) -> list[int]:
     """Record the size asked of every flow claim from now on (a pytest monkeypatch undoes it)."""
-    from forklift._flow.claim import FlowClaim
+    from forklift._features.flow.claim import FlowClaim
 
     asked: list[int] = []
     real = FlowClaim.run

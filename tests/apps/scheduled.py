@@ -27,7 +27,7 @@ from typing import Any
 import psycopg
 
 from forklift import Forklift, JobContext
-from forklift import _cron as cron
+from forklift._features import cron
 
 app = Forklift()
 ITEMS = 200
@@ -80,7 +80,7 @@ class Proc:
     """One worker subprocess of this app."""
 
     def __init__(self, dsn: str, log: Path, lease: float = 2.0, **env: str) -> None:
-        cmd = [sys.executable, "-m", "forklift_console.cli", "worker", "--app", "apps.scheduled:app",
+        cmd = [sys.executable, "-m", "forklift.cli.main", "worker", "--app", "apps.scheduled:app",
                "--lease", str(lease), "--concurrency", "4", "--log-level", "INFO"]
         environ = dict(os.environ, FORKLIFT_DSN=dsn, PYTHONUNBUFFERED="1", **env)
         environ.pop("FORKLIFT_APP", None)

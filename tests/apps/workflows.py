@@ -22,8 +22,8 @@ from typing import Any
 import psycopg
 
 from forklift import Forklift, JobContext
-from forklift._durable.outbox import Message
-from forklift._retry import Backoff
+from forklift._base.retry import Backoff
+from forklift._features.durable.outbox import Message
 
 app = Forklift()
 

@@ -36,8 +36,8 @@ from bench_stats import admin_dsn, with_db  # the same server and naming as the 
 from psycopg import sql
 
 from forklift import Forklift, JobContext
-from forklift._batches import BatchLimits
-from forklift._migrate import migrate
+from forklift._db.migrate import migrate
+from forklift._features.batches import BatchLimits
 
 HERE = Path(__file__).resolve().parent
 
@@ -72,7 +72,7 @@ def workers(dsn: str, n: int, concurrency: int, logs: Path) -> Iterator[None]:
     for i in range(n):
         log = open(logs / f"worker-{i}.log", "wb")  # noqa: SIM115 - closed below
         procs.append((subprocess.Popen(
-            [sys.executable, "-m", "forklift_console.cli", "worker", "--app", "bench_batches:app",
+            [sys.executable, "-m", "forklift.cli.main", "worker", "--app", "bench_batches:app",
              "--concurrency", str(concurrency), "--log-level", "WARNING"],
             cwd=HERE, env=env, stdout=log, stderr=subprocess.STDOUT,
         ), log))

@@ -23,12 +23,12 @@ import psycopg
 from bench_stats import LOAD_FINISHED, LOAD_LIVE, admin_dsn, report, with_db
 from psycopg import sql
 
-from forklift._migrate import migrate
+from forklift._db.migrate import migrate
+from forklift.cli.bench.scenarios.stats import cpu_per_call as timed
 from forklift.ops import OpsContext, horizon
 from forklift.ops import health as h
 from forklift.ops import retention as ops_retention
 from forklift.ops import settings as _settings
-from forklift_console.bench.scenarios.stats import cpu_per_call as timed
 
 CTX = OpsContext(actor="bench")
 STATEMENTS = {

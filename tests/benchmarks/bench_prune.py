@@ -5,7 +5,7 @@
 The server is bench_stats.py's (FORKLIFT_BENCH_DSN, else an embedded server under
 FORKLIFT_BENCH_HOME). A fresh database gets ``--rows`` completed jobs finished two days ago
 (past the 1-day default window) plus a day's worth of recent ones that must stay, vacuumed and
-analysed; then the leader's retention pass (forklift._retention: keyset batches, one statement
+analysed; then the leader's retention pass (forklift._features.retention: keyset batches, one statement
 and so one transaction each) is driven until nothing is left to delete. Each statement is timed
 on the client (an upper bound of its transaction on the server: autocommit, loopback); the
 longest is the figure (the target is at most 200 ms). The database is dropped at the end.
@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from bench_health import scratch_db
 
-from forklift import _retention as r
+from forklift._features import retention as r
 
 LOAD = """
 INSERT INTO forklift.jobs (queue, kind, args, state, attempt, run_at, created_at, attempted_at,

@@ -5,7 +5,7 @@
 
 The same as ``forklift bench``: the server is --dsn, else FORKLIFT_DSN / DATABASE_URL, else the
 embedded server (fsync on). Every scenario runs in a fresh database created there and dropped
-afterwards. See forklift_console.bench for how each figure is taken.
+afterwards. See forklift.cli.bench for how each figure is taken.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from forklift_console.bench import SCENARIOS, format_report, run_bench
+from forklift.cli.bench import SCENARIOS, format_report, run_bench
 
 
 def main() -> int:

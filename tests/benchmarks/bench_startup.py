@@ -90,7 +90,7 @@ def main() -> None:
         a.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
         dsn = with_db(admin, name)
-        from forklift._migrate import migrate
+        from forklift._db.migrate import migrate
 
         migrate(dsn)
         sides = {

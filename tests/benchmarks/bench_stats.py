@@ -24,16 +24,16 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from forklift._migrate import migrate
-from forklift._sqltext import render
-from forklift.ops import Operator
-from forklift.ops.stats import COUNTS_SQL, WINDOW_SQL, stats
-from forklift_console.bench.scenarios.stats import (
+from forklift._db.migrate import migrate
+from forklift._db.sqltext import render
+from forklift.cli.bench.scenarios.stats import (
     LOAD_FINISHED,
     LOAD_LIVE,
     QUEUES_SQL,
     cpu_per_call,
 )
+from forklift.ops import Operator
+from forklift.ops.stats import COUNTS_SQL, WINDOW_SQL, stats
 
 
 def admin_dsn() -> str:

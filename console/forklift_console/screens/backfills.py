@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Static
 
 from forklift.ops import Operator
 from forklift.ops.backfills import BackfillInfo
-from forklift_console.runbook import command
+from forklift.ops.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan

@@ -18,9 +18,9 @@ from textual.widgets import DataTable, Static
 from forklift import Batch
 from forklift.ops import Operator
 from forklift.ops.batches import BatchDetail
+from forklift.ops.batchview import mode_label, progress_bar, rate_label, run_rate, state_text
 from forklift.ops.display import show_id
-from forklift_console.batchview import mode_label, progress_bar, rate_label, run_rate, state_text
-from forklift_console.runbook import command
+from forklift.ops.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan

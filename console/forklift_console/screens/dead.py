@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Static
 
 from forklift.ops import BulkReport, JobFilter, JobSummary, Operator
 from forklift.ops.dead import DeadGroup
-from forklift_console.runbook import cli
+from forklift.ops.runbook import cli
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import bulk_report

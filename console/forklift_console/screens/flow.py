@@ -22,7 +22,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from forklift.ops import Operator
 from forklift.ops.keys import KeyDetail, KeyInfo, ValueInfo
 from forklift.ops.rates import Bucket, FlowQueue, RateInfo
-from forklift_console.runbook import command
+from forklift.ops.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import quote

@@ -20,7 +20,7 @@ from textual.widgets import Button, Input, Label, Static
 
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import duration
-from forklift_console.runbook import command
+from forklift.ops.runbook import command
 from forklift_console.widgets.text import ident, plain
 
 #: A concurrency limit the operator API accepts.

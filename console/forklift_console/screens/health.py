@@ -15,9 +15,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
+from forklift.cli.format import plural
 from forklift.ops import Operator
 from forklift.ops.health import Health
-from forklift_console.cliformat import plural
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import duration, one_line, style_of

@@ -16,7 +16,7 @@ from textual.widgets import ProgressBar, Static
 
 from forklift import LIVE_STATES, TERMINAL_STATES, JobNotFound
 from forklift.ops import ActionResult, Explanation, JobDetail, Operator
-from forklift_console.runbook import command
+from forklift.ops.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.modals import Plan
 from forklift_console.widgets.text import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from forklift.ops import BulkReport, JobFilter
-from forklift_console.runbook import cli, filter_flags
+from forklift.ops.runbook import cli, filter_flags
 from forklift_console.screens.job import CLI_VERBS, VERBS
 from forklift_console.widgets.text import plural
 

@@ -24,7 +24,7 @@ from forklift.ops import (
     Stats,
 )
 from forklift.ops.display import show_id
-from forklift_console.runbook import command
+from forklift.ops.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.forms import (
     LimitAnswer,

@@ -14,8 +14,8 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from forklift.ops import Operator
+from forklift.ops.runbook import command
 from forklift.ops.schedules import RunNow, ScheduleInfo
-from forklift_console.runbook import command
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.screens.modals import Plan

@@ -22,7 +22,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Static
 
 from forklift.ops import ActionResult, BulkReport, JobFilter, JobPage, JobSummary, Operator, Sort
-from forklift_console.runbook import cli
+from forklift.ops.runbook import cli
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import JobScreen
 from forklift_console.screens.listing import FILTER_KEY, MarkedList, open_filter

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from forklift._app import JobKind
-from forklift._context import JobContext, Progress
+from forklift._app.app import JobKind
+from forklift._app.context import JobContext, Progress
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.execute import progress_json, run_attempt, stopped

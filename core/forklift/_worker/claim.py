@@ -22,7 +22,7 @@ What else the answer carries
     worker gives back jobs of that queue it holds in its local buffer), ``!limited`` (the
     lock-free statement met a limited queue) and ``!flow`` for each queue with keys, a rate or
     fair share: neither statement claims from those, the flow claim does
-    (forklift._flow.claim). The first ``start`` rows of the batch in claim
+    (forklift._features.flow.claim). The first ``start`` rows of the batch in claim
     order are stamped ``attempted_at`` (their handlers start at once); the others wait in the
     worker's buffer with ``attempted_at`` NULL until it records their start.
 """
@@ -38,7 +38,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import RUNNING, render
+from forklift._db.sqltext import RUNNING, render
 
 LOCK_LIMITED_SQL = (
     "SELECT pg_advisory_xact_lock(hashtextextended('forklift.queue:' || name, 0))"
@@ -276,7 +276,7 @@ class ClaimStatement:
 @dataclass
 class Answer:
     """What one claim returned: the jobs, the paused queues, whether a limit was met, and the
-    queues flagged for the flow claim (forklift._flow.claim), which this claim left alone."""
+    queues flagged for the flow claim (forklift._features.flow.claim), which this claim left alone."""
 
     jobs: list[Claimed]
     paused: set[str]

@@ -2,7 +2,7 @@
 the hand-off of keyed slots that comes back with a batch of outcomes.
 
 A worker of plain queues only sends the plain claim (forklift._worker.claim); of flow queues
-only, the flow claim (forklift._flow.claim). A worker of both sends the plain claim and then
+only, the flow claim (forklift._features.flow.claim). A worker of both sends the plain claim and then
 the flow claim for what it left, except that the flow claim goes first every other round while
 it finds work, and once a poll interval otherwise: a backlog in one kind of queue never keeps
 the other from being claimed, and an idle flow queue costs the plain ones a claim a second.
@@ -16,13 +16,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from forklift._session import DB_ERRORS
+from forklift._db.session import DB_ERRORS
 from forklift._worker import claim as claims
 from forklift._worker.util import why
 
 if TYPE_CHECKING:
-    from forklift._flow.claim import FlowAnswer, FlowClaim
-    from forklift._flow.handoff import Handoff
+    from forklift._features.flow.claim import FlowAnswer, FlowClaim
+    from forklift._features.flow.handoff import Handoff
     from forklift._worker import settle
     from forklift._worker.producer import Waiting
     from forklift._worker.worker import Worker
@@ -126,7 +126,7 @@ class ClaimRound:
             answer.limited = more.limited
             answer.flow |= more.flow
         self._limited = answer.limited
-        # A queue is flagged for good (forklift._flow.claim): from now on the flow claim.
+        # A queue is flagged for good (forklift._features.flow.claim): from now on the flow claim.
         self.flow.queues = sorted(set(self.flow.queues) | answer.flow)
         return got, answer.paused
 
@@ -160,7 +160,7 @@ class ClaimRound:
         return flowed
 
     def handoff_for(self, batch: list[settle.Outcome]) -> Handoff | None:
-        """The hand-off to ask for with this batch of outcomes (forklift._flow.handoff): when
+        """The hand-off to ask for with this batch of outcomes (forklift._features.flow.handoff): when
         some are of our flow queues' jobs and the slots and buffer have room; else None."""
         w = self.w
         if not self.flow.queues or w._stop_claiming.is_set():
@@ -171,7 +171,7 @@ class ClaimRound:
         budget = w.concurrency + self._extra - len(w.attempts.running) - len(self.waiting)
         if budget <= 0:
             return None
-        from forklift._flow.handoff import Handoff
+        from forklift._features.flow.handoff import Handoff
 
         return Handoff(w.id, w.lease, w.kinds, budget)
 

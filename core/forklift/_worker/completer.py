@@ -14,22 +14,22 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from forklift._scrub import error_entry
-from forklift._session import TRANSIENT, Session
-from forklift._words import plural
+from forklift._base.scrub import error_entry
+from forklift._base.words import plural
+from forklift._db.session import TRANSIENT, Session
 from forklift._worker import settle
 from forklift._worker.execute import backoff_for
 from forklift._worker.producer import FLUSH_MAX
 from forklift._worker.util import why
 
 if TYPE_CHECKING:
-    from forklift._flow.handoff import Handoff
+    from forklift._features.flow.handoff import Handoff
     from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")
 
 #: Outcome writes a worker with flow queues lets go at once, each on its own session (their
-#: purposes ``complete-flow``, ``complete-flow2``...: generic plans, forklift._db).
+#: purposes ``complete-flow``, ``complete-flow2``...: generic plans, forklift._db.connections).
 FLOW_LANES = 3
 
 
@@ -68,7 +68,7 @@ class Completer:
                     # whole cycle of a key at its limit: a worker with flow queues writes on
                     # FLOW_LANES sessions of their own, each letting its write go while others
                     # are in flight, so outcomes that finish meanwhile do not wait for them
-                    # (forklift._flow.handoff). This loop then only watches the lanes.
+                    # (forklift._features.flow.handoff). This loop then only watches the lanes.
                     for i in range(FLOW_LANES):
                         db = w.session("complete-flow" if i == 0 else f"complete-flow{i + 1}",
                                        inline=True)
@@ -132,7 +132,7 @@ class Completer:
             self.ready.clear()
             limit = None if deadline is None else max(0.5, deadline - time.monotonic())
             # Keyed jobs' slots may pass to their values' next jobs in the same statement
-            # (forklift._flow.handoff); None for a worker without flow queues.
+            # (forklift._features.flow.handoff); None for a worker without flow queues.
             handoff = self.w.producer.handoff_for(batch)
             sent = time.monotonic()
             try:

@@ -23,8 +23,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from forklift._session import DB_ERRORS, Session
-from forklift._words import plural
+from forklift._base.words import plural
+from forklift._db.session import DB_ERRORS, Session
 from forklift._worker import claim as claims
 from forklift._worker import registry
 from forklift._worker.execute import stopped

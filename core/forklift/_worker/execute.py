@@ -12,13 +12,13 @@ import json
 from concurrent.futures import Executor
 from typing import Any
 
-from forklift._app import JobKind
-from forklift._context import JobContext
-from forklift._durable.errors import HandlerRefusal, Park
-from forklift._errors import ForkliftError, LockLost
-from forklift._payload import to_json_text
-from forklift._retry import Backoff, Fail, Retry, Snooze
-from forklift._scrub import error_entry
+from forklift._app.app import JobKind
+from forklift._app.context import JobContext
+from forklift._base.errors import ForkliftError, LockLost
+from forklift._base.retry import Backoff, Fail, Retry, Snooze
+from forklift._base.scrub import error_entry
+from forklift._features.durable.errors import HandlerRefusal, Park
+from forklift._jobs.payload import to_json_text
 from forklift._worker.claim import Claimed
 from forklift._worker.settle import Outcome
 

@@ -17,7 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from forklift._session import DB_ERRORS, TRANSIENT
+from forklift._db.session import DB_ERRORS, TRANSIENT
 from forklift._worker import leases, registry
 from forklift._worker.util import why
 

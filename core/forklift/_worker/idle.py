@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 
 __all__ = ["MARK_SQL", "IdleMark"]
 

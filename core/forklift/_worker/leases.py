@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import RUNNING, render
+from forklift._db.sqltext import RUNNING, render
 
 # A row another transaction holds locked is skipped, not waited for: the settle statement locks
 # the same rows in its plan's order, not id order, so waiting could deadlock with it (a

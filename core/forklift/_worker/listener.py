@@ -17,9 +17,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from forklift._db import aconnect
-from forklift._session import shut_socket
-from forklift._sqltext import channel, control_channel
+from forklift._db.connections import aconnect
+from forklift._db.session import shut_socket
+from forklift._db.sqltext import channel, control_channel
 
 log = logging.getLogger("forklift.listener")
 

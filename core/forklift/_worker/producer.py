@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from forklift._scrub import error_entry
-from forklift._session import DB_ERRORS
-from forklift._words import plural
+from forklift._base.scrub import error_entry
+from forklift._base.words import plural
+from forklift._db.session import DB_ERRORS
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.claim_round import ClaimRound
@@ -100,7 +100,7 @@ class Producer(ClaimRound):
         self.slot_free = asyncio.Event()
         self._limited = False  # whether one of our queues has a concurrency limit (claim path)
         # Our queues with keys, rates or fair share: claimed by the flow claim.
-        from forklift._flow import claim as flow  # it builds on forklift._worker.claim
+        from forklift._features.flow import claim as flow  # it builds on forklift._worker.claim
 
         self.flow = flow.FlowClaim(worker.id, worker.lease, kinds=worker.kinds)
         self._retry_in: float | None = None  # when the flow claim said a waiting job may go
@@ -222,7 +222,7 @@ class Producer(ClaimRound):
         w = self.w
         rate = self.completions.observe(time.monotonic(), w._done)
         # Limited queues get no buffer: a buffered job would hold a slot of the queue's limit
-        # while other workers sit idle. Nor do fair or rated flow queues (forklift._flow.claim);
+        # while other workers sit idle. Nor do fair or rated flow queues (forklift._features.flow.claim);
         # jobs held back by per-key limits do: the limit counts claimed jobs, buffered or not.
         # A flow claim is a heavier statement than the plain one: a flow queue's buffer covers
         # at least two of its round trips, or the worker runs dry while the next is in flight

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 
 REGISTER_SQL = """
 INSERT INTO {s}.workers (id, host, pid, queues, slots, version, kinds)

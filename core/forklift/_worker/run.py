@@ -6,8 +6,8 @@ import asyncio
 import logging
 import os
 
-from forklift._errors import ForkliftError
-from forklift._words import plural
+from forklift._base.errors import ForkliftError
+from forklift._base.words import plural
 from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")

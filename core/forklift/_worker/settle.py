@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 
-from forklift._sqltext import RUNNING, render
+from forklift._db.sqltext import RUNNING, render
 
 if TYPE_CHECKING:
-    from forklift._flow.handoff import Handoff
+    from forklift._features.flow.handoff import Handoff
     from forklift._worker.claim import Claimed
 
 Next = Literal["completed", "retryable", "dead", "scheduled", "cancelled"]
@@ -83,7 +83,7 @@ async def write(
     """Write outcomes; returns fence -> final state for each write the fence accepted.
 
     Rows go in id order, like the heartbeat's, so the two statements cannot deadlock. With
-    ``handoff`` (a worker with flow queues, forklift._flow.handoff) the same statement claims
+    ``handoff`` (a worker with flow queues, forklift._features.flow.handoff) the same statement claims
     the next jobs of the settled keyed jobs' values, into ``handoff.jobs``.
     """
     if not outcomes:

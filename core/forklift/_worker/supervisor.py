@@ -33,7 +33,7 @@ class Service(Protocol):
 
 
 def _steps(worker: Worker) -> Service:
-    from forklift._durable.runtime import Runtime
+    from forklift._features.durable.runtime import Runtime
 
     return Runtime(worker)
 

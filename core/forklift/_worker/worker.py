@@ -14,7 +14,7 @@ under a :class:`~forklift._worker.supervisor.Supervisor`:
 
 The drain coordinator (drain.py) runs when the producer stops. No transaction is held open
 across a handler, and every database call has a client-side deadline
-(:mod:`forklift._session`), so a server that stops answering stalls nothing for long.
+(:mod:`forklift._db.session`), so a server that stops answering stalls nothing for long.
 
 Timeouts
     A kind's ``timeout`` sets ``ctx.cancelled`` (reason ``timeout``) and cancels an async
@@ -38,12 +38,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from forklift import _pooler as pooler
-from forklift._app import Forklift
-from forklift._flow.declare import KeyDeclarations
-from forklift._flow.worker_locks import WorkerLocks
-from forklift._migrate import ensure_current
-from forklift._session import Session
+from forklift._app.app import Forklift
+from forklift._db import pooler
+from forklift._db.migrate import ensure_current
+from forklift._db.session import Session
+from forklift._features.flow.declare import KeyDeclarations
+from forklift._features.flow.worker_locks import WorkerLocks
 from forklift._worker import maintenance, registry
 from forklift._worker.attempts import Attempts
 from forklift._worker.completer import Completer
@@ -127,7 +127,7 @@ class Worker:
         self.flush_interval = flush_interval
         self.progress_interval = progress_interval
         self.listen_health = listen_health
-        # Behind a transaction pooler LISTEN needs a direct connection (forklift._pooler).
+        # Behind a transaction pooler LISTEN needs a direct connection (forklift._db.pooler).
         self.listen_dsn = listen_dsn
         self.prefetch_max = max(0, prefetch_max)
         self.prefetch_horizon = prefetch_horizon
@@ -187,7 +187,7 @@ class Worker:
     def session(self, purpose: str, timeout: float = OP_TIMEOUT, *, inline: bool = False
                 ) -> Session:
         """A purpose-named session the worker closes at exit (opened on first use);
-        ``inline``: see :class:`forklift._session.Session`."""
+        ``inline``: see :class:`forklift._db.session.Session`."""
         s = Session(self._dsn, purpose, self.id, timeout=timeout, inline=inline)
         self._sessions.append(s)
         return s
@@ -197,7 +197,7 @@ class Worker:
         self._loop = asyncio.get_running_loop()
         self._dsn = self.app.dsn
         await asyncio.to_thread(self._check_schema)
-        from forklift import _integrations
+        from forklift._app import integrations as _integrations
 
         _integrations.attach(self)  # logs, hooks, tracing, metrics: only what is in use
         beat_timeout = max(1.0, min(5.0, self.lease / 3))
@@ -260,7 +260,7 @@ class Worker:
         self._executor.shutdown(wait=False, cancel_futures=True)
 
     def _check_schema(self) -> None:
-        from forklift._db import connection
+        from forklift._db.connections import connection
 
         with connection(self._dsn, "migrate") as conn:
             ensure_current(conn, self.schema)

@@ -23,9 +23,9 @@ from __future__ import annotations
 from inspect import iscoroutinefunction
 from typing import Any, TypeVar
 
-from forklift._app import Forklift
-from forklift._db import describe_target
-from forklift._errors import ConfigError
+from forklift._app.app import Forklift
+from forklift._base.errors import ConfigError
+from forklift._db.connections import describe_target
 from forklift.django._compat import (
     BaseTaskBackend,
     InvalidTaskError,
@@ -66,7 +66,7 @@ class ForkliftBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
     def _make_app(self) -> Forklift:
         o = self.settings
         if o.app is not None:
-            from forklift._loader import load_app
+            from forklift._app.loader import load_app
 
             try:
                 return load_app(o.app)
@@ -125,7 +125,7 @@ class ForkliftBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
         job = self.app.get_job(job_id)
         if job is None or job.kind not in KINDS or not isinstance(job.args, dict):
             raise TaskResultDoesNotExist(result_id)
-        from forklift._retry import Fail
+        from forklift._base.retry import Fail
         from forklift.django._kinds import resolve
 
         try:

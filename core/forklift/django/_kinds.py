@@ -12,9 +12,9 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any
 
-from forklift._app import Forklift
-from forklift._context import JobContext
-from forklift._retry import Fail
+from forklift._app.app import Forklift
+from forklift._app.context import JobContext
+from forklift._base.retry import Fail
 from forklift.django._compat import Task, TaskContext, TaskResult, TaskResultStatus, normalize_json
 
 SYNC_KIND = "django.task"

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 
-from forklift._errors import ConfigError
+from forklift._base.errors import ConfigError
 
 #: OPTIONS keys the backend understands, and what each is for (shown when a key is unknown).
 KNOWN = {
@@ -99,7 +99,7 @@ def parse(alias: str, params: Mapping[str, Any]) -> Options:
         raise _refuse(setting(alias, "dsn"), "give dsn or app, not both (an app has its database)")
     schema = raw.get("schema")
     if schema is not None:
-        from forklift._sqltext import check_schema
+        from forklift._db.sqltext import check_schema
 
         try:
             check_schema(schema if isinstance(schema, str) else repr(schema))

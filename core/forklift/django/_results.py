@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from forklift._job import Job
+from forklift._jobs.job import Job
 from forklift.django._compat import Task, TaskError, TaskResult, TaskResultStatus
 
 _STATUS = {

@@ -15,8 +15,8 @@ import os
 
 import django
 
-from forklift._app import Forklift
-from forklift._errors import ConfigError
+from forklift._app.app import Forklift
+from forklift._base.errors import ConfigError
 
 
 def backend_app(alias: str | None = None) -> Forklift:

@@ -11,10 +11,10 @@ from typing import Any, Protocol
 
 import psycopg
 
-from forklift._errors import NotRequeueable
-from forklift._job import LIVE_STATES, LIVE_STATES_SQL, TERMINAL_STATES
-from forklift._scrub import scrub
-from forklift._sqltext import channel, control_channel, render
+from forklift._base.errors import NotRequeueable
+from forklift._base.scrub import scrub
+from forklift._db.sqltext import channel, control_channel, render
+from forklift._jobs.job import LIVE_STATES, LIVE_STATES_SQL, TERMINAL_STATES
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, NotRunnable
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import psycopg
 
-from forklift import _backfill as bf
-from forklift._sqltext import render
+from forklift._db.sqltext import render
+from forklift._features.backfill import backfill as bf
 from forklift.ops.context import OpsContext
 from forklift.ops.schedules import required_name
 from forklift.ops.shape import Shape

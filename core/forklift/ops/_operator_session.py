@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from forklift import _config as config
-from forklift import _pooler as pooler
-from forklift._db import connect, connect_kwargs, unavailable
+from forklift._db import config, pooler
+from forklift._db.connections import connect, connect_kwargs, unavailable
 from forklift.ops import stats as _stats
 from forklift.ops.context import OpsContext
 
@@ -106,7 +105,7 @@ class OperatorSession:
         call reconnects. Safe from another thread; opens nothing; never raises."""
         conn = self._conn
         if conn is not None:
-            from forklift._session import shut_socket
+            from forklift._db.session import shut_socket
 
             shut_socket(conn)
 
@@ -194,8 +193,8 @@ def _outdated(conn: psycopg.Connection[Any], schema: str) -> Exception | None:
     """The :class:`forklift.SchemaOutdated` that explains a missing relation, if the schema is
     behind (``run `forklift migrate```); None when it is current or cannot be asked now (inside
     a transaction the failure aborted)."""
-    from forklift._errors import SchemaOutdated
-    from forklift._migrate import ensure_current
+    from forklift._base.errors import SchemaOutdated
+    from forklift._db.migrate import ensure_current
 
     if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         return None

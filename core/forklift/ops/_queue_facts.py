@@ -9,8 +9,8 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
-from forklift._words import plural
+from forklift._base.words import plural
+from forklift._db.sqltext import render
 from forklift.ops._reason import Reason, when
 from forklift.ops.context import OpsContext
 from forklift.ops.queues import QueueInfo, get_queue

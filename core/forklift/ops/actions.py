@@ -19,8 +19,8 @@ from typing import Any
 import psycopg
 import psycopg.errors
 
-from forklift._errors import ForkliftError, JobNotFound, NotRequeueable
-from forklift._sqltext import render
+from forklift._base.errors import ForkliftError, JobNotFound, NotRequeueable
+from forklift._db.sqltext import render
 from forklift.ops import audit, history, limits
 from forklift.ops._action_specs import (
     NO_LIVE_HOLDER,

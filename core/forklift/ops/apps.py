@@ -28,7 +28,7 @@ def load_app(spec: str | None) -> Forklift:
     :class:`forklift.ConfigError` (one line) when there is no spec, the module does not import,
     or the attribute is not a :class:`forklift.Forklift`.
     """
-    from forklift._loader import load_app as _load
+    from forklift._app.loader import load_app as _load
 
     return _load(spec)
 
@@ -37,7 +37,7 @@ def sync_definitions(
     conn: psycopg.Connection[Any], app: Forklift, schema: str | None = None
 ) -> None:
     """Record the app's cron schedules and backfill definitions (in one transaction)."""
-    from forklift._cron import sync_definitions_now
+    from forklift._features.cron import sync_definitions_now
     from forklift.ops.connect import schema_from_env
 
     sync_definitions_now(conn, app, schema or schema_from_env())

@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 
-from forklift._scrub import scrub
-from forklift._sqltext import render
+from forklift._base.scrub import scrub
+from forklift._db.sqltext import render
 from forklift.ops.context import OpsContext
 from forklift.ops.filters import check_text, moment
 from forklift.ops.shape import Shape

@@ -20,9 +20,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from forklift import _backfill as bf
-from forklift import _enqueue as _enq
-from forklift._sqltext import render
+from forklift._db.sqltext import render
+from forklift._features.backfill import backfill as bf
+from forklift._jobs import insert as _enq
 from forklift.ops import audit
 from forklift.ops._backfill_info import (
     JOB_LIVE,

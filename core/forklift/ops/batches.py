@@ -27,11 +27,11 @@ from typing import Any
 
 import psycopg
 
-from forklift._batches import BATCH_COLUMNS, BATCH_STATES, HELD_AT, Batch
-from forklift._errors import BatchNotFound, ForkliftError, NotRequeueable
-from forklift._job import STATES
-from forklift._scrub import scrub
-from forklift._sqltext import render
+from forklift._base.errors import BatchNotFound, ForkliftError, NotRequeueable
+from forklift._base.scrub import scrub
+from forklift._db.sqltext import render
+from forklift._features.batches import BATCH_COLUMNS, BATCH_STATES, HELD_AT, Batch
+from forklift._jobs.job import STATES
 from forklift.ops import audit, history
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter

@@ -24,8 +24,8 @@ from typing import Any
 
 import psycopg
 
-from forklift import _config as _cfg
-from forklift import _db
+from forklift._db import config as _cfg
+from forklift._db import connections as _db
 
 __all__ = [
     "DEFAULT_SCHEMA",
@@ -63,7 +63,7 @@ def schema_from_env() -> str:
 def check_schema(name: str) -> str:
     """``name`` if it is a valid schema name (lower-case letters, digits, underscores), else a
     :class:`forklift.ConfigError`."""
-    from forklift._sqltext import check_schema as check
+    from forklift._db.sqltext import check_schema as check
 
     return check(name)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from forklift import _config as config
-from forklift._errors import ReadOnly
-from forklift._sqltext import check_schema
+from forklift._base.errors import ReadOnly
+from forklift._db import config
+from forklift._db.sqltext import check_schema
 
 __all__ = ["OpsContext"]
 

@@ -28,8 +28,8 @@ from typing import Any
 
 import psycopg
 
-from forklift._errors import ForkliftError
-from forklift._sqltext import render
+from forklift._base.errors import ForkliftError
+from forklift._db.sqltext import render
 from forklift.ops import actions
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter

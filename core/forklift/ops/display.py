@@ -26,7 +26,7 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
-from forklift._scrub import clean_display
+from forklift._base.scrub import clean_display
 
 __all__ = ["clean_text", "invisible", "shell_join", "shell_quote", "show_id"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from forklift._errors import ForkliftError
+from forklift._base.errors import ForkliftError
 
 __all__ = ["InvalidFilter", "NotCancellable", "NotDeletable", "NotRunnable", "QueueNotFound"]
 

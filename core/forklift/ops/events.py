@@ -9,10 +9,10 @@ from typing import Any
 
 import psycopg
 
-from forklift._durable import events as _events
-from forklift._names import check_name
-from forklift._sqltext import render
-from forklift._steps import drive
+from forklift._base.names import check_name
+from forklift._db.sqltext import render
+from forklift._db.steps import drive
+from forklift._features.durable import events as _events
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter

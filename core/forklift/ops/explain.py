@@ -15,9 +15,9 @@ from typing import Any
 
 import psycopg
 
-from forklift._job import Job
-from forklift._sqltext import render
-from forklift._words import plural
+from forklift._base.words import plural
+from forklift._db.sqltext import render
+from forklift._jobs.job import Job
 from forklift.ops._queue_facts import (
     QueueFacts,
     blockers,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from forklift._job import STATES
+from forklift._jobs.job import STATES
 from forklift.ops._parse import MAX_TEXT, MAX_VALUES, check_text, duration, like_pattern, moment
 from forklift.ops._sort import SORT_KEYS, Cursor, Sort
 from forklift.ops.errors import InvalidFilter

@@ -12,8 +12,8 @@ from typing import Any
 
 import psycopg
 
-from forklift._flow.keys import split
-from forklift._sqltext import render
+from forklift._db.sqltext import render
+from forklift._features.flow.keys import split
 from forklift.ops.context import OpsContext
 from forklift.ops.explain import Reason
 from forklift.ops.rates import bucket, queue_flow, rate_info

@@ -1,4 +1,4 @@
-"""Partitioned history for tools and operator reads (see forklift._history).
+"""Partitioned history for tools and operator reads (see forklift._features.history).
 
     from forklift.ops import history
     history.enable(conn, "forklift")              # what `forklift migrate --partitioned-history` does
@@ -11,6 +11,6 @@ moves jobs back from history before an action changes them.
 
 from __future__ import annotations
 
-from forklift._history import enable, partitioned, render_read, restore, source
+from forklift._features.history import enable, partitioned, render_read, restore, source
 
 __all__ = ["enable", "partitioned", "render_read", "restore", "source"]

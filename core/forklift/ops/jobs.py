@@ -10,8 +10,8 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from forklift._errors import JobNotFound
-from forklift._job import JOB_COLUMNS, Job
+from forklift._base.errors import JobNotFound
+from forklift._jobs.job import JOB_COLUMNS, Job
 from forklift.ops import history
 from forklift.ops import steps as _steps
 from forklift.ops.context import OpsContext

@@ -1,4 +1,4 @@
-"""Keys (per-key concurrency and rates, forklift._flow.keys) as an operator sees and sets them.
+"""Keys (per-key concurrency and rates, forklift._features.flow.keys) as an operator sees and sets them.
 
 ``list_keys``: every key name recorded by a worker, its limits (as declared and as in force),
 and over all its values the jobs running and waiting. ``show_key``: one key, value by value:
@@ -21,9 +21,9 @@ from typing import Any
 
 import psycopg
 
-from forklift._errors import ForkliftError
-from forklift._flow.keys import SEP, Rate, check_limit, split
-from forklift._sqltext import channel, render
+from forklift._base.errors import ForkliftError
+from forklift._db.sqltext import channel, render
+from forklift._features.flow.keys import SEP, Rate, check_limit, split
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter

@@ -1,4 +1,4 @@
-"""Locks with fencing tokens (forklift._flow.locks), as an operator sees them.
+"""Locks with fencing tokens (forklift._features.flow.locks), as an operator sees them.
 
 A row stays in the table until its holder releases it or the next holder takes it over, so a
 lock whose holder died shows as expired (``live`` false): it is free, and the next request
@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import check_text

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from forklift import _migrate as _m
+from forklift._db import migrate as _m
 from forklift.ops.shape import Shape
 
 __all__ = [

@@ -22,7 +22,7 @@ from forklift.ops import stats as _stats
 from forklift.ops._operator_actions import OperatorActions
 
 if TYPE_CHECKING:
-    from forklift._batches import Batch
+    from forklift._features.batches import Batch
     from forklift.ops import audit as _audit
     from forklift.ops import backfills as _backfills
     from forklift.ops import batches as _batches
@@ -60,7 +60,7 @@ class Operator(OperatorActions):
 
     ``dsn``: ``--dsn`` > FORKLIFT_DSN > DATABASE_URL > the embedded server. ``actor``: else
     FORKLIFT_ACTOR, else the OS user. ``read_only``: or FORKLIFT_READ_ONLY; every mutating call
-    then raises :class:`forklift._errors.ReadOnly`, and the session itself is opened read-only.
+    then raises :class:`forklift._base.errors.ReadOnly`, and the session itself is opened read-only.
     ``conn``: use this connection instead of opening one (it is not closed by :meth:`close`).
 
     One connection serves every call; calls from several threads are serialised

@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg
 
-from forklift._durable.errors import MessageNotFound
-from forklift._names import check_name
-from forklift._sqltext import render
+from forklift._base.names import check_name
+from forklift._db.sqltext import render
+from forklift._features.durable.errors import MessageNotFound
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 from forklift._worker.maintenance.retention import RETENTION_SQL
 from forklift.ops import audit
 from forklift.ops.context import OpsContext

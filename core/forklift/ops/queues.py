@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 
-from forklift._names import check_name
-from forklift._sqltext import channel, render
+from forklift._base.names import check_name
+from forklift._db.sqltext import channel, render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, QueueNotFound

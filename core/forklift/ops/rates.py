@@ -16,10 +16,10 @@ from typing import Any
 
 import psycopg
 
-from forklift._errors import ConfigError
-from forklift._flow.keys import Rate
-from forklift._names import check_name
-from forklift._sqltext import channel, render
+from forklift._base.errors import ConfigError
+from forklift._base.names import check_name
+from forklift._db.sqltext import channel, render
+from forklift._features.flow.keys import Rate
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, QueueNotFound

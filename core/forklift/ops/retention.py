@@ -1,6 +1,6 @@
 """Retention windows you can see and set: per terminal state, for every queue or for one.
 
-The leader prunes by these (:mod:`forklift._retention`); ``forklift retention show|set|reset``
+The leader prunes by these (:mod:`forklift._features.retention`); ``forklift retention show|set|reset``
 and the console read and change them here. Every change is audited in its own transaction.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 
 import psycopg
 
-from forklift import _retention as r
-from forklift._names import check_name
-from forklift._sqltext import render
+from forklift._base.names import check_name
+from forklift._db.sqltext import render
+from forklift._features import retention as r
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter

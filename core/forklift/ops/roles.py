@@ -8,7 +8,7 @@ so new tables are covered. Passwords are the administrator's business: ``ALTER R
 PASSWORD`` (or a ``pg_hba.conf`` rule) after creating them.
 
 A statement the database refuses for lack of privilege (SQLSTATE 42501) or because the session
-is read-only (25006) becomes :class:`forklift._errors.ReadOnly` (code ``read_only``) in the
+is read-only (25006) becomes :class:`forklift._base.errors.ReadOnly` (code ``read_only``) in the
 operator API: :func:`refusal`.
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from forklift._errors import ForkliftError, ReadOnly
-from forklift._sqltext import check_schema
+from forklift._base.errors import ForkliftError, ReadOnly
+from forklift._db.sqltext import check_schema
 from forklift.ops.context import OpsContext
 from forklift.ops.shape import Shape
 
@@ -132,7 +132,7 @@ def statements(schema: str, prefix: str, tables: list[str] | None = None) -> lis
                 out.append(sql.SQL("ALTER TABLE {} OWNER TO {}").format(
                     sql.Identifier(schema, t), role))
         # forklift sends these per purpose at connect; a transaction pooler refuses startup
-        # options, so the role carries defaults that hold there too (forklift._pooler).
+        # options, so the role carries defaults that hold there too (forklift._db.pooler).
         for name, value in ROLE_SETTINGS:
             out.append(sql.SQL("ALTER ROLE {} SET {} = {}").format(
                 role, sql.Identifier(name), sql.Literal(value)))

@@ -1,7 +1,7 @@
 """Cron schedules for operators: list them, pause and resume them, run one now.
 
 Schedules are declared in the app's code; the leader records each definition in the database
-(see :mod:`forklift._cron`), which is what these functions read, so no app needs to be loaded.
+(see :mod:`forklift._features.cron`), which is what these functions read, so no app needs to be loaded.
 A paused schedule's ticks pass without a job, and resuming does not catch them up: the next
 tick after the resume is the first to run.
 """
@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from forklift import _cron as cron
-from forklift import _enqueue as _enq
-from forklift._errors import ConfigError, ForkliftError
-from forklift._names import check_name
-from forklift._sqltext import render
+from forklift._base.errors import ConfigError, ForkliftError
+from forklift._base.names import check_name
+from forklift._db.sqltext import render
+from forklift._features import cron
+from forklift._jobs import insert as _enq
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 from forklift.ops.shape import Shape

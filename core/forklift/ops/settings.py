@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import psycopg
 
-from forklift._errors import ForkliftError
-from forklift._sqltext import render
+from forklift._base.errors import ForkliftError
+from forklift._db.sqltext import render
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
 

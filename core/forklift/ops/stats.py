@@ -17,8 +17,8 @@ from typing import Any
 
 import psycopg
 
-from forklift._job import LIVE_STATES
-from forklift._sqltext import render
+from forklift._db.sqltext import render
+from forklift._jobs.job import LIVE_STATES
 from forklift.ops import history
 from forklift.ops import stats_sql as _sql
 from forklift.ops.context import OpsContext

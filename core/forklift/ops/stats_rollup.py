@@ -23,8 +23,8 @@ from typing import Any
 
 import psycopg
 
-from forklift._history import source
-from forklift._sqltext import render
+from forklift._db.sqltext import render
+from forklift._features.history import source
 from forklift.ops.stats_sql import FAILED, FINISHED
 from forklift.ops.stats_window import SETTLE_MARGIN
 
@@ -127,7 +127,7 @@ async def rollup(conn: psycopg.AsyncConnection[Any], schema: str, *,
             return 0
         a, z, new_lo, new_hi = step
         text = ROLLUP_SQL
-        if partitioned:  # job history in two tables: read both (forklift._history)
+        if partitioned:  # job history in two tables: read both (forklift._features.history)
             text = _JOBS.sub(lambda _m: source(schema, True) + " AS jobs", text)
         await conn.execute(render(text, schema),
                            {"a": a, "z": z, "lo": new_lo, "hi": new_hi, "b": 60.0})

@@ -13,9 +13,9 @@ from typing import Any, Literal
 
 import psycopg
 
-from forklift._durable.deps import HELD_UNTIL
-from forklift._job import Job
-from forklift._sqltext import render
+from forklift._db.sqltext import render
+from forklift._features.durable.deps import HELD_UNTIL
+from forklift._jobs.job import Job
 from forklift.ops.display import show_id
 from forklift.ops.shape import Shape
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 from forklift.ops.context import OpsContext
 from forklift.ops.shape import Shape
 

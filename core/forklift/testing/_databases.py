@@ -100,7 +100,7 @@ def _admin(admin_dsn: str) -> psycopg.Connection[Any]:
 
 
 def template_name(schema: str) -> str:
-    from forklift._migrate import fingerprint
+    from forklift._db.migrate import fingerprint
 
     digest = hashlib.sha256(f"{schema}\0{fingerprint()}".encode()).hexdigest()[:16]
     return f"{PREFIX}tmpl_{digest}"
@@ -129,7 +129,7 @@ class Databases:
                 self._drop(name)
 
     def _build_template(self) -> str:
-        from forklift._migrate import migrate
+        from forklift._db.migrate import migrate
 
         name = template_name(self.schema)
         lock = "SELECT pg_advisory_lock(hashtextextended('forklift pytest: template', 0))"

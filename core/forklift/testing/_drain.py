@@ -15,12 +15,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from forklift._errors import ForkliftError
-from forklift._sqltext import render
-from forklift._words import plural
+from forklift._base.errors import ForkliftError
+from forklift._base.words import plural
+from forklift._db.sqltext import render
 
 if TYPE_CHECKING:
-    from forklift._app import Forklift
+    from forklift._app.app import Forklift
 
 # Work the drain waits for: claimable now, running (an outcome not yet written), due to be
 # staged, and with ``retries`` also failed attempts waiting out their backoff.

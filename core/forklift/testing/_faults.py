@@ -17,9 +17,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from forklift._app import Forklift, JobKind
-from forklift._context import JobContext
-from forklift._sqltext import render
+from forklift._app.app import Forklift, JobKind
+from forklift._app.context import JobContext
+from forklift._db.sqltext import render
 
 _EXPIRE_SQL = ("UPDATE {s}.jobs SET lease_expires_at = now() - interval '1 millisecond'"
                " WHERE id = %s AND fence = %s AND state = 'running'")

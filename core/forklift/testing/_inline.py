@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from forklift._app import Forklift, JobKind
-from forklift._context import JobContext
-from forklift._enqueue import Row
-from forklift._job import TERMINAL_STATES, Job
+from forklift._app.app import Forklift, JobKind
+from forklift._app.context import JobContext
+from forklift._jobs.insert import Row
+from forklift._jobs.job import TERMINAL_STATES, Job
 
 
 @dataclass

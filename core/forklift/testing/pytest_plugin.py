@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from forklift._app import Forklift
+    from forklift._app.app import Forklift
     from forklift.testing._databases import Databases
     from forklift.testing._drain import DrainReport
     from forklift.testing._faults import Faults
@@ -47,7 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _app(request: pytest.FixtureRequest) -> Forklift:
-    from forklift._loader import load_app
+    from forklift._app.loader import load_app
 
     spec = str(request.config.getini("forklift_app") or os.environ.get("FORKLIFT_APP") or "")
     if not spec:
@@ -71,7 +71,7 @@ def forklift_admin_dsn() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def forklift_databases(forklift_admin_dsn: str) -> Iterator[Databases]:
-    from forklift._config import schema_from_env
+    from forklift._db.config import schema_from_env
     from forklift.testing._databases import Databases
 
     dbs = Databases(forklift_admin_dsn, schema_from_env())

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from forklift._session import DB_ERRORS, Session
+from forklift._db.session import DB_ERRORS, Session
 from forklift._worker.util import why
 
 if TYPE_CHECKING:

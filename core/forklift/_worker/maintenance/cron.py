@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 
-from forklift import _cron as cron
+from forklift._features import cron
 from forklift._worker.maintenance.chore import Chore
 
 

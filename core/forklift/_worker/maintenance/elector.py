@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from forklift._session import DB_ERRORS
-from forklift._sqltext import render
+from forklift._db.session import DB_ERRORS
+from forklift._db.sqltext import render
 from forklift._worker.util import why
 
 if TYPE_CHECKING:

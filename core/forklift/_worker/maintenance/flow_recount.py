@@ -16,7 +16,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
 
 #: Seconds between passes.

@@ -1,6 +1,6 @@
 """Partitioned history upkeep, a leader chore (only where ``migrate --partitioned-history`` ran).
 
-Each pass (forklift._history.upkeep): day partitions created ahead and dropped once their
+Each pass (forklift._features.history.upkeep): day partitions created ahead and dropped once their
 state's longest retention window has passed, each in its own short transaction under a
 ``lock_timeout`` (a busy table makes the DDL give up until the next pass, never wait behind
 readers while blocking writers); finished jobs moved from the jobs table in batches; then rows
@@ -17,8 +17,7 @@ from typing import Any
 
 import psycopg
 
-from forklift import _history as history
-from forklift import _retention as retention
+from forklift._features import history, retention
 from forklift._worker.maintenance.chore import Chore
 
 log = logging.getLogger("forklift.worker")

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from forklift._durable.outbox import Message, Sink
-from forklift._errors import EnqueueRefused
-from forklift._scrub import error_entry
-from forklift._session import TRANSIENT
-from forklift._sqltext import render
+from forklift._base.errors import EnqueueRefused
+from forklift._base.scrub import error_entry
+from forklift._db.session import TRANSIENT
+from forklift._db.sqltext import render
+from forklift._features.durable.outbox import Message, Sink
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.util import why
 

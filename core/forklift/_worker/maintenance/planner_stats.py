@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
 
 if TYPE_CHECKING:

@@ -8,8 +8,8 @@ from typing import Any, NamedTuple
 import psycopg
 
 from forklift import hooks as _hooks
-from forklift._sqltext import render
-from forklift._words import plural
+from forklift._base.words import plural
+from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.stager import stage
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import psycopg
 
-from forklift import _batches as batches
-from forklift import _retention
+from forklift._features import batches
+from forklift._features import retention as _retention
 from forklift._worker.maintenance.chore import Chore
 
-# `forklift prune`'s one-off cut (ops.prune); the leader's passes are forklift._retention's.
+# `forklift prune`'s one-off cut (ops.prune); the leader's passes are forklift._features.retention's.
 # Targets of a batch whose TTL has not lapsed stay readable (forklift.batches).
 RETENTION_SQL = """
 WITH old AS (

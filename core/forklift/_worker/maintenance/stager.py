@@ -1,7 +1,7 @@
 """The stager: due scheduled and retryable jobs become available, a batch per statement.
 
 The same statement ends the sleeps, and the timed-out waits, of the parked jobs it moves (see
-:mod:`forklift._durable.waits`): the resumed attempt reads its steps (a batch per worker, as
+:mod:`forklift._features.durable.waits`): the resumed attempt reads its steps (a batch per worker, as
 every attempt that uses steps does) and finds its sleep over, so waking a thousand parked jobs
 writes nothing per job. It joins only the parked steps' index, so staging a job that never
 slept costs what it did. A step row an event's publisher is taking (its commit is waking that
@@ -19,7 +19,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
 
 STAGE_SQL = """

@@ -7,7 +7,7 @@ from typing import Any
 
 import psycopg
 
-from forklift._sqltext import render
+from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
 
 #: How long the row of an exited worker stays listed (``forklift workers list``).

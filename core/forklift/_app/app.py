@@ -1,0 +1,342 @@
+"""The application object: declares job kinds, binds them to a database, enqueues them.
+
+Light to import: connection pools, batches, cron and backfills load on first use, so an
+application that only declares kinds and enqueues pays for none of the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, TypeVar, overload
+
+from forklift._app.enqueue import EnqueueMethods
+from forklift._app.kind import ErrorsMode, Extra, JobKind, as_delay
+from forklift._base.errors import ConfigError, KindAlreadyDeclared, UnknownKind
+from forklift._base.retry import Backoff
+from forklift._db import config
+from forklift._db.pools import Pools
+from forklift._db.steps import Steps, Tx, drive, drive_async
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+    from forklift._app.context import JobContext
+    from forklift._features.backfill.backfill import Backfill, Clock, Reader
+    from forklift._features.cron import Policy, Schedule
+    from forklift._features.durable.events import Event
+    from forklift._features.durable.outbox import Outbox
+    from forklift._features.flow.keys import Key, Rate
+    from forklift._features.flow.locks import Lock
+    from forklift._jobs.batch import BatchLimits
+
+__all__ = ["DEFAULT_PAYLOAD_LIMIT", "DEFAULT_POOL_SIZE", "Forklift", "JobKind"]
+
+P = TypeVar("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+DEFAULT_PAYLOAD_LIMIT = 1024 * 1024
+DEFAULT_POOL_SIZE = 4
+
+
+class Forklift(EnqueueMethods):
+    """A set of job kinds bound to one database and schema.
+
+    ``dsn`` is resolved lazily (``FORKLIFT_DSN``, ``DATABASE_URL``, then the embedded server),
+    so an app module can be imported without touching the database. ``pool_size`` is the most
+    connections each of the app's two enqueue pools (sync and async) opens; each opens on first
+    use with one connection and grows under concurrent enqueues. ``close()`` / ``aclose()``
+    close them.
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        schema: str | None = None,
+        payload_limit: int = DEFAULT_PAYLOAD_LIMIT,
+        pool_size: int = DEFAULT_POOL_SIZE,
+        batch_limits: BatchLimits | None = None,
+    ) -> None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise ConfigError(f"pool_size must be a positive integer, not {pool_size!r}")
+        if isinstance(payload_limit, bool) or not isinstance(payload_limit, int) or payload_limit < 1:
+            raise ConfigError(f"payload_limit must be a positive number of bytes, not {payload_limit!r}")
+        self._dsn = dsn
+        self.schema = schema or config.schema_from_env()
+        self.payload_limit = payload_limit
+        self._batch_limits = batch_limits
+        self.kinds: dict[str, JobKind[Any, Any]] = {}
+        self.schedules: dict[str, Schedule] = {}
+        self.backfills: dict[str, Backfill] = {}
+        self.pool_size = pool_size
+        self._pools = Pools(pool_size)
+
+    @property
+    def batch_limits(self) -> BatchLimits:
+        if self._batch_limits is None:
+            from forklift._jobs.batch import BatchLimits
+
+            self._batch_limits = BatchLimits()
+        return self._batch_limits
+
+    @batch_limits.setter
+    def batch_limits(self, limits: BatchLimits) -> None:
+        self._batch_limits = limits
+
+    # -- database -------------------------------------------------------------------------
+    @property
+    def dsn(self) -> str:
+        if self._dsn is None:
+            self._dsn = config.resolve(None, schema=self.schema).dsn
+        return self._dsn
+
+    def use(self, dsn: str) -> None:
+        """Point the app at a database (before first use), e.g. from a ``--dsn`` flag."""
+        self.close()
+        self._dsn = dsn
+
+    def pool(self) -> ConnectionPool[Any]:
+        """The app's connection pool for sync enqueues, opened on first use."""
+        return self._pools.sync(self.dsn)
+
+    async def async_pool(self) -> AsyncConnectionPool[Any]:
+        """The app's connection pool for async enqueues, opened on first use (once, however
+        many tasks ask for it at the same moment)."""
+        return await self._pools.async_(self.dsn)
+
+    def close(self) -> None:
+        """Close the sync pool (the async one needs :meth:`aclose`); reopened on next use."""
+        self._pools.close()
+
+    async def aclose(self) -> None:
+        """Close both pools; reopened on next use."""
+        await self._pools.aclose()
+
+    def _run(self, steps: Steps[T], conn: psycopg.Connection[Any] | None = None,
+                  tx: Tx = "none") -> T:
+        """Run a unit of work (see :mod:`forklift._db.steps`) on ``conn`` or a pooled connection."""
+        if conn is not None:
+            return drive(conn, steps, tx)
+        with self.pool().connection() as own:
+            return drive(own, steps, tx)
+
+    async def _run_async(self, steps: Steps[T],
+                              conn: psycopg.AsyncConnection[Any] | None = None,
+                              tx: Tx = "none") -> T:
+        if conn is not None:
+            return await drive_async(conn, steps, tx)
+        pool = await self.async_pool()
+        async with pool.connection() as own:
+            return await drive_async(own, steps, tx)
+
+    # -- declaring --------------------------------------------------------------------------
+    @overload
+    def job(self, fn: Callable[[JobContext, P], Awaitable[R]], /) -> JobKind[P, R]: ...
+    @overload
+    def job(self, fn: Callable[[JobContext, P], R], /) -> JobKind[P, R]: ...
+    @overload
+    def job(
+        self,
+        fn: None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 20,
+        retry: Backoff | None = None,
+        timeout: float | timedelta | None = None,
+        failure_codes: Sequence[str] = (),
+        errors: ErrorsMode = "full",
+        extra: Extra = "forbid",
+        concurrency: Sequence[Key] | None = None,
+        rate: Rate | None = None,
+        lease_expiries: int = 3,
+    ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
+
+    def job(
+        self,
+        fn: Callable[..., Any] | None = None,
+        /,
+        *,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 20,
+        retry: Backoff | None = None,
+        timeout: float | timedelta | None = None,
+        failure_codes: Sequence[str] = (),
+        errors: ErrorsMode = "full",
+        extra: Extra = "forbid",
+        concurrency: Sequence[Key] | None = None,
+        rate: Rate | None = None,
+        lease_expiries: int = 3,
+    ) -> Any:
+        """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
+
+        The handler takes ``(ctx, payload)``; the payload's annotation (a dataclass, TypedDict,
+        pydantic model or any type pydantic validates) is enforced at enqueue and at run time,
+        and so is the return annotation for the result. ``extra="ignore"`` drops payload
+        fields the type does not declare instead of refusing them at enqueue.
+        ``concurrency=[Key(...)]`` and ``rate=Rate(...)``: limits across the fleet, per key
+        value (README, "Flow control").
+        ``lease_expiries`` is how many attempts in a row may end by lease expiry (the process
+        running the job died) before the job goes ``dead`` with ``worker_lost``.
+        """
+
+        def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
+            kind_name = name or f"{f.__module__}.{f.__qualname__}"
+            if kind_name in self.kinds:
+                raise KindAlreadyDeclared(f"job kind {kind_name!r} is already declared")
+            if errors not in ("full", "codes"):
+                raise ConfigError(f"errors must be 'full' or 'codes', not {errors!r}")
+            kind: JobKind[Any, Any] = JobKind(
+                self,
+                f,
+                name=kind_name,
+                queue=queue,
+                priority=priority,
+                max_attempts=max_attempts,
+                retry=retry or Backoff(),
+                timeout=as_delay(timeout),
+                failure_codes=failure_codes,
+                errors=errors,
+                extra=extra,
+                concurrency=concurrency,
+                rate=rate,
+                lease_expiries=lease_expiries,
+            )
+            self.kinds[kind_name] = kind
+            return kind
+
+        return declare(fn) if fn is not None else declare
+
+    def kind(self, name: str) -> JobKind[Any, Any]:
+        """The kind declared under ``name``; raises UnknownKind."""
+        try:
+            return self.kinds[name]
+        except (KeyError, TypeError):
+            raise UnknownKind(f"no job kind named {name!r} is declared", kind=name) from None
+
+    # -- schedules and backfills ----------------------------------------------------------------
+    def periodic(
+        self,
+        cron: str,
+        *,
+        tz: str = "UTC",
+        name: str | None = None,
+        args: Any = None,
+        policy: Policy = "skip",
+        max_catch_up: int | None = None,
+    ) -> Callable[[JobKind[P, R]], JobKind[P, R]]:
+        """Enqueue a kind on a cron schedule: stack ``@app.periodic(...)`` above ``@app.job``.
+
+        Ticks are computed in ``tz``; ``policy`` says what happens to ticks missed while no
+        worker ran (``skip``: run the latest once; ``catch_up``: each, at most
+        ``max_catch_up``). See README, "Cron schedules".
+        """
+
+        def attach(kind: JobKind[P, R]) -> JobKind[P, R]:
+            if not isinstance(kind, JobKind):
+                raise ConfigError("stack @app.periodic(...) above @app.job(...), not below it")
+            self.schedule(kind, cron=cron, tz=tz, name=name, args=args, policy=policy,
+                          max_catch_up=max_catch_up)
+            return kind
+
+        return attach
+
+    def schedule(
+        self,
+        kind: JobKind[Any, Any] | str,
+        *,
+        cron: str,
+        tz: str = "UTC",
+        name: str | None = None,
+        args: Any = None,
+        policy: Policy = "skip",
+        max_catch_up: int | None = None,
+    ) -> Schedule:
+        """Declare a schedule for a kind given by object or name (e.g. from configuration)."""
+        from forklift._features import cron as _cron
+
+        target = self.kind(kind) if isinstance(kind, str) else kind
+        return _cron.declare(self, target, cron=cron, tz=tz, name=name, args=args,
+                             policy=policy, max_catch_up=max_catch_up)
+
+    def backfill(
+        self,
+        name: str,
+        *,
+        page_size: int = 100,
+        rate: float = 1.0,
+        read: Reader | None = None,
+        total: Callable[..., int | None] | None = None,
+        max_attempts: int = 5,
+        retry: Backoff | None = None,
+        clock: Clock | None = None,
+    ) -> Callable[[Any], Backfill]:
+        """Declare a paced backfill over ``read(cursor, limit)`` and ``process(items, conn)``.
+
+        Decorate the process function (passing ``read=``), or a class with ``read`` and
+        ``process`` (and optionally ``total``) methods. ``rate`` is pages per second.
+        See README, "Paced backfills".
+        """
+        from forklift._features.backfill import backfill as _backfill
+
+        def attach(target: Any) -> Backfill:
+            return _backfill.declare(self, name, target, read=read, total=total,
+                                     page_size=page_size, rate=rate, max_attempts=max_attempts,
+                                     retry=retry, clock=clock)
+
+        return attach
+
+    # -- hooks ------------------------------------------------------------------------------
+    def on(self, event: str, fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """Call ``fn(event)`` on ``"enqueue"``, ``"start"``, ``"settle"`` or ``"dead"``, off the
+        job's path and bounded (see :mod:`forklift.hooks`); sync or async. Returns ``fn``."""
+        from forklift import hooks
+
+        return hooks.register(self, event, fn)
+
+    def lock(self, key: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lock:
+        """A lock on ``key`` with a fencing token, outside jobs: ``with app.lock(k) as token``
+        or ``async with``. See :mod:`forklift._features.flow.locks`."""
+        from forklift._features.flow.app_locks import app_locks
+
+        return app_locks(self).lock(key, ttl, wait)
+
+    # -- durable workflows (see forklift._features.durable) --------------------------------------------
+    def publish_event(
+        self, name: str, data: Any = None, *, conn: psycopg.Connection[Any] | None = None,
+        ttl: timedelta | float = timedelta(days=1),
+    ) -> Event:
+        """Publish an event for ``ctx.wait_for_event``; with ``conn=`` in the caller's
+        transaction (it wakes its waits when that commits). Expires after ``ttl``."""
+        from forklift._features.durable import events
+
+        return self._run(events.publish_steps(self.schema, events.prepare(self, name, data, ttl)),
+                         conn)
+
+    async def publish_event_async(
+        self, name: str, data: Any = None, *, conn: psycopg.AsyncConnection[Any] | None = None,
+        ttl: timedelta | float = timedelta(days=1),
+    ) -> Event:
+        """:meth:`publish_event` for asyncio."""
+        from forklift._features.durable import events
+
+        return await self._run_async(
+            events.publish_steps(self.schema, events.prepare(self, name, data, ttl)), conn)
+
+    @property
+    def outbox(self) -> Outbox:
+        """The transactional outbox: ``app.outbox.publish(topic, payload, conn=...)`` and
+        ``app.outbox.sink(topic, kind_or_callable)``."""
+        box = self.__dict__.get("_outbox")
+        if box is None:
+            from forklift._features.durable.outbox import Outbox
+
+            box = self.__dict__["_outbox"] = Outbox(self)
+        return box

@@ -1,0 +1,318 @@
+"""A declared job kind: its handler, payload and result types, defaults, and enqueue calls."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_type_hints
+
+from forklift import hooks as _hooks
+from forklift import otel as _otel
+from forklift._base.errors import ConfigError, InvalidOption
+from forklift._base.names import check_name, check_tags
+from forklift._base.retry import Backoff
+from forklift._features.flow import keys as _keys
+from forklift._jobs import insert as _enq
+from forklift._jobs.job import Job
+from forklift._jobs.payload import Codec, to_json_text
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from forklift._app.app import Forklift
+    from forklift._app.context import JobContext
+    from forklift._db.steps import Steps
+    from forklift._features.flow.keys import Key, Rate
+
+__all__ = ["ErrorsMode", "Extra", "JobKind"]
+
+P = TypeVar("P")
+R = TypeVar("R")
+
+ErrorsMode = Literal["full", "codes"]
+#: What enqueue does with payload fields the payload type does not declare.
+Extra = Literal["forbid", "ignore"]
+_CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
+_CODE_SHAPE = "lower-case snake case, e.g. 'card_declined'"
+_RESERVED_CODES = frozenset(
+    {"error", "unknown_kind", "invalid_payload", "invalid_result", "timeout", "lease_expired",
+     "lease_lost", "interrupted", "cancelled", "internal_error", "handler_exit", "worker_lost",
+     "lock_lost"}
+)
+
+
+def as_delay(delay: float | timedelta | None) -> float | None:
+    if delay is None:
+        return None
+    return delay.total_seconds() if isinstance(delay, timedelta) else float(delay)
+
+
+def _as_utc(at: datetime | None) -> datetime | None:
+    if at is None:
+        return None
+    if not isinstance(at, datetime) or at.tzinfo is None:
+        raise InvalidOption("at= must be a timezone-aware datetime (e.g. datetime.now(UTC))",
+                            field="at")
+    return at.astimezone(UTC)
+
+
+def _handler_params(fn: Callable[..., Any], name: str) -> list[str]:
+    """The handler's two positional parameters (ctx, payload), or a ConfigError saying why not."""
+    if not callable(fn):
+        raise ConfigError(f"handler {name} is not callable")
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise ConfigError(f"handler {name} is a generator; it must return its result")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"the signature of handler {name} cannot be read: {exc}") from None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    params = list(signature.parameters.values())
+    required_later = [
+        p for p in params[2:]
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    if len(params) < 2 or any(p.kind not in positional for p in params[:2]) or required_later:
+        shown = ", ".join(p.name for p in params)
+        raise ConfigError(f"handler {name} must take (ctx, payload); it takes ({shown})")
+    return [p.name for p in params[:2]]
+
+
+def _codec(tp: Any, name: str, what: str) -> Codec:
+    try:
+        return Codec(tp, what=what)
+    except Exception as exc:  # pydantic refuses some types only when asked to build a schema
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"the {what} type of handler {name} cannot be validated: {first}") from None
+
+
+class JobKind(Generic[P, R]):
+    """A declared kind of job: its handler, payload and result types and its defaults."""
+
+    def __init__(
+        self,
+        app: Forklift,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        queue: str,
+        priority: int,
+        max_attempts: int,
+        retry: Backoff,
+        timeout: float | None,
+        failure_codes: Sequence[str],
+        errors: ErrorsMode,
+        extra: Extra = "forbid",
+        concurrency: Sequence[Key] | None = None,
+        rate: Rate | None = None,
+        lease_expiries: int = 3,
+    ) -> None:
+        self.app = app
+        self.fn = fn
+        self.name = check_name(name, "kind", field="name")
+        self.queue = queue
+        self.priority = priority
+        self.max_attempts = max_attempts
+        self.retry = retry
+        self.timeout = timeout
+        self.errors: ErrorsMode = errors
+        if isinstance(lease_expiries, bool) or not isinstance(lease_expiries, int) \
+                or lease_expiries < 1:
+            raise ConfigError(
+                f"lease_expiries of {name} must be a whole number of at least 1, not"
+                f" {lease_expiries!r}")
+        #: Attempts in a row that may end by lease expiry before the job is ``worker_lost``
+        #: (registered on the worker's row, read by the leader's rescue).
+        self.lease_expiries = lease_expiries
+        if extra not in ("forbid", "ignore"):
+            raise ConfigError(f"extra must be 'forbid' or 'ignore', not {extra!r}")
+        self.extra: Extra = extra
+        for code in failure_codes:
+            if not isinstance(code, str) or not _CODE.fullmatch(code):
+                raise ConfigError(f"failure code {code!r} of {name} must be {_CODE_SHAPE}")
+            if code in _RESERVED_CODES:
+                raise ConfigError(f"failure code {code!r} of {name} is reserved for forklift")
+        self.failure_codes = frozenset(failure_codes)
+        #: The kind's keys (forklift._features.flow.keys), or None: its jobs then carry no key values.
+        self.flow = _keys.declare(self.name, concurrency, rate)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        params = _handler_params(fn, name)
+        try:
+            hints = get_type_hints(fn)
+        except Exception as exc:
+            raise ConfigError(
+                f"the annotations of handler {name} cannot be resolved: {exc}"
+            ) from None
+        self.payload = _codec(hints.get(params[1], Any), name, "payload")
+        self.result = _codec(hints.get("return", Any), name, "result")
+        _enq.check_options(
+            priority=priority, max_attempts=max_attempts, delay=None, at=None, queue=queue
+        )
+
+    def __repr__(self) -> str:
+        return f"<JobKind {self.name} queue={self.queue}>"
+
+    def __call__(self, ctx: JobContext, payload: P) -> Any:
+        """Call the handler directly (tests); forklift's worker does more around it."""
+        return self.fn(ctx, payload)
+
+    # -- rows: validated, serialised jobs, ready to store -------------------------------------
+    def row(self, args: P | dict[str, Any], **options: Any) -> _enq.Row:
+        """Validate and serialise one job; raises an EnqueueRefused subclass, stores nothing.
+
+        ``options`` are :meth:`_row_options`'s.
+        """
+        keys = None
+        if self.flow is not None:
+            text, keys = self._keyed_payload(args)
+        else:
+            text = self._payload_text(args)
+        fields = self._row_options(**options)
+        if keys is not None:
+            fields["keys"] = keys
+        if _otel.tracer() is not None:  # a producer span, its traceparent on the row
+            fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"])
+        return _enq.Row(args=text, **fields)
+
+    def _payload_text(self, args: P | dict[str, Any]) -> str:
+        """The payload validated and serialised as it is stored."""
+        value = self.payload.validate(args, kind=self.name, forbid_unknown=self.extra == "forbid")
+        return self.payload.to_text(value, kind=self.name, limit=self.app.payload_limit)
+
+    def _keyed_payload(self, args: P | dict[str, Any]) -> tuple[str, list[str]]:
+        """The stored payload and its key values (computed from the validated payload)."""
+        assert self.flow is not None
+        value = self.payload.validate(args, kind=self.name, forbid_unknown=self.extra == "forbid")
+        keys = self.flow.values(value)
+        return self.payload.to_text(value, kind=self.name, limit=self.app.payload_limit), keys
+
+    def _row_options(
+        self,
+        *,
+        delay: float | timedelta | None = None,
+        at: datetime | None = None,
+        priority: int | None = None,
+        queue: str | None = None,
+        max_attempts: int | None = None,
+        unique_key: str | None = None,
+        tags: Iterable[str] = (),
+        meta: dict[str, Any] | None = None,
+        retry: Backoff | None = None,
+    ) -> dict[str, Any]:
+        """Every field of a Row but its payload, checked (the same for all rows of a bulk)."""
+        limit = self.app.payload_limit
+        if meta is not None and not isinstance(meta, dict):
+            raise InvalidOption("meta must be a dict of JSON values", field="meta")
+        meta_text = to_json_text(meta, what="meta", kind=self.name, limit=limit) if meta else "{}"
+        try:
+            seconds = as_delay(delay)
+        except (TypeError, ValueError):
+            raise InvalidOption(f"delay must be seconds or a timedelta, not {delay!r}",
+                                field="delay") from None
+        when = _as_utc(at)
+        prio = self.priority if priority is None else priority
+        attempts = self.max_attempts if max_attempts is None else max_attempts
+        q = self.queue if queue is None else queue
+        _enq.check_options(priority=prio, max_attempts=attempts, delay=seconds, at=when, queue=q)
+        if retry is not None and not isinstance(retry, Backoff):
+            raise InvalidOption("retry must be a Backoff", field="retry")
+        return dict(
+            queue=q,
+            kind=self.name,
+            priority=prio,
+            max_attempts=attempts,
+            at=when,
+            delay=seconds or 0.0,
+            unique_key=None if unique_key is None else check_name(unique_key, "unique_key"),
+            tags=check_tags(tags) if tags else [],
+            meta=meta_text,
+            retry=json.dumps(retry.to_json()) if retry is not None else None,
+        )
+
+    def rows(self, many: Iterable[P | dict[str, Any]], **options: Any) -> list[_enq.Row]:
+        """Rows for many payloads sharing one set of options, which are checked once."""
+        items = list(many)
+        if not items:
+            return []
+        fields = self._row_options(**options)
+        if _otel.tracer() is not None:  # one producer span for the bulk, on every row
+            fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"], bulk=True)
+        if self.flow is not None:
+            return _enq.Row.many_keyed(fields, map(self._keyed_payload, items))
+        return _enq.Row.many(fields, map(self._payload_text, items))
+
+    # -- enqueueing -------------------------------------------------------------------------------
+    def enqueue(
+        self,
+        args: P | dict[str, Any],
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        on_conflict: _enq.OnConflict = "return_existing",
+        after: Iterable[int | Job] = (),
+        if_dependency_fails: str = "cancel",
+        **options: Any,
+    ) -> Job:
+        """Store one job and return it.
+
+        With ``conn=`` the insert runs on the caller's connection, inside whatever transaction
+        it has open: the job exists exactly when that transaction commits. With ``after=``
+        (jobs or ids) it waits until they all completed (see :mod:`forklift._features.durable.deps`).
+        """
+        job: Job = self.app._run(
+            self._one(args, on_conflict, after, if_dependency_fails, options), conn)
+        if _hooks.of(self.app) is not None:
+            _hooks.emit_enqueued(self.app, job)
+        return job
+
+    async def enqueue_async(
+        self,
+        args: P | dict[str, Any],
+        *,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+        on_conflict: _enq.OnConflict = "return_existing",
+        after: Iterable[int | Job] = (),
+        if_dependency_fails: str = "cancel",
+        **options: Any,
+    ) -> Job:
+        """:meth:`enqueue` for asyncio."""
+        job: Job = await self.app._run_async(
+            self._one(args, on_conflict, after, if_dependency_fails, options), conn)
+        if _hooks.of(self.app) is not None:
+            _hooks.emit_enqueued(self.app, job)
+        return job
+
+    def _one(self, args: Any, on_conflict: Any, after: Iterable[int | Job],
+             if_dependency_fails: str, options: dict[str, Any]) -> Steps[Job]:
+        row = self.row(args, **options)
+        policy = _enq.check_on_conflict(on_conflict)
+        if after:
+            from forklift._features.durable import deps
+
+            return deps.insert_steps(self.app.schema, row,
+                                     deps.check(after, if_dependency_fails, row),
+                                     if_dependency_fails)
+        return _enq.one_steps(self.app.schema, row, policy)
+
+    def enqueue_many(
+        self,
+        many: Iterable[P | dict[str, Any]],
+        *,
+        conn: psycopg.Connection[Any] | None = None,
+        **options: Any,
+    ) -> list[int]:
+        """Store many jobs of this kind in one round trip; returns their ids in order."""
+        return self.app.enqueue_rows(self.rows(many, **options), conn=conn)
+
+    async def enqueue_many_async(
+        self,
+        many: Iterable[P | dict[str, Any]],
+        *,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+        **options: Any,
+    ) -> list[int]:
+        """:meth:`enqueue_many` for asyncio."""
+        return await self.app.enqueue_rows_async(self.rows(many, **options), conn=conn)

@@ -1,0 +1,376 @@
+"""The flow claim: one statement that claims from queues with keys, rates or fair share.
+
+Only queues flagged ``flow`` come here (the first keyed job, a rate or fair share flags one
+for good); every other queue keeps the claim it had. Like the locked claim it runs in one
+pipelined transaction (BEGIN, the generic-plan setting, the queue-limit locks, this statement,
+COMMIT: one round trip), reads pauses and queue limits itself, and stamps fences and leases
+with the worker's take.
+
+Candidates, per (queue, kind) of the worker
+    *window*: the first ``room`` waiting jobs in claim order (keyed or not, from the claim
+    index); *rotation*: the heads (``share`` each) of the next ``visit`` partitions (distinct
+    first key values) after the worker's cursor for the pair, wrapping around, from the keyed
+    index (``jobs_keyed_idx``): found by a loose index scan, never by reading a partition's
+    backlog. A partition blocked by its limit therefore never hides the free ones behind it.
+
+Admission, under the key values' rows
+    The running jobs of every limited key value among the candidates are counted in one pass
+    over the running keyed jobs (``jobs_holders_idx``, migration 0016: bounded by the keys'
+    limits, not by the plain jobs running or buffered across the fleet); a value already
+    at its limit admits nothing (a count from this snapshot can only be too high: outcomes
+    written since only free slots), and its row is not locked. Every other key value of a
+    candidate whose key has a limit or a rate, and the bucket row of a rated queue, is locked
+    ``FOR UPDATE SKIP LOCKED``: the claim sees the newest version, or passes the value by while
+    another claim holds it (no claim ever waits on another). A value whose last admitting claim
+    (``claim_xid``) is not visible to this statement's snapshot is passed by this time: the
+    count could miss that claim's jobs. A rate's bucket is refilled by time arithmetic. A
+    candidate is admitted when each of its values has room for it: its rank among the eligible
+    candidates of that value, in claim order, is within the value's room (ranks, not a running
+    tally: never more than the room, and the first eligible candidate is always admitted). A key
+    that no worker has recorded yet (``flow_keys``) admits nothing: a missing row is never "no
+    limit".
+
+Order
+    Claim order (priority, run_at, id), or with fair share each partition's first candidate
+    before any partition's second, and so on: a tenant with a huge backlog delays another
+    tenant's first job by at most one claim.
+
+The worker's buffer
+    A per-key limit counts claimed jobs, started or buffered, so keyed jobs may be claimed
+    beyond the ``start`` that go to free slots now. Not *strict* ones: a job of a fair queue (a
+    buffered backlog job would go before a tenant whose first job comes next), a rated one (its
+    token is taken at the claim: it must start then), or one of a queue with a concurrency limit
+    (its slot would sit in one worker's buffer while others idle, as for the other claims): those
+    are admitted only among the first ``start``. ``!strict`` tells the worker it met one (a
+    job of its kinds waits in such a queue, or a candidate has a rated key), so it keeps no
+    buffer while it does. An empty fair, rated or limited queue does not count: it would cost
+    the worker's other queues their buffer for a feature none of their jobs uses.
+
+What else the answer carries (marker rows, ``id`` NULL)
+    ``!paused`` per paused queue; ``!cursor`` per (queue, kind) walked, the cursor for the next
+    claim (``args``: the kind and the last partition visited); ``!retry`` with the seconds until
+    a blocked job may go (the next token of a bucket, or soon: a value or a picked job held by
+    another claim, or a value just created), so the worker claims again then instead of waiting
+    out its poll; ``!strict`` (above).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from forklift._db.sqltext import render
+from forklift._worker import claim as claims
+
+VISIT = 32  # partitions a walk visits per claim, at least (as many as the batch asks for)
+RETRY_SOON = 0.02  # seconds: a value held by another claim, or created just now
+
+_OPEN = """(qs.name IS NULL OR NOT qs.paused
+                   OR (qs.pause_expires_at IS NOT NULL AND qs.pause_expires_at <= now()))"""
+_KEYED = """j.state = 'available' AND j.keys IS NOT NULL AND j.queue = p.queue
+                    AND j.kind = p.kind"""
+
+
+
+def _marker(queue: str, what: str) -> str:
+    """A marker row as wide as the take's rows: (NULL id, queue, what) and NULLs. ``what``
+    goes in the kind column (text in every version of the take)."""
+    width = claims._TAKE.rsplit("RETURNING", 1)[1].count(",") + 1
+    return ", ".join(["NULL::bigint", queue, what] + ["NULL"] * (width - 3))
+
+
+FLOW_CLAIM_SQL = """
+WITH q AS (
+    SELECT w.name, """ + _OPEN + """ AS open, coalesce(qs.fair, false) AS fair,
+           qs.rate_limit, qs.rate_per, qs.rate_burst, st.strict,
+           CASE WHEN NOT """ + _OPEN + """ THEN 0
+                WHEN NOT st.strict THEN %(n)s
+                WHEN qs.concurrency IS NULL THEN least(%(n)s, %(start)s)
+                ELSE greatest(0, least(%(n)s, %(start)s, qs.concurrency - (
+                    SELECT count(*) FROM {s}.jobs r WHERE r.state = 'running' AND r.queue = w.name)))
+           END AS room
+    FROM unnest(%(queues)s::text[]) AS w(name)
+    LEFT JOIN {s}.queues qs ON qs.name = w.name
+    CROSS JOIN LATERAL (SELECT coalesce(qs.fair OR qs.rate_limit IS NOT NULL
+                                        OR qs.concurrency IS NOT NULL, false) AS strict) st
+), p AS (
+    SELECT x.queue, x.kind, x.cur, q.room FROM unnest(%(pq)s::text[], %(pk)s::text[], %(pc)s::text[])
+        AS x(queue, kind, cur) JOIN q ON q.name = x.queue
+    WHERE q.room > 0
+), rot AS (
+    -- the next partitions of each (queue, kind) after its cursor, wrapping around once
+    SELECT p.queue, p.kind, r.key, r.n FROM p CROSS JOIN LATERAL (
+        WITH RECURSIVE r(key, n, lap) AS (
+            SELECT p.cur, 0, 0
+          UNION ALL
+            SELECT x.key, r.n + 1, x.lap FROM r CROSS JOIN LATERAL (
+                (SELECT j.keys[1] AS key, r.lap AS lap FROM {s}.jobs j
+                 WHERE """ + _KEYED + """ AND j.keys[1] > r.key
+                 ORDER BY j.keys[1] LIMIT 1)
+                UNION ALL
+                (SELECT j.keys[1], 1 FROM {s}.jobs j
+                 WHERE """ + _KEYED + """ AND r.lap = 0
+                 ORDER BY j.keys[1] LIMIT 1)
+                LIMIT 1
+            ) x
+            WHERE r.n < %(visit)s AND (x.lap = 0 OR x.key <= p.cur)
+        )
+        SELECT r.key, r.n FROM r WHERE r.n > 0
+    ) r
+), turns AS (
+    -- a walk's share of the batch: the batch spread over the partitions it found
+    SELECT rot.*, greatest(1, ceil(%(n)s::float8 / count(*) OVER (
+               PARTITION BY rot.queue, rot.kind)))::int AS share
+    FROM rot
+), heads AS (
+    SELECT h.* FROM turns rot CROSS JOIN LATERAL (
+        SELECT j.id, j.queue, j.keys, j.priority, j.run_at FROM {s}.jobs j
+        WHERE j.state = 'available' AND j.keys IS NOT NULL AND j.queue = rot.queue
+          AND j.kind = rot.kind AND j.keys[1] = rot.key
+        ORDER BY j.priority, j.run_at, j.id
+        LIMIT rot.share
+    ) h
+), win AS (
+    SELECT j.* FROM p CROSS JOIN LATERAL (
+        SELECT id, queue, keys, priority, run_at FROM {s}.jobs
+        WHERE state = 'available' AND queue = p.queue AND kind = p.kind
+        ORDER BY priority, run_at, id
+        LIMIT p.room
+    ) j
+), cand AS (
+    SELECT DISTINCT ON (u.id) u.id, u.queue, u.keys, u.priority, u.run_at
+    FROM (SELECT * FROM win UNION ALL SELECT * FROM heads) u
+), names AS (
+    SELECT f.name, f.concurrency, f.rate_limit, f.rate_per, f.rate_burst,
+           f.concurrency IS NOT NULL OR f.rate_limit IS NOT NULL AS limiting
+    FROM {s}.flow_keys f
+    WHERE f.name = ANY (ARRAY(SELECT DISTINCT split_part(e, chr(31), 1)
+                              FROM cand, unnest(cand.keys) AS e))
+), need AS (
+    -- the rows that serialise admission: values of limiting keys, buckets of rated queues
+    SELECT DISTINCT e AS key FROM cand CROSS JOIN LATERAL unnest(cand.keys) AS e
+    JOIN names ON names.name = split_part(e, chr(31), 1) AND names.limiting
+    UNION
+    SELECT '@' || q.name FROM q WHERE q.rate_limit IS NOT NULL AND q.room > 0
+), held AS (
+    -- the running jobs of each value, counted once for all values (one pass over the running
+    -- keyed jobs that carry any of them): a value already at its limit in this snapshot
+    -- admits nothing whatever its row says, so its row is not even locked
+    SELECT e AS key, count(*) AS n
+    FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
+    WHERE r.state = 'running' AND r.keys IS NOT NULL
+      AND r.keys && ARRAY(SELECT need.key FROM need) AND e IN (SELECT need.key FROM need)
+    GROUP BY e
+), free AS (
+    SELECT need.key, names.concurrency - coalesce(held.n, 0) AS room
+    FROM need LEFT JOIN names ON names.name = split_part(need.key, chr(31), 1)
+                             AND need.key NOT LIKE '@%%'
+    LEFT JOIN held ON held.key = need.key
+    WHERE names.concurrency IS NULL OR names.concurrency > coalesce(held.n, 0)
+), kv AS (
+    SELECT v.key, v.claim_xid, v.tokens, v.refilled_at FROM {s}.flow_values v
+    WHERE v.key = ANY (ARRAY(SELECT free.key FROM free))
+    ORDER BY v.key
+    FOR UPDATE SKIP LOCKED
+), heal AS (
+    -- a value row pruned since its job was enqueued (or never made): made now, used next time
+    INSERT INTO {s}.flow_values (key)
+    SELECT need.key FROM need
+    WHERE NOT EXISTS (SELECT 1 FROM {s}.flow_values v WHERE v.key = need.key)
+    ON CONFLICT (key) DO NOTHING
+    RETURNING key
+), lim AS (
+    SELECT b.key, b.tokens_now, b.per_token, b.stale,
+           least(b.conc_room, CASE WHEN b.per_token IS NULL THEN %(n)s
+                                   ELSE floor(b.tokens_now)::int END) AS room
+    FROM (
+        SELECT kv.key, g.per_token,
+               least(g.burst, coalesce(kv.tokens, g.burst) + g.per_token_inv
+                     * greatest(0, extract(epoch FROM now() - kv.refilled_at))) AS tokens_now,
+               g.concurrency IS NOT NULL AND kv.claim_xid IS NOT NULL
+                   AND NOT pg_visible_in_snapshot(kv.claim_xid, pg_current_snapshot()) AS stale,
+               CASE WHEN g.concurrency IS NULL THEN %(n)s
+                    WHEN kv.claim_xid IS NOT NULL
+                         AND NOT pg_visible_in_snapshot(kv.claim_xid, pg_current_snapshot())
+                    THEN 0
+                    ELSE greatest(0, free.room)::int
+               END AS conc_room
+        FROM kv JOIN free ON free.key = kv.key CROSS JOIN LATERAL (
+            SELECT n.concurrency, n.rate_burst::float8 AS burst,
+                   n.rate_per / n.rate_limit AS per_token, n.rate_limit / n.rate_per AS per_token_inv
+            FROM names n WHERE n.name = split_part(kv.key, chr(31), 1) AND kv.key NOT LIKE '@%%'
+            UNION ALL
+            SELECT NULL, q.rate_burst::float8, q.rate_per / q.rate_limit, q.rate_limit / q.rate_per
+            FROM q WHERE kv.key = '@' || q.name
+        ) g
+    ) b
+), elig AS (
+    -- every limiting value of the candidate has room, its keys are all recorded, and the
+    -- bucket of a rated queue has a token
+    SELECT c.*, q.fair, row_number() OVER (
+               PARTITION BY c.queue, c.keys[1] ORDER BY c.priority, c.run_at, c.id) AS turn,
+           coalesce(c.keys, '{}') || CASE WHEN q.rate_limit IS NOT NULL THEN ARRAY['@' || q.name]
+                                            ELSE '{}'::text[] END AS gates,
+           q.strict OR EXISTS (SELECT 1 FROM unnest(c.keys) AS e JOIN names
+                               ON names.name = split_part(e, chr(31), 1)
+                               WHERE names.rate_limit IS NOT NULL) AS strict
+    FROM cand c JOIN q ON q.name = c.queue
+    WHERE NOT EXISTS (
+        SELECT 1 FROM unnest(c.keys) AS e LEFT JOIN names ON names.name = split_part(e, chr(31), 1)
+        WHERE names.name IS NULL
+           OR (names.limiting AND NOT EXISTS (SELECT 1 FROM lim WHERE lim.key = e AND lim.room >= 1)))
+      AND (q.rate_limit IS NULL
+           OR EXISTS (SELECT 1 FROM lim WHERE lim.key = '@' || q.name AND lim.room >= 1))
+), ranks AS MATERIALIZED (  -- once, not once per candidate it is checked for
+    SELECT e.id, g AS key, row_number() OVER (
+               PARTITION BY g ORDER BY CASE WHEN e.fair THEN e.turn ELSE 1 END, e.priority,
+                                       e.run_at, e.id) AS rk
+    FROM elig e CROSS JOIN unnest(e.gates) AS g
+    WHERE g IN (SELECT lim.key FROM lim)
+), picked AS (
+    -- a strict candidate only among the first ``start``: it starts now, never waits buffered
+    SELECT a.id, a.keys, a.ord1, a.priority, a.run_at FROM (
+        SELECT e.id, e.queue, e.keys, e.priority, e.run_at, e.strict, e.ord1,
+               row_number() OVER (PARTITION BY e.queue ORDER BY e.ord1, e.priority, e.run_at,
+                                  e.id) AS qn,
+               row_number() OVER (ORDER BY e.ord1, e.priority, e.run_at, e.id) AS pos
+        FROM (SELECT elig.*, CASE WHEN elig.fair THEN elig.turn ELSE 1 END AS ord1
+              FROM elig) e
+        WHERE NOT EXISTS (SELECT 1 FROM ranks r JOIN lim ON lim.key = r.key
+                          WHERE r.id = e.id AND r.rk > lim.room)
+    ) a JOIN q ON q.name = a.queue
+    WHERE a.qn <= q.room AND (NOT a.strict OR a.pos <= %(start)s)
+    ORDER BY a.ord1, a.priority, a.run_at, a.id
+    LIMIT %(n)s
+), c AS (
+    -- checked again under the lock: still waiting, and still the key values it was admitted
+    -- for (a replacing enqueue may have changed them since this statement's snapshot)
+    SELECT j.id, j.queue, j.keys, j.priority, j.run_at FROM {s}.jobs j
+    JOIN picked ON picked.id = j.id
+    WHERE j.id = ANY (ARRAY(SELECT picked.id FROM picked)) AND j.state = 'available'
+      AND j.keys IS NOT DISTINCT FROM picked.keys
+    ORDER BY j.priority, j.run_at, j.id
+    FOR UPDATE OF j SKIP LOCKED
+), s AS (
+    SELECT c.id FROM c JOIN picked USING (id)
+    ORDER BY picked.ord1, picked.priority, picked.run_at, picked.id
+    LIMIT %(start)s
+), used AS (
+    SELECT g AS key, count(*) AS n FROM c JOIN q ON q.name = c.queue
+    CROSS JOIN unnest(coalesce(c.keys, '{}') || CASE WHEN q.rate_limit IS NOT NULL
+                      THEN ARRAY['@' || q.name] ELSE '{}'::text[] END) AS g
+    GROUP BY g
+), bump AS (
+    UPDATE {s}.flow_values v SET claim_xid = pg_current_xact_id(),
+        tokens = CASE WHEN lim.per_token IS NOT NULL THEN lim.tokens_now - used.n END,
+        refilled_at = CASE WHEN lim.per_token IS NOT NULL
+                           THEN greatest(coalesce(v.refilled_at, now()), now()) END
+    FROM used JOIN lim ON lim.key = used.key
+    WHERE v.key = used.key
+    RETURNING v.key
+), u AS (
+""" + claims._TAKE + """
+)
+SELECT * FROM u
+UNION ALL
+SELECT """ + _marker("q.name", "'!paused'") + """ FROM q WHERE NOT q.open
+UNION ALL
+SELECT """ + _marker("z.queue", "'!cursor ' || json_build_array(z.kind, z.key)::text") + """
+FROM (SELECT DISTINCT ON (rot.queue, rot.kind) rot.queue, rot.kind, rot.key FROM rot
+      ORDER BY rot.queue, rot.kind, rot.n DESC) z
+UNION ALL
+SELECT """ + _marker("NULL::text", "'!retry ' || min(w.s)::text") + """ FROM (
+    SELECT (1 - lim.tokens_now + coalesce(used.n, 0)) * lim.per_token AS s
+    FROM lim LEFT JOIN used ON used.key = lim.key
+    WHERE lim.per_token IS NOT NULL AND lim.tokens_now - coalesce(used.n, 0) < 1
+    UNION ALL SELECT %(soon)s FROM lim WHERE lim.stale
+    UNION ALL SELECT %(soon)s FROM free WHERE free.key NOT IN (SELECT kv.key FROM kv)
+    -- jobs picked but locked by another claim (two workers on one partition pick the same
+    -- heads): the loser looks again soon, not after its poll
+    UNION ALL SELECT %(soon)s WHERE (SELECT count(*) FROM picked) > (SELECT count(*) FROM c)
+) w HAVING count(*) > 0
+UNION ALL
+SELECT """ + _marker("NULL::text", "'!strict'") + """
+WHERE EXISTS (SELECT 1 FROM q WHERE q.strict AND q.open AND EXISTS (
+                  SELECT 1 FROM {s}.jobs j WHERE j.state = 'available' AND j.queue = q.name
+                  AND j.kind = ANY (%(kinds)s::text[])))
+   OR EXISTS (SELECT 1 FROM names WHERE names.rate_limit IS NOT NULL)
+"""
+
+
+# Planning the claim costs more than running it (each custom plan about as much CPU as a
+# batch of 40 jobs), and the server keeps choosing custom plans for it; the generic plan of the
+# prepared statement is the same plan (tests/test_claim_plan.py checks it) without that cost.
+# For the claim's transaction only.
+GENERIC_SQL = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+
+@dataclass
+class FlowAnswer:
+    """What one flow claim returned: the jobs, paused queues, cursors, when to try again."""
+
+    jobs: list[Any]
+    paused: set[str]
+    cursors: dict[tuple[str, str], str]
+    retry_in: float | None
+    #: a queue of the worker's, or a key met, is fair, rated or limited: no buffer for now
+    strict: bool = False
+
+
+@dataclass
+class FlowClaim:
+    """The flow claim of one worker: its flow queues and kinds, and its rotation cursors."""
+
+    worker_id: str
+    lease: float
+    queues: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    visit: int = VISIT
+    retry_soon: float = RETRY_SOON
+    cursors: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def params(self, n: int, start: int | None) -> dict[str, Any]:
+        pairs = [(q, k) for q in sorted(self.queues) for k in sorted(self.kinds)]
+        return {
+            "queues": sorted(self.queues), "kinds": sorted(self.kinds),
+            "pq": [q for q, _ in pairs], "pk": [k for _, k in pairs],
+            "pc": [self.cursors.get(pair, "") for pair in pairs],
+            "n": n, "start": n if start is None else start, "visit": max(self.visit, n),
+            "w": self.worker_id, "lease": self.lease,
+            "soon": RETRY_SOON,
+        }
+
+    async def run(self, conn: psycopg.AsyncConnection[Any], schema: str, *, n: int,
+                  start: int | None = None) -> FlowAnswer:
+        params = self.params(n, start)
+        async with conn.pipeline(), conn.transaction():
+            await conn.execute(GENERIC_SQL)
+            await conn.execute(render(claims.LOCK_LIMITED_SQL, schema), (params["queues"],))
+            cur = await conn.execute(render(FLOW_CLAIM_SQL, schema), params)
+        rows = await cur.fetchall()
+        answer = parse(rows)
+        self.cursors.update(answer.cursors)
+        return answer
+
+
+def parse(rows: list[tuple[Any, ...]]) -> FlowAnswer:
+    from_row = getattr(claims.Claimed, "from_row", None)
+    jobs = [from_row(r) if from_row else claims.Claimed(*r) for r in rows if r[0] is not None]
+    paused, cursors, retry, strict = set(), {}, None, False
+    for r in rows:
+        if r[0] is not None:
+            continue
+        what, _, data = str(r[2]).partition(" ")
+        if what == "!paused":
+            paused.add(str(r[1]))
+        elif what == "!cursor":
+            kind, key = json.loads(data)
+            cursors[(str(r[1]), str(kind))] = str(key)
+        elif what == "!retry" and data:
+            retry = max(0.0, float(data))
+        elif what == "!strict":
+            strict = True
+    return FlowAnswer(jobs, paused, cursors, retry, strict)

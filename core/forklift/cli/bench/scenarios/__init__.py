@@ -1,0 +1,1 @@
+"""The bench's scenarios: each module registers its own (:mod:`forklift.cli.bench.registry`)."""

@@ -1,0 +1,67 @@
+"""`forklift bench`: forklift against a plain-SQL reference, in one run, on one server.
+
+The measuring lives in core (:mod:`forklift.cli.bench`, importable for scripts); this module is the
+command's options and its table. Figures are printed, never judged by the exit code: it is 0
+when every scenario ran and 1 when one failed to run.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from forklift.cli.kit import Call, Dsn, command, emit_json, err, out, safe
+
+Quick = Annotated[
+    bool, typer.Option("--quick", help="Smaller runs (about a minute) for a first look.")
+]
+Only = Annotated[
+    str | None,
+    typer.Option("--only", help="Comma-separated scenarios: e2e, c1, enqueue, enqueue_16, bulk,"
+                                " latency, e2e_4w, e2e_2w, stats, claim_backlog, memory, flow_keyed,"
+                                " flow_fair, wake, unused (default: all)."),
+]
+
+
+@command(database=False)
+def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None) -> None:
+    """Measure forklift against plain SQL on the same server: throughput, latency, memory, CPU.
+
+    Each scenario runs in a fresh database it creates on the server and drops afterwards (the
+    role needs CREATEDB). The server: --dsn, FORKLIFT_DSN or DATABASE_URL; else a throwaway
+    embedded server, removed with its data when the bench ends.
+    """
+    from rich.table import Table
+
+    from forklift.cli import bench as b
+
+    names = [n.strip() for n in only.split(",") if n.strip()] if only else list(b.SCENARIOS)
+    unknown = sorted(set(names) - set(b.SCENARIOS))
+    if unknown or not names:
+        what = (f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
+                if unknown else "no scenario given")
+        raise cx.usage(f"{what}: choose from {', '.join(b.SCENARIOS)}")
+    report = b.run_bench(
+        dsn, scenarios=names, quick=quick,
+        progress=None if cx.as_json else (lambda m: err.print(f"[dim]{safe(m)}[/]")),
+    )
+    if cx.as_json:
+        emit_json(report.to_json())
+    else:
+        for line in b.header_lines(report):
+            out.print(safe(line))
+        table = Table(show_edge=False, pad_edge=False)
+        for name, justify in (("figure", "left"), ("forklift", "right"),
+                              ("reference (same run)", "right"), ("ratio", "right"),
+                              ("target", "left"), ("", "left")):
+            table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        for row in b.table_rows(report):
+            verdict = row[5]
+            style = "green" if verdict == "PASS" else "bold red" if verdict else ""
+            table.add_row(*(safe(c) for c in row[:5]), f"[{style}]{verdict}[/]" if style else "")
+        out.print(table)
+        for name, problem in report.errors.items():
+            err.print(f"[bold red]scenario {safe(name)} failed:[/] {safe(problem)}")
+    if report.errors:
+        raise typer.Exit(1)

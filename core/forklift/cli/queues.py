@@ -1,0 +1,174 @@
+"""`forklift queues list|explain|pause|resume|limit|rate|fair` and `forklift workers list`."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from forklift.cli.format import stamp
+from forklift.cli.keys import Burst, RateArg, rate_or_none
+from forklift.cli.kit import Call, command, ident, out, safe
+
+if TYPE_CHECKING:
+    from forklift.ops import QueueInfo
+
+queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit, rate, fair.",
+                         no_args_is_help=True)
+workers_app = typer.Typer(help="Workers: who runs what, heartbeats, drains.", no_args_is_help=True)
+
+QueueName = Annotated[str, typer.Argument(help="The queue.")]
+Create = Annotated[bool, typer.Option("--create", help="Set up a queue not seen yet.")]
+
+
+def queue_line(q: QueueInfo) -> str:
+    text = f"queue {ident(q.name)}: "
+    if q.paused:
+        text += f"[bold yellow]paused[/] by {ident(q.paused_by or '?')} since {stamp(q.paused_at)}"
+        if q.pause_reason:
+            text += f" ({safe(q.pause_reason)})"
+        if q.pause_expires_at:
+            text += f", until {stamp(q.pause_expires_at)}"
+    else:
+        text += "running"
+    text += f"; concurrency {q.concurrency if q.concurrency is not None else 'unlimited'}"
+    return text
+
+
+@queues_app.command("list")
+@command()
+def queues_list(cx: Call) -> None:
+    """Every queue with its pause, concurrency limit and retention (completed/cancelled/dead;
+    depths: `forklift stats`)."""
+    queues = cx.op.queues()
+    kept = cx.op.retention()
+    if cx.as_json:
+        cx.show([{**q.to_json(), "retention": kept.for_queue(q.name)} for q in queues])
+        return
+    from rich.table import Table
+
+    from forklift.cli.retention import window
+
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("queue", "paused", "by", "since", "until", "reason", "concurrency", "retention"):
+        t.add_column(col)
+    for q in queues:
+        expired = (not q.paused) and q.paused_flag
+        t.add_row(
+            ident(q.name),
+            "[bold yellow]paused[/]" if q.paused else ("expired" if expired else "no"),
+            ident(q.paused_by or "") if q.paused else "",
+            stamp(q.paused_at) if q.paused else "",
+            stamp(q.pause_expires_at) if q.paused and q.pause_expires_at else "",
+            safe(q.pause_reason or "") if q.paused else "",
+            str(q.concurrency) if q.concurrency is not None else "–",
+            "/".join(window(v) for v in kept.for_queue(q.name).values()),
+        )
+    out.print(t)
+
+
+@queues_app.command("explain")
+@command()
+def queues_explain(cx: Call, name: QueueName) -> None:
+    """Why is this queue not moving? Pause, limits, workers, backlog, in plain words."""
+    from forklift.cli.jobs import print_explanation
+
+    ex = cx.op.explain_queue(name)
+    cx.show(ex, lambda e: print_explanation(f"[bold]queue {ident(e.queue)}[/]:", e))
+
+
+@queues_app.command("pause")
+@command(acts=True)
+def queues_pause(
+    cx: Call,
+    name: QueueName,
+    for_: Annotated[
+        str | None, typer.Option("--for", help="Resume by itself after this long (e.g. 30m).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="Resume by itself at this time (ISO 8601).")
+    ] = None,
+    create: Annotated[
+        bool, typer.Option("--create", help="Pause a queue that has no jobs or workers yet.")
+    ] = False,
+) -> None:
+    """Pause a queue: no worker claims from it from its next claim on; running jobs go on."""
+    q = cx.act(lambda op: op.pause(name, reason=cx.reason, for_=for_, until=until, create=create))
+    cx.done(q, queue_line)
+
+
+@queues_app.command("resume")
+@command(acts=True)
+def queues_resume(cx: Call, name: QueueName) -> None:
+    """Resume a paused queue; its workers are woken at once."""
+    cx.done(cx.act(lambda op: op.resume(name, reason=cx.reason)), queue_line)
+
+
+@queues_app.command("limit")
+@command(acts=True)
+def queues_limit(
+    cx: Call,
+    name: QueueName,
+    limit: Annotated[
+        str, typer.Argument(help="Most jobs running at once over all workers, or 'none'.")
+    ],
+    create: Annotated[bool, typer.Option("--create", help="Set up a queue not seen yet.")] = False,
+) -> None:
+    """Set (or with 'none' lift) a queue's concurrency limit across all workers."""
+    if limit.strip().lower() in ("none", "off", "unlimited"):
+        value: int | None = None
+    else:
+        try:
+            value = int(limit)
+        except ValueError:
+            raise cx.usage(f"limit {limit!r} is not a whole number or 'none'") from None
+    q = cx.act(lambda op: op.set_concurrency(name, value, reason=cx.reason, create=create))
+    cx.done(q, queue_line)
+
+
+def _rate_line(q: QueueInfo) -> str:
+    from forklift.cli.keys import rate_text
+    from forklift.ops.rates import rate_info
+
+    rate = rate_info(q.rate_limit, q.rate_per, q.rate_burst)
+    return f"queue {ident(q.name)}: rate {rate_text(rate)}"
+
+
+@queues_app.command("rate")
+@command(acts=True)
+def queues_rate(cx: Call, name: QueueName, rate: RateArg, burst: Burst = None,
+                create: Create = False) -> None:
+    """At most N starts of the queue's jobs per period over all workers (token bucket)."""
+    q = cx.act(lambda op: op.set_queue_rate(name, rate_or_none(rate), burst=burst,
+                                            reason=cx.reason, create=create))
+    cx.done(q, _rate_line)
+
+
+@queues_app.command("fair")
+@command(acts=True)
+def queues_fair(
+    cx: Call,
+    name: QueueName,
+    fair: Annotated[str, typer.Argument(help="on: claims take turns across key values; off.")],
+    create: Create = False,
+) -> None:
+    """Fair share: claims take turns across the values of the jobs' first key (e.g. tenants)."""
+    word = fair.strip().lower()
+    if word not in ("on", "off", "true", "false", "yes", "no"):
+        raise cx.usage(f"fair share is 'on' or 'off', not {fair!r}")
+    q = cx.act(lambda op: op.set_fair(name, word in ("on", "true", "yes"), reason=cx.reason,
+                                      create=create))
+    cx.done(q, lambda q: f"queue {ident(q.name)}: fair share {'on' if q.fair else 'off'}")
+
+
+@workers_app.command("list")
+@command()
+def workers_list(cx: Call) -> None:
+    """Registered workers: state, queues, slots in use, heartbeat age, drain cutoff, leader."""
+    from forklift.cli.ops import workers_table
+
+    workers = cx.op.workers()
+    if cx.as_json:
+        cx.show([w.to_json() for w in workers])
+    else:
+        out.print(workers_table(workers))

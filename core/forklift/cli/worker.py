@@ -1,0 +1,121 @@
+"""`forklift worker` and `forklift migrate`: running things."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import typer
+
+from forklift.cli.kit import AppOpt, Call, DryRun, Dsn, Schema, command, out
+
+Queues = Annotated[
+    str | None,
+    typer.Option("--queues", "-q", help="Comma-separated queues (default: every declared kind's)."),
+]
+
+
+@command(database=False, json=False)
+def worker(
+    cx: Call,
+    app_spec: AppOpt = None,
+    queues: Queues = None,
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", min=1, help="Job slots.")] = 10,
+    lease: Annotated[float, typer.Option(min=1.0, help="Lease seconds; renewed every third.")] = 30.0,
+    drain_timeout: Annotated[
+        float, typer.Option(min=0.0, help="Seconds in-flight jobs get to finish on SIGTERM.")
+    ] = 30.0,
+    poll_interval: Annotated[float, typer.Option(min=0.01, help="Poll backstop seconds.")] = 1.0,
+    dsn: Dsn = None,
+    schema: Schema = None,
+    log_level: Annotated[str, typer.Option(
+        help="Logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL.")] = "INFO",
+    log_format: Annotated[Literal["text", "json"], typer.Option(
+        help="Log lines as text, or json: one JSON object a line (forklift.logs).")] = "text",
+    metrics_port: Annotated[int | None, typer.Option(
+        min=1, max=65535, help="Serve Prometheus /metrics on this port (extra metrics).")] = None,
+) -> None:
+    """Run jobs: claim, execute, retry, until SIGTERM (drain) or a second signal (skip the wait)."""
+    import logging
+
+    from forklift import Worker, logs, run_worker
+    from forklift.ops.apps import load_app
+
+    if not isinstance(logging.getLevelName(log_level.upper()), int):
+        raise cx.usage(f"--log-level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not"
+                       f" {log_level!r} (try: forklift worker --help)")
+    logs.configure(format=log_format, level=log_level)
+    if metrics_port is not None:
+        _serve_metrics(metrics_port)
+    target = load_app(app_spec)
+    if schema:
+        from forklift.ops.connect import check_schema
+
+        target.schema = check_schema(schema)
+    if dsn:
+        target.use(dsn)
+    target.dsn  # noqa: B018 - resolve (and start the embedded server) before the loop
+    w = Worker(
+        target,
+        queues=[q.strip() for q in queues.split(",") if q.strip()] if queues else None,
+        concurrency=concurrency,
+        lease=lease,
+        drain_timeout=drain_timeout,
+        poll_interval=poll_interval,
+    )
+    raise typer.Exit(run_worker(w))
+
+
+def _serve_metrics(port: int) -> None:
+    from forklift import ConfigError
+
+    try:
+        from forklift import metrics
+    except ImportError as exc:
+        raise ConfigError(f"--metrics-port needs the metrics extra (pip install"
+                          f" 'forklift[metrics]'): {exc}") from None
+    metrics.serve(port)
+
+
+@command()
+def migrate(
+    cx: Call,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 if migrations are pending.")] = False,
+    partitioned_history: Annotated[bool, typer.Option(
+        "--partitioned-history", help="Also keep finished jobs in a table partitioned by day"
+        " (retention drops partitions); safe to repeat.")] = False,
+    dry_run: DryRun = False,
+) -> None:
+    """Apply pending schema migrations (safe to run twice, or from two hosts at once)."""
+    from forklift.ops import connect as fc
+    from forklift.ops import migrations as m
+    from forklift.ops.context import OpsContext
+
+    ctx = OpsContext.from_env(schema=cx.schema, read_only=cx.read_only)
+    if not (check or dry_run):
+        ctx.require_write("migrate")
+    target = fc.resolve(cx.dsn, schema=ctx.schema, migrate=False).dsn
+    with fc.connection(target, "migrate") as conn:
+        status = m.status(conn, ctx.schema)
+        applied = [] if (check or dry_run) else [m.label(x) for x in m.apply(conn, ctx.schema)]
+        history = None
+        if partitioned_history and not (check or dry_run):
+            from forklift.ops import history as h
+
+            history = "enabled" if h.enable(conn, ctx.schema) else "already enabled"
+    if cx.as_json:
+        cx.show({**status.to_json(), "applied": applied, "dry_run": dry_run,
+                 **({"partitioned_history": history} if history else {})})
+    elif check or dry_run:
+        if status.pending:
+            out.print(f"{len(status.pending)} pending: " + ", ".join(status.pending)
+                      + (" (dry run: nothing applied)" if dry_run else ""))
+        else:
+            out.print(f"schema {ctx.schema} is up to date (version {status.required})")
+    elif applied:
+        out.print("applied: " + ", ".join(applied))
+    else:
+        out.print(f"nothing to apply: schema {ctx.schema} is at version {status.required}")
+    if history and not cx.as_json:
+        out.print(f"partitioned history {history}")
+    if check and status.pending:
+        raise typer.Exit(1)

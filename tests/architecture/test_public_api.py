@@ -1,0 +1,129 @@
+"""The public API is exactly ``forklift.__all__``, every name in it imports, and the README
+documents it (issue 12, item 5).
+
+Public: ``forklift`` (its ``__all__``), ``forklift.ops`` (the operator API, its ``__all__``)
+and ``forklift.embedded`` (the embedded server). Everything else under ``forklift`` starts
+with an underscore and is internal.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import forklift
+from forklift import Forklift, JobKind
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text("utf-8")
+CORE = ROOT / "core" / "forklift"
+PUBLIC_MODULES = {"__init__", "embedded", "ops",
+                  # the ecosystem integrations (README: Django tasks, Testing your jobs, ...)
+                  "django", "testing", "logs", "hooks", "metrics", "otel",
+                  # the `forklift` command (`python -m forklift.cli`)
+                  "cli"}
+
+
+def section(title: str) -> str:
+    """The README's ``## title`` section, up to the next section of the same level."""
+    start = README.index(f"\n## {title}\n")
+    end = README.find("\n## ", start + 1)
+    return README[start: end if end >= 0 else len(README)]
+
+
+def test_all_lists_each_name_once_and_each_resolves() -> None:
+    assert len(forklift.__all__) == len(set(forklift.__all__)), "a name is listed twice"
+    assert set(forklift.__all__) == set(forklift._WHERE) | {"__version__"}
+    fresh = importlib.import_module("forklift")
+    for name in forklift.__all__:
+        assert getattr(fresh, name) is not None, name
+
+
+def test_star_import_gives_exactly_all() -> None:
+    code = ("ns = {}; exec('from forklift import *', ns); "
+            "print(sorted(k for k in ns if k != '__builtins__'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert out.strip() == str(sorted(forklift.__all__))
+
+
+def test_the_version_is_a_string() -> None:
+    assert isinstance(forklift.__version__, str) and forklift.__version__.count(".") >= 1
+
+
+def test_every_module_outside_the_public_ones_is_underscored() -> None:
+    offenders = []
+    for path in CORE.iterdir():
+        is_module = path.suffix == ".py" or (path / "__init__.py").is_file()
+        name = path.stem if path.suffix == ".py" else path.name
+        if not is_module or name in PUBLIC_MODULES:
+            continue  # data: migrations, functions, schema.sql, py.typed
+        if not name.startswith("_"):
+            offenders.append(path.name)
+    assert offenders == []
+
+
+def test_every_core_module_declares_all() -> None:
+    # The public modules and the internal ones that others build on say what they export.
+    for name in ("forklift", "forklift.ops", "forklift._app.app", "forklift._app.kind",
+                 "forklift._jobs.insert", "forklift._jobs.payload", "forklift._base.names", "forklift._db.steps",
+                 "forklift._features.host", "forklift._features.batches", "forklift._features.cron", "forklift._features.backfill.backfill",
+                 "forklift._jobs.job", "forklift._db.config", "forklift._base.json", "forklift._jobs.unknown",
+                 "forklift._db.pools", "forklift._jobs.batch", "forklift._base.calendar",
+                 "forklift._features.backfill.run"):
+        module = importlib.import_module(name)
+        exported = getattr(module, "__all__", None)
+        assert isinstance(exported, list) and exported, name
+        for item in exported:
+            assert hasattr(module, item), f"{name}.{item}"
+
+
+def _documented(text: str) -> set[str]:
+    """Names written as code in ``text``: `Name`, `Name(...)`, `obj.name(...)`, `name=`."""
+    found: set[str] = set()
+    fences = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+    prose = re.sub(r"```[a-z]*\n.*?```", "", text, flags=re.S)
+    for span in fences + re.findall(r"`([^`]+)`", prose):
+        found.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", span))
+    return found
+
+
+def test_every_public_name_is_documented_in_the_readme() -> None:
+    # The job API section and what it links (guarantees, configuration, batches, cron...).
+    documented = _documented(README)
+    missing = sorted(n for n in forklift.__all__ if n != "__version__" and n not in documented)
+    assert missing == []
+
+
+def _public_members(cls: type) -> set[str]:
+    return {n for n, _ in inspect.getmembers(cls) if not n.startswith("_")}
+
+
+def test_the_app_and_kind_api_is_documented_where_the_job_api_is() -> None:
+    text = section("The job API") + section("Configuration")
+    documented = _documented(text)
+    params = set(inspect.signature(Forklift.__init__).parameters) - {"self"}
+    members = _public_members(Forklift) | _public_members(JobKind) | params
+    # Documented with their features (Batches, Cron schedules, Paced backfills).
+    elsewhere = {"batch", "batch_async", "get_batch", "batch_limits", "periodic", "schedule",
+                 "backfill", "lock", "on", "outbox", "publish_event", "publish_event_async"}
+    for name in elsewhere:
+        assert name in _documented(README), name
+    missing = sorted(members - elsewhere - documented)
+    assert missing == []
+
+
+def test_the_documented_api_exists() -> None:
+    # The other direction: what the job API section calls on an app or a kind is real.
+    text = section("The job API")
+    called = set(re.findall(r"\b(?:app|kind|send_email)\.([a-z_]+)\(", text))
+    assert called, "the section shows calls"
+    real = _public_members(Forklift) | _public_members(JobKind)
+    assert sorted(called - real) == []
+    # (Elsewhere `forklift.x` may name a table of the schema.)
+    for name in re.findall(r"`forklift\.([A-Za-z_]+)", text + section("Configuration")):
+        assert hasattr(forklift, name) or importlib.util.find_spec(f"forklift.{name}"), name

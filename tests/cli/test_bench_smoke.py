@@ -1,0 +1,168 @@
+"""`forklift bench` runs end to end and reports every figure (tiny sizes; times never asserted)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from forklift._db.embedded import files
+from forklift.cli.bench import (
+    SCENARIOS,
+    TABLE_KEYS,
+    Figure,
+    Target,
+    format_report,
+    registry,
+    run_bench,
+    tiny_sizes,
+)
+
+#: The performance issue's table, in its order, then the figures kept from the first round.
+KEYS = ["e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000", "bulk",
+        "latency_p50", "latency_p99", "e2e_4w", "stats_1m", "claim_backlog",
+        "e2e_2w", "db_cpu", "memory", "flow_keyed", "flow_fair", "wake", "e2e_unused"]
+#: Figures reported without a verdict.
+REPORTED = {"db_cpu"}
+#: Figures whose target is on their own value: the reference is there for reading only.
+ABSOLUTE = {"client_cpu", "stats_1m", "wake"}
+
+
+def _scratch_left(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute(
+        "SELECT datname FROM pg_database WHERE datname LIKE 'forklift\\_bench\\_%%'"
+    ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_every_scenario_reports_its_figures(dsn: str, conn: psycopg.Connection[Any]) -> None:
+    before = set(_scratch_left(conn))
+    report = run_bench(dsn, quick=True, sizes=tiny_sizes())
+    assert report.errors == {}
+    assert [f.key for f in report.figures] == KEYS
+    assert tuple(KEYS[:len(TABLE_KEYS)]) == TABLE_KEYS
+    for f in report.figures:
+        assert f.title and f.unit and f.target, f
+        if f.key in ("db_cpu", "client_cpu") and not report.server.local:
+            continue
+        assert f.forklift is not None and math.isfinite(f.forklift) and f.forklift >= 0, f
+        assert f.reference is not None and math.isfinite(f.reference), f
+        if f.key in REPORTED:
+            assert f.ok is None and f.verdict == "", f
+        else:
+            assert f.ok is not None and f.verdict in ("PASS", "SHORT"), f
+            assert f.target != "reported", f
+        if f.key not in ABSOLUTE | REPORTED:
+            assert f.ratio is not None, f
+    by_key = {f.key: f for f in report.figures}
+    sizes = tiny_sizes()
+    assert by_key["e2e"].detail["jobs"] == sizes.e2e_jobs
+    assert by_key["e2e_preloaded"].detail["jobs"] == sizes.e2e_jobs
+    assert by_key["c1"].detail["jobs"] == sizes.c1_jobs
+    assert by_key["enqueue_16"].detail["producers"] == sizes.producers
+    assert by_key["bulk_1000"].detail["jobs"] == sizes.bulk_small_jobs
+    assert by_key["latency_p50"].detail["samples"] == sizes.latency_jobs
+    assert by_key["memory"].detail["jobs"] == sizes.memory_jobs
+    assert by_key["stats_1m"].detail["finished"] == sizes.stats_finished
+    backlog = by_key["claim_backlog"].detail
+    assert set(backlog) >= {"before_analyze", "after_analyze"}
+    assert all(v > 0 for side in ("before_analyze", "after_analyze")
+               for v in backlog[side].values()), backlog
+    assert report.server.fsync in ("on", "off") and report.server.version
+    assert report.machine["cpus"] >= 1
+    doc = report.to_json()
+    json.dumps(doc)  # serialisable as it is
+    assert [f["key"] for f in doc["figures"]] == KEYS
+    assert all({"key", "forklift", "reference", "unit", "verdict"} <= set(f) for f in doc["figures"])
+    text = format_report(report)
+    assert "end-to-end no-op, 1 worker" in text and "fsync=" in text
+    assert "PASS" in text or "SHORT" in text
+    assert set(_scratch_left(conn)) == before  # every scratch database was dropped
+
+
+def test_scenarios_can_be_chosen_and_unknown_ones_are_refused(dsn: str) -> None:
+    report = run_bench(dsn, scenarios=["bulk"], sizes=tiny_sizes())
+    assert [f.key for f in report.figures] == ["bulk_1000", "bulk"]
+    try:
+        run_bench(dsn, scenarios=["nope"])
+    except ValueError as exc:
+        assert "nope" in str(exc) and all(s in str(exc) for s in SCENARIOS)
+    else:
+        raise AssertionError("an unknown scenario was accepted")
+
+
+@pytest.mark.parametrize(
+    ("rule", "value", "ratio", "ok"),
+    [(Target("ratio>=", 0.85), 1.0, 0.86, True), (Target("ratio>=", 0.85), 1.0, 0.84, False),
+     (Target("ratio<=", 1.3), 1.0, 1.29, True), (Target("ratio<=", 1.3), 1.0, 1.31, False),
+     (Target("value<=", 15.0), 14.9, None, True), (Target("value<=", 15.0), 15.1, None, False),
+     (Target("within", 0.10), 1.0, 0.91, True), (Target("within", 0.10), 1.0, 1.11, False),
+     (Target("ratio>=", 0.85), 1.0, None, False), (Target("reported"), 1.0, 1.0, None)],
+)
+def test_targets_judge_pass_and_short(rule: Target, value: float, ratio: float | None,
+                                      ok: bool | None) -> None:
+    f = Figure("x", "x", "jobs/s", value, None, "", ratio=ratio, rule=rule).judged()
+    assert f.ok is ok
+    assert f.verdict == {True: "PASS", False: "SHORT", None: ""}[ok]
+
+
+def test_a_scenario_module_registers_itself() -> None:
+    names = [s.name for s in registry.scenarios()]
+    assert tuple(names) == SCENARIOS
+    assert len(set(names)) == len(names)
+    keys = registry.figure_keys()
+    assert set(TABLE_KEYS) <= set(keys) and len(set(keys)) == len(keys)
+
+    @registry.scenario("smoke_extra", figures=("smoke_extra",), order=999)
+    def extra(bench: Any) -> list[Figure]:
+        return []
+
+    try:
+        assert registry.scenarios()[-1].name == "smoke_extra"
+        with pytest.raises(ValueError, match="twice"):
+            registry.scenario("smoke_extra", figures=())(lambda b: [])
+    finally:
+        registry._REGISTERED.pop("smoke_extra")
+
+
+def test_the_command_prints_json_and_refuses_unknown_scenarios(dsn: str) -> None:
+    cli = [sys.executable, "-m", "forklift.cli.main", "bench", "--dsn", dsn]
+    bad = subprocess.run([*cli, "--only", "nope"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "nope" in bad.stderr
+    done = subprocess.run([*cli, "--only", "enqueue", "--quick", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert [f["key"] for f in doc["figures"]] == ["enqueue"]
+    figure = doc["figures"][0]
+    assert figure["unit"] == "jobs/s" and figure["forklift"] > 0 and figure["reference"] > 0
+    assert figure["verdict"] in ("PASS", "SHORT")
+    assert doc["server"]["fsync"] in ("on", "off") and doc["errors"] == {}
+
+
+def test_without_a_configured_server_the_bench_runs_on_a_throwaway_one_and_removes_it(
+    scratch_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = scratch_home / "bench-home"
+    home.mkdir(mode=0o700)  # as root, unreachable by the server's account: data goes outside
+    root_base = scratch_home / "var-lib-forklift-bench"
+    monkeypatch.setattr(files, "ROOT_BASE", root_base)
+    monkeypatch.setenv("FORKLIFT_HOME", str(home))
+    monkeypatch.delenv("FORKLIFT_DSN", raising=False)
+    monkeypatch.delenv("DATABASE_URL", raising=False)
+    seen: list[str] = []
+
+    report = run_bench(None, scenarios=["bulk"], sizes=tiny_sizes(), progress=seen.append)
+
+    assert report.errors == {} and report.server.origin == "embedded (throwaway)"
+    assert any("throwaway embedded server" in m for m in seen)
+    assert not (home / "bench").exists()  # its home, data and server are gone
+    assert list(home.iterdir()) == []
+    outside = root_base / "embedded"
+    assert not outside.exists() or list(outside.iterdir()) == []
