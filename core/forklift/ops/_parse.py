@@ -78,3 +78,17 @@ def like_pattern(text: str) -> str:
     """A substring match where ``%``, ``_`` and ``\\`` stand for themselves."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
+
+
+_GROUP_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+def check_group_id(group: str) -> str:
+    text = check_text(group, "group").strip().lower()
+    if not _GROUP_ID.match(text):
+        raise InvalidFilter(
+            f"{group!r} is not a dead-letter group id (16 hex digits, as `forklift dead groups`"
+            " shows them)",
+            field="group",
+        )
+    return text

@@ -21,7 +21,6 @@ row lock.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,9 +30,9 @@ import psycopg
 from forklift._base.errors import ForkliftError
 from forklift._db.sqltext import render
 from forklift.ops import actions
+from forklift.ops._parse import check_group_id, check_text
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
-from forklift.ops.filters import check_text
 from forklift.ops.shape import Shape
 
 __all__ = [
@@ -48,7 +47,6 @@ __all__ = [
 
 #: Groups one call returns at most.
 MAX_GROUPS = 1000
-_GROUP_ID = re.compile(r"^[0-9a-f]{16}$")
 
 # Every group first (their count, the total), then the page, then per group shown its newest
 # dead job (by index) and that job's last message (by primary key).
@@ -155,17 +153,6 @@ class DeadGroupFilter:
             if value is not None:
                 out[name] = value
         return out
-
-
-def check_group_id(group: str) -> str:
-    text = check_text(group, "group").strip().lower()
-    if not _GROUP_ID.match(text):
-        raise InvalidFilter(
-            f"{group!r} is not a dead-letter group id (16 hex digits, as `forklift dead groups`"
-            " shows them)",
-            field="group",
-        )
-    return text
 
 
 def _group(row: tuple[Any, ...]) -> DeadGroup:

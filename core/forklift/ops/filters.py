@@ -16,7 +16,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 from forklift._jobs.job import STATES
-from forklift.ops._parse import MAX_TEXT, MAX_VALUES, check_text, duration, like_pattern, moment
+from forklift.ops._parse import (
+    MAX_TEXT,
+    MAX_VALUES,
+    check_group_id,
+    check_text,
+    duration,
+    like_pattern,
+    moment,
+)
 from forklift.ops._sort import SORT_KEYS, Cursor, Sort
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.shape import jsonable
@@ -40,8 +48,6 @@ TIME_FIELDS: tuple[str, ...] = ("created_at", "run_at", "attempted_at", "finishe
 
 
 def _group_id(group: str) -> str:
-    from forklift.ops.dead import check_group_id  # ops.dead imports this module
-
     return check_group_id(group)
 
 

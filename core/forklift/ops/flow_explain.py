@@ -14,8 +14,8 @@ import psycopg
 
 from forklift._db.sqltext import render
 from forklift._features.flow.keys import split
+from forklift.ops._reason import Reason
 from forklift.ops.context import OpsContext
-from forklift.ops.explain import Reason
 from forklift.ops.rates import bucket, queue_flow, rate_info
 
 __all__ = ["MAX_HOLDERS", "MAX_LISTED", "SAMPLE", "job_reasons", "queue_reasons", "shown"]
