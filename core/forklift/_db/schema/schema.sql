@@ -531,6 +531,7 @@ INSERT INTO {s}.stats_rollup (name) VALUES ('minutes');
 \ir functions/dead_letters_v1.sql
 \ir functions/workflows_v1.sql
 \ir functions/workflows_v2.sql
+\ir functions/scale_v1.sql
 
 CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
     REFERENCING NEW TABLE AS new_jobs
