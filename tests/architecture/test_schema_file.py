@@ -11,50 +11,15 @@ from typing import Any
 
 import psycopg
 
+from forklift._db.catalog import CATALOG
+from forklift._db.catalog import read as read_catalog
 from forklift._db.migrate import apply, migrations, schema_text
 
 SCHEMA = "forklift"
 
-CATALOG = {
-    "tables": """
-        SELECT c.relname, c.relkind::text, c.relpersistence::text,
-               coalesce(array_to_string(c.reloptions, ','), '')
-        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = %(s)s AND c.relkind IN ('r', 'p', 'S', 'v', 'm')""",
-    "columns": """
-        SELECT c.relname, row_number() OVER (PARTITION BY c.relname ORDER BY a.attnum),
-               a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-               coalesce(pg_get_expr(d.adbin, d.adrelid), ''), a.attidentity::text
-        FROM pg_attribute a
-        JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-        WHERE n.nspname = %(s)s AND c.relkind IN ('r', 'p') AND a.attnum > 0
-          AND NOT a.attisdropped""",
-    "constraints": """
-        SELECT c.relname, k.conname, pg_get_constraintdef(k.oid)
-        FROM pg_constraint k JOIN pg_class c ON c.oid = k.conrelid
-        JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %(s)s""",
-    "indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %(s)s",
-    "functions": """
-        SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_get_functiondef(p.oid)
-        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = %(s)s""",
-    "triggers": """
-        SELECT t.tgname, pg_get_triggerdef(t.oid)
-        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-        JOIN pg_namespace n ON n.oid = c.relnamespace
-        WHERE n.nspname = %(s)s AND NOT t.tgisinternal""",
-    "sequences": """
-        SELECT sequencename, data_type::text, start_value, increment_by, cycle
-        FROM pg_sequences WHERE schemaname = %(s)s""",
-}
-
-
 def catalog(conninfo: str) -> dict[str, list[tuple[Any, ...]]]:
     with psycopg.connect(conninfo) as conn:
-        return {
-            name: sorted(conn.execute(query, {"s": SCHEMA}).fetchall())
-            for name, query in CATALOG.items()
-        }
+        return read_catalog(conn, SCHEMA)
 
 
 def build(conninfo: str, *, from_schema_file: bool) -> list[int]:

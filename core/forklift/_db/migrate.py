@@ -78,6 +78,14 @@ def required_version() -> int:
     return migrations()[-1].version
 
 
+#: The runner's own record of what is applied (not in schema.sql: it exists before either).
+VERSION_TABLE = (
+    "CREATE TABLE IF NOT EXISTS {s}.schema_version ("
+    " version integer PRIMARY KEY, name text NOT NULL,"
+    " applied_at timestamptz NOT NULL DEFAULT now())"
+)
+
+
 def _lock_key(schema: str) -> str:
     return f"forklift.migrate:{schema}"
 
@@ -122,14 +130,7 @@ def apply(
         # Serialise concurrent migrators; the loser sees the winner's work and applies nothing.
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (_lock_key(schema),))
         conn.execute(render("CREATE SCHEMA IF NOT EXISTS {s}", schema))
-        conn.execute(
-            render(
-                "CREATE TABLE IF NOT EXISTS {s}.schema_version ("
-                " version integer PRIMARY KEY, name text NOT NULL,"
-                " applied_at timestamptz NOT NULL DEFAULT now())",
-                schema,
-            )
-        )
+        conn.execute(render(VERSION_TABLE, schema))
         todo = pending(conn, schema)
         if fresh_from_schema_file and todo and current_version(conn, schema) == 0:
             conn.execute(render(schema_text(), schema).encode())
