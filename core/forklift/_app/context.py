@@ -158,7 +158,8 @@ class JobContext:
         from forklift._features.durable import steps
         from forklift._features.durable.runtime import attempt_steps
 
-        return steps.step_sync(self, attempt_steps(self), name, fn, args, kwargs)  # type: ignore[no-any-return]
+        state = attempt_steps(self)
+        return steps.step_sync(self, state, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
     async def sleep(self, name: str, duration: timedelta | float) -> None:
         """Park the job for ``duration`` (a step named ``name``): its slot and lease are given
