@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from forklift._base.errors import CallerBusy as CallerBusy
     from forklift._base.errors import ConfigError as ConfigError
     from forklift._base.errors import DatabaseUnavailable as DatabaseUnavailable
+    from forklift._base.errors import EnqueueOutcomeUnknown as EnqueueOutcomeUnknown
     from forklift._base.errors import EnqueueRefused as EnqueueRefused
     from forklift._base.errors import ForkliftError as ForkliftError
     from forklift._base.errors import InvalidKey as InvalidKey
@@ -74,6 +75,7 @@ _ERRORS = (
     "InvalidPayload", "JobNotFound", "KindAlreadyDeclared", "NotJSON", "NotRequeueable",
     "NulCharacter", "PayloadTooLarge", "ReadOnly", "SchemaOutdated", "TooManyTargets",
     "UniqueConflict", "UnknownKind", "InvalidKey", "LockLost", "LockNotAcquired",
+    "EnqueueOutcomeUnknown",
 )
 #: Where each public name lives (its module is imported when the name is first used).
 _WHERE: dict[str, str] = {
@@ -107,6 +109,7 @@ __all__ = [
     "CallerBusy",
     "ConfigError",
     "DatabaseUnavailable",
+    "EnqueueOutcomeUnknown",
     "EnqueueRefused",
     "Fail",
     "Forklift",

@@ -20,7 +20,7 @@ from apps.faults import registered
 from helpers import wait_until
 from typer.testing import CliRunner
 
-from forklift import ConfigError, Forklift, LockLost, LockNotAcquired
+from forklift import Forklift, InvalidName, InvalidOption, LockLost, LockNotAcquired
 
 KEY = "account:42"
 
@@ -185,9 +185,21 @@ def test_leaving_a_sync_block_whose_lock_was_lost_raises_even_if_it_returned(
 def test_bad_lock_requests_are_refused_with_a_code(
     app: Forklift, key: Any, ttl: Any, wait: Any, field: str
 ) -> None:
-    with pytest.raises(ConfigError) as refused:
+    """A bad key is refused as any bad identifier is (invalid_name), a bad ttl or wait as any
+    bad option (invalid_option)."""
+    expected = InvalidName if field == "key" else InvalidOption
+    with pytest.raises(expected) as refused:
         app.lock(key, ttl=ttl, wait=wait)
-    assert refused.value.code == "config_error" and refused.value.detail["field"] == field
+    code = "invalid_name" if field == "key" else "invalid_option"
+    assert refused.value.code == code and refused.value.detail["field"] == field
+    assert type(refused.value) is expected
+
+
+def test_a_bad_lock_key_names_its_hidden_character_as_other_names_do(app: Forklift) -> None:
+    with pytest.raises(InvalidName) as refused:
+        app.lock("zero\u200bwidth")
+    assert refused.value.detail["value"] == "'zero\\u200bwidth'"
+    assert "U+200B" in refused.value.detail["reason"]
 
 
 # -- inside jobs: ctx.lock ------------------------------------------------------------------------

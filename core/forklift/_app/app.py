@@ -6,17 +6,20 @@ application that only declares kinds and enqueues pays for none of the rest.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
-from forklift._app.enqueue import EnqueueMethods
+from forklift import hooks as _hooks
+from forklift._app.enqueue import Enqueuer
 from forklift._app.kind import ErrorsMode, Extra, JobKind, as_delay
 from forklift._base.errors import ConfigError, KindAlreadyDeclared, UnknownKind
 from forklift._base.retry import Backoff
 from forklift._db import config
 from forklift._db.pools import Pools
 from forklift._db.steps import Steps, Tx, drive, drive_async
+from forklift._jobs import insert as _enq
+from forklift._jobs.job import Job
 
 if TYPE_CHECKING:
     import psycopg
@@ -29,7 +32,7 @@ if TYPE_CHECKING:
     from forklift._features.durable.outbox import Outbox
     from forklift._features.flow.keys import Key, Rate
     from forklift._features.flow.locks import Lock
-    from forklift._jobs.batch import BatchLimits
+    from forklift._jobs.batch import Batch, BatchLimits
 
 __all__ = ["DEFAULT_PAYLOAD_LIMIT", "DEFAULT_POOL_SIZE", "Forklift", "JobKind"]
 
@@ -41,7 +44,7 @@ DEFAULT_PAYLOAD_LIMIT = 1024 * 1024
 DEFAULT_POOL_SIZE = 4
 
 
-class Forklift(EnqueueMethods):
+class Forklift:
     """A set of job kinds bound to one database and schema.
 
     ``dsn`` is resolved lazily (``FORKLIFT_DSN``, ``DATABASE_URL``, then the embedded server),
@@ -73,6 +76,8 @@ class Forklift(EnqueueMethods):
         self.backfills: dict[str, Backfill] = {}
         self.pool_size = pool_size
         self._pools = Pools(pool_size)
+        #: Where new jobs are stored (and a lost commit is told apart), on these pools.
+        self._enqueuer = Enqueuer(self.pool, self.async_pool)
 
     @property
     def batch_limits(self) -> BatchLimits:
@@ -220,6 +225,124 @@ class Forklift(EnqueueMethods):
             return self.kinds[name]
         except (KeyError, TypeError):
             raise UnknownKind(f"no job kind named {name!r} is declared", kind=name) from None
+
+    # -- enqueueing by name ---------------------------------------------------------------------
+    def enqueue(self, kind: str, args: Any, **options: Any) -> Job:
+        """Enqueue by kind name (validates against the declared kind)."""
+        return self.kind(kind).enqueue(args, **options)
+
+    async def enqueue_async(self, kind: str, args: Any, **options: Any) -> Job:
+        """:meth:`enqueue` for asyncio."""
+        return await self.kind(kind).enqueue_async(args, **options)
+
+    def enqueue_rows(
+        self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None
+    ) -> list[int]:
+        """Store prepared rows (``JobKind.row``/``rows``) in one transaction; their ids."""
+        if not rows:
+            return []
+        ids: list[int] = self._enqueuer.store(_enq.many_steps(self.schema, rows), rows,
+                                              bulk=True, conn=conn, tx="atomic")
+        if _hooks.of(self) is not None:
+            _hooks.emit_enqueued_rows(self, rows, ids)
+        return ids
+
+    async def enqueue_rows_async(
+        self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> list[int]:
+        """:meth:`enqueue_rows` for asyncio."""
+        if not rows:
+            return []
+        ids: list[int] = await self._enqueuer.store_async(
+            _enq.many_steps(self.schema, rows), rows, bulk=True, conn=conn, tx="atomic")
+        if _hooks.of(self) is not None:
+            _hooks.emit_enqueued_rows(self, rows, ids)
+        return ids
+
+    def _rows_of(
+        self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]]
+    ) -> list[_enq.Row]:
+        rows = []
+        for item in items:
+            opts: dict[str, Any] = item[2] if len(item) == 3 else {}
+            rows.append(self.kind(item[0]).row(item[1], **opts))
+        return rows
+
+    def enqueue_many(
+        self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]],
+        *, conn: psycopg.Connection[Any] | None = None,
+    ) -> list[int]:
+        """Enqueue jobs of several kinds in one round trip: ``(kind, args[, options])`` each."""
+        return self.enqueue_rows(self._rows_of(items), conn=conn)
+
+    async def enqueue_many_async(
+        self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]],
+        *, conn: psycopg.AsyncConnection[Any] | None = None,
+    ) -> list[int]:
+        """:meth:`enqueue_many` for asyncio."""
+        return await self.enqueue_rows_async(self._rows_of(items), conn=conn)
+
+    def get_job(self, job_id: int) -> Job | None:
+        """One job by id, or None."""
+        return self._run(_enq.get_steps(self.schema, job_id))
+
+    # -- batches (see forklift._features.batches) ------------------------------------------------
+    def _batch_steps(self, kind: str | JobKind[Any, Any], targets: Iterable[Any],
+                     options: dict[str, Any]) -> Steps[tuple[Batch, bool]]:
+        from forklift._features import batches as _batches
+
+        return _batches.submit_steps(_batches.prepare(self, kind, targets, **options))
+
+    def batch(
+        self,
+        kind: str | JobKind[Any, Any],
+        targets: Iterable[Any],
+        *,
+        caller: str,
+        mode: Literal["serial", "parallel"] = "parallel",
+        max_parallel: int | None = None,
+        key: str | None = None,
+        on_complete: Any = None,
+        on_success: Any = None,
+        meta: dict[str, Any] | None = None,
+        conn: psycopg.Connection[Any] | None = None,
+    ) -> tuple[Batch, bool]:
+        """Submit many targets of one kind as a batch; returns ``(batch, reused)``.
+
+        Idempotent per (caller, key) within the TTL, then capped; raises a BatchRefused
+        subclass (``too_many_targets``, ``caller_busy``, ``busy``) or an EnqueueRefused for a bad
+        target, storing nothing. With ``conn=`` it joins the caller's transaction.
+        """
+        steps = self._batch_steps(kind, targets, dict(
+            caller=caller, mode=mode, max_parallel=max_parallel, key=key,
+            on_complete=on_complete, on_success=on_success, meta=meta))
+        return self._run(steps, conn, "savepoint")
+
+    async def batch_async(
+        self,
+        kind: str | JobKind[Any, Any],
+        targets: Iterable[Any],
+        *,
+        caller: str,
+        mode: Literal["serial", "parallel"] = "parallel",
+        max_parallel: int | None = None,
+        key: str | None = None,
+        on_complete: Any = None,
+        on_success: Any = None,
+        meta: dict[str, Any] | None = None,
+        conn: psycopg.AsyncConnection[Any] | None = None,
+    ) -> tuple[Batch, bool]:
+        """:meth:`batch` for asyncio."""
+        steps = self._batch_steps(kind, targets, dict(
+            caller=caller, mode=mode, max_parallel=max_parallel, key=key,
+            on_complete=on_complete, on_success=on_success, meta=meta))
+        return await self._run_async(steps, conn, "savepoint")
+
+    def get_batch(self, batch_id: int) -> Batch | None:
+        """One batch by id, or None."""
+        from forklift._features import batches as _batches
+
+        return self._run(_batches.get_steps(self.schema, batch_id))
 
     # -- schedules and backfills ----------------------------------------------------------------
     def periodic(

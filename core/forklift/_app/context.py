@@ -149,26 +149,31 @@ class JobContext:
 
         ``fn`` may be sync or async; its result is stored on its first success."""
         from forklift._features.durable import steps
+        from forklift._features.durable.runtime import attempt_steps
 
-        return await steps.step(self, name, fn, args, kwargs)
+        return await steps.step(self, attempt_steps(self), name, fn, args, kwargs)
 
     def step_sync(self, name: str, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """:meth:`step` for a sync handler (``fn`` a plain function)."""
         from forklift._features.durable import steps
+        from forklift._features.durable.runtime import attempt_steps
 
-        return steps.step_sync(self, name, fn, args, kwargs)  # type: ignore[no-any-return]
+        state = attempt_steps(self)
+        return steps.step_sync(self, state, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
     async def sleep(self, name: str, duration: timedelta | float) -> None:
         """Park the job for ``duration`` (a step named ``name``): its slot and lease are given
         back at once, and it runs again after that, finished steps skipped."""
         from forklift._features.durable import waits
+        from forklift._features.durable.runtime import attempt_steps
 
-        await waits.sleep(self, name, duration)
+        await waits.sleep(self, attempt_steps(self), name, duration)
 
     def sleep_sync(self, name: str, duration: timedelta | float) -> None:
         from forklift._features.durable import waits
+        from forklift._features.durable.runtime import attempt_steps
 
-        waits.sleep_sync(self, name, duration)
+        waits.sleep_sync(self, attempt_steps(self), name, duration)
 
     async def wait_for_event(
         self, event: str, *, match: Any = None, timeout: timedelta | float | None = None,
@@ -177,16 +182,20 @@ class JobContext:
         """Park until an event ``event`` whose data contains ``match`` commits after this wait
         began; returns its data, or None at ``timeout`` (``on_timeout="raise"``: WaitTimedOut)."""
         from forklift._features.durable import waits
+        from forklift._features.durable.runtime import attempt_steps
 
-        return await waits.wait_for_event(self, event, match, timeout, name, on_timeout)
+        return await waits.wait_for_event(self, attempt_steps(self), event, match, timeout, name,
+                                          on_timeout)
 
     def wait_for_event_sync(
         self, event: str, *, match: Any = None, timeout: timedelta | float | None = None,
         name: str | None = None, on_timeout: Literal["return", "raise"] = "return",
     ) -> Any:
         from forklift._features.durable import waits
+        from forklift._features.durable.runtime import attempt_steps
 
-        return waits.wait_for_event_sync(self, event, match, timeout, name, on_timeout)
+        return waits.wait_for_event_sync(self, attempt_steps(self), event, match, timeout, name,
+                                         on_timeout)
 
     def _cancel(self, reason: str) -> None:
         if self.cancel_reason is None:

@@ -1,156 +1,112 @@
-"""What an app enqueues and reads through its pools: jobs by kind name, prepared rows, many
-kinds at once, batches, and one job or batch by id.
+"""Storing new jobs on the app's pools, and telling a lost commit from a failed insert.
 
-A mixin of :class:`forklift._app.app.Forklift` (its methods take the app as ``self``); batches
-load on first use, as the app's other features do.
+An enqueue on the app's own connection commits by itself: its single statement (autocommit)
+or the COMMIT of its transaction. When the connection fails at that moment the server may
+have stored the jobs and the reply saying so is lost; the caller cannot tell from a raw
+``psycopg.OperationalError`` whether anything was stored, so :class:`Enqueuer` raises
+:class:`~forklift.EnqueueOutcomeUnknown` instead, naming the unique keys that make a retry
+safe. A failure before the commit (nothing stored) propagates as it is, and so does every
+failure on the caller's connection (``conn=``): the caller owns that commit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from forklift import hooks as _hooks
-from forklift._jobs import insert as _enq
-from forklift._jobs.job import Job
+import psycopg
+
+from forklift._base.errors import EnqueueOutcomeUnknown
+from forklift._db.steps import Steps, Tx, drive, drive_async
 
 if TYPE_CHECKING:
-    import psycopg
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-    from forklift._app.app import Forklift
-    from forklift._app.kind import JobKind
-    from forklift._db.steps import Steps, Tx
-    from forklift._jobs.batch import Batch
+    from forklift._jobs.row import Row
 
-__all__ = ["EnqueueMethods"]
+__all__ = ["Enqueuer", "outcome_unknown"]
 
 T = TypeVar("T")
 
 
-class EnqueueMethods:
-    if TYPE_CHECKING:  # what the methods use of the app (forklift._app.app.Forklift)
-        schema: str
+def _at_commit(steps: Steps[Any], tx: Tx) -> bool:
+    """Whether a unit of work that failed had reached its commit: in a transaction of its
+    own, all its statements ran (the generator returned) and the COMMIT failed; without one
+    (autocommit), a statement was in flight, and each commits by itself."""
+    state = inspect.getgeneratorstate(steps)
+    if tx == "none":
+        return state != inspect.GEN_CREATED
+    return state == inspect.GEN_CLOSED
 
-        def kind(self, name: str) -> JobKind[Any, Any]: ...
-        def _run(self, steps: Steps[T], conn: psycopg.Connection[Any] | None = None,
-                 tx: Tx = "none") -> T: ...
-        async def _run_async(self, steps: Steps[T],
-                             conn: psycopg.AsyncConnection[Any] | None = None,
-                             tx: Tx = "none") -> T: ...
 
-    # -- enqueueing by name -----------------------------------------------------------------
-    def enqueue(self, kind: str, args: Any, **options: Any) -> Job:
-        """Enqueue by kind name (validates against the declared kind)."""
-        return self.kind(kind).enqueue(args, **options)
+def outcome_unknown(rows: Sequence[Row], *, bulk: bool) -> EnqueueOutcomeUnknown:
+    """The error for a lost commit of ``rows``: what may exist, and how to retry safely."""
+    if not bulk:
+        row = rows[0]
+        if row.unique_key is not None:
+            how = (f"retry with the same unique key {row.unique_key!r}: if the job was stored,"
+                   " the retry finds it (the default on_conflict returns it) and stores no"
+                   " second one")
+        else:
+            how = ("a retry may store it twice: give the job a unique_key to make the retry"
+                   " safe (the retry then returns the stored job)")
+        return EnqueueOutcomeUnknown(
+            f"the connection failed as the enqueue of a {row.kind} job committed: the job may"
+            f" exist; {how}", kind=row.kind, unique_key=row.unique_key, jobs=1)
+    keys = [r.unique_key for r in rows]
+    keyed = sum(k is not None for k in keys)
+    if keyed == len(keys):
+        how = ("retry with the same unique keys: the jobs stored return their ids and none"
+               " is stored twice")
+    elif keyed:
+        how = (f"{keyed} of them carry unique keys and may be retried safely; the"
+               f" {len(keys) - keyed} without one may be stored twice by a retry")
+    else:
+        how = ("none carries a unique key, so a retry may store them twice: give each a"
+               " unique_key to make the retry safe")
+    return EnqueueOutcomeUnknown(
+        f"the connection failed as a bulk enqueue of {len(rows)} jobs committed: all of them"
+        f" may exist, or none (one transaction); {how}", unique_keys=keys, jobs=len(rows))
 
-    async def enqueue_async(self, kind: str, args: Any, **options: Any) -> Job:
-        """:meth:`enqueue` for asyncio."""
-        return await self.kind(kind).enqueue_async(args, **options)
 
-    def enqueue_rows(
-        self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None
-    ) -> list[int]:
-        """Store prepared rows (``JobKind.row``/``rows``) in one transaction; their ids."""
-        if not rows:
-            return []
-        ids: list[int] = self._run(_enq.many_steps(self.schema, rows), conn, "atomic")
-        if _hooks.of(cast("Forklift", self)) is not None:
-            _hooks.emit_enqueued_rows(cast("Forklift", self), rows, ids)
-        return ids
+class Enqueuer:
+    """The app's path for storing new jobs: its own pooled connection, or the caller's.
 
-    async def enqueue_rows_async(
-        self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None
-    ) -> list[int]:
-        """:meth:`enqueue_rows` for asyncio."""
-        if not rows:
-            return []
-        ids: list[int] = await self._run_async(_enq.many_steps(self.schema, rows), conn,
-                                               "atomic")
-        if _hooks.of(cast("Forklift", self)) is not None:
-            _hooks.emit_enqueued_rows(cast("Forklift", self), rows, ids)
-        return ids
+    The app owns one and hands it its pools (as callables: the app may be pointed at another
+    database before first use).
+    """
 
-    def _rows_of(
-        self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]]
-    ) -> list[_enq.Row]:
-        rows = []
-        for item in items:
-            opts: dict[str, Any] = item[2] if len(item) == 3 else {}
-            rows.append(self.kind(item[0]).row(item[1], **opts))
-        return rows
+    def __init__(self, pool: Callable[[], ConnectionPool[Any]],
+                 async_pool: Callable[[], Awaitable[AsyncConnectionPool[Any]]]) -> None:
+        self._pool = pool
+        self._async_pool = async_pool
 
-    def enqueue_many(
-        self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]],
-        *, conn: psycopg.Connection[Any] | None = None,
-    ) -> list[int]:
-        """Enqueue jobs of several kinds in one round trip: ``(kind, args[, options])`` each."""
-        return self.enqueue_rows(self._rows_of(items), conn=conn)
+    def store(self, steps: Steps[T], rows: Sequence[Row], *, bulk: bool,
+              conn: psycopg.Connection[Any] | None = None, tx: Tx = "none") -> T:
+        """Run ``steps``, which store ``rows``; a commit whose reply was lost raises
+        EnqueueOutcomeUnknown (on the app's connection only)."""
+        if conn is not None:
+            return drive(conn, steps, tx)
+        with self._pool().connection() as own:
+            try:
+                return drive(own, steps, tx)
+            except psycopg.Error as exc:
+                if own.broken and _at_commit(steps, tx):
+                    raise outcome_unknown(rows, bulk=bulk) from exc
+                raise
 
-    async def enqueue_many_async(
-        self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]],
-        *, conn: psycopg.AsyncConnection[Any] | None = None,
-    ) -> list[int]:
-        """:meth:`enqueue_many` for asyncio."""
-        return await self.enqueue_rows_async(self._rows_of(items), conn=conn)
-
-    # -- batches (see forklift._features.batches) ----------------------------------------------------
-    def _batch_steps(self, kind: str | JobKind[Any, Any], targets: Iterable[Any],
-                     options: dict[str, Any]) -> Steps[tuple[Batch, bool]]:
-        from forklift._features import batches as _batches
-
-        return _batches.submit_steps(_batches.prepare(cast("Forklift", self), kind, targets, **options))
-
-    def batch(
-        self,
-        kind: str | JobKind[Any, Any],
-        targets: Iterable[Any],
-        *,
-        caller: str,
-        mode: Literal["serial", "parallel"] = "parallel",
-        max_parallel: int | None = None,
-        key: str | None = None,
-        on_complete: Any = None,
-        on_success: Any = None,
-        meta: dict[str, Any] | None = None,
-        conn: psycopg.Connection[Any] | None = None,
-    ) -> tuple[Batch, bool]:
-        """Submit many targets of one kind as a batch; returns ``(batch, reused)``.
-
-        Idempotent per (caller, key) within the TTL, then capped; raises a BatchRefused
-        subclass (``too_many_targets``, ``caller_busy``, ``busy``) or an EnqueueRefused for a bad
-        target, storing nothing. With ``conn=`` it joins the caller's transaction.
-        """
-        steps = self._batch_steps(kind, targets, dict(
-            caller=caller, mode=mode, max_parallel=max_parallel, key=key,
-            on_complete=on_complete, on_success=on_success, meta=meta))
-        return self._run(steps, conn, "savepoint")
-
-    async def batch_async(
-        self,
-        kind: str | JobKind[Any, Any],
-        targets: Iterable[Any],
-        *,
-        caller: str,
-        mode: Literal["serial", "parallel"] = "parallel",
-        max_parallel: int | None = None,
-        key: str | None = None,
-        on_complete: Any = None,
-        on_success: Any = None,
-        meta: dict[str, Any] | None = None,
-        conn: psycopg.AsyncConnection[Any] | None = None,
-    ) -> tuple[Batch, bool]:
-        """:meth:`batch` for asyncio."""
-        steps = self._batch_steps(kind, targets, dict(
-            caller=caller, mode=mode, max_parallel=max_parallel, key=key,
-            on_complete=on_complete, on_success=on_success, meta=meta))
-        return await self._run_async(steps, conn, "savepoint")
-
-    def get_batch(self, batch_id: int) -> Batch | None:
-        """One batch by id, or None."""
-        from forklift._features import batches as _batches
-
-        return self._run(_batches.get_steps(self.schema, batch_id))
-
-    def get_job(self, job_id: int) -> Job | None:
-        """One job by id, or None."""
-        return self._run(_enq.get_steps(self.schema, job_id))
+    async def store_async(self, steps: Steps[T], rows: Sequence[Row], *, bulk: bool,
+                          conn: psycopg.AsyncConnection[Any] | None = None,
+                          tx: Tx = "none") -> T:
+        """:meth:`store` for asyncio."""
+        if conn is not None:
+            return await drive_async(conn, steps, tx)
+        pool = await self._async_pool()
+        async with pool.connection() as own:
+            try:
+                return await drive_async(own, steps, tx)
+            except psycopg.Error as exc:
+                if own.broken and _at_commit(steps, tx):
+                    raise outcome_unknown(rows, bulk=bulk) from exc
+                raise

@@ -262,8 +262,10 @@ class JobKind(Generic[P, R]):
         it has open: the job exists exactly when that transaction commits. With ``after=``
         (jobs or ids) it waits until they all completed (see :mod:`forklift._features.durable.deps`).
         """
-        job: Job = self.app._run(
-            self._one(args, on_conflict, after, if_dependency_fails, options), conn)
+        row = self.row(args, **options)
+        job: Job = self.app._enqueuer.store(
+            self._one(row, on_conflict, after, if_dependency_fails), [row], bulk=False,
+            conn=conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
         return job
@@ -279,15 +281,16 @@ class JobKind(Generic[P, R]):
         **options: Any,
     ) -> Job:
         """:meth:`enqueue` for asyncio."""
-        job: Job = await self.app._run_async(
-            self._one(args, on_conflict, after, if_dependency_fails, options), conn)
+        row = self.row(args, **options)
+        job: Job = await self.app._enqueuer.store_async(
+            self._one(row, on_conflict, after, if_dependency_fails), [row], bulk=False,
+            conn=conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
         return job
 
-    def _one(self, args: Any, on_conflict: Any, after: Iterable[int | Job],
-             if_dependency_fails: str, options: dict[str, Any]) -> Steps[Job]:
-        row = self.row(args, **options)
+    def _one(self, row: _enq.Row, on_conflict: Any, after: Iterable[int | Job],
+             if_dependency_fails: str) -> Steps[Job]:
         policy = _enq.check_on_conflict(on_conflict)
         if after:
             from forklift._features.durable import deps

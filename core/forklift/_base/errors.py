@@ -84,6 +84,19 @@ class UniqueConflict(EnqueueRefused):
     code = "unique_conflict"
 
 
+class EnqueueOutcomeUnknown(ForkliftError):
+    """The connection failed at or after the commit of an enqueue's own transaction: the
+    server may have stored the job (or jobs), and the reply that would say so was lost.
+
+    Not an :class:`EnqueueRefused`: something may have been stored. Retrying with the same
+    unique key is safe (the retry returns the job if the first call stored it); without one a
+    retry may store a second job. ``detail``: ``unique_key`` (one job) or ``unique_keys``
+    (a bulk, one entry a job, None where a job had none), and ``jobs``, how many were sent.
+    """
+
+    code = "enqueue_outcome_unknown"
+
+
 class JobNotFound(ForkliftError):
     code = "job_not_found"
 

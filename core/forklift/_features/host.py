@@ -8,7 +8,7 @@ feature sees only a host with a schema, declared kinds and a payload limit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from forklift._jobs.insert import Row
@@ -16,8 +16,12 @@ if TYPE_CHECKING:
 __all__ = ["Host", "Kind"]
 
 
+@runtime_checkable
 class Kind(Protocol):
-    """A declared job kind, as far as a feature needs one: its name and its rows."""
+    """A declared job kind, as far as a feature needs one: its name and its rows.
+
+    Runtime-checkable, so a feature can tell a kind from a plain callable (the outbox's sinks
+    take either) without importing the app's JobKind."""
 
     @property
     def name(self) -> str: ...

@@ -40,7 +40,6 @@ from typing import Any, Protocol
 
 import psycopg
 
-from forklift._app.context import JobContext
 from forklift._base.errors import ConfigError, ForkliftError
 from forklift._base.names import check_name
 from forklift._base.retry import Backoff
@@ -57,6 +56,7 @@ from forklift._features.backfill.pace import (
 )
 from forklift._features.host import Host
 from forklift._jobs import insert as _enq
+from forklift._jobs.attempt import Attempt
 
 __all__ = [
     "MAX_RATE",
@@ -265,7 +265,7 @@ def _ensure_runner(app: BackfillHost) -> None:
     if RUNNER_KIND in app.kinds:
         return
 
-    def run_backfill(ctx: JobContext, ref: RunRef) -> dict[str, Any]:
+    def run_backfill(ctx: Attempt, ref: RunRef) -> dict[str, Any]:
         from forklift._features.backfill.run import Runner
 
         return Runner(app, ctx, ref.run).run()

@@ -12,7 +12,6 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from forklift._app.context import JobContext
 from forklift._base.retry import Fail, Snooze
 from forklift._base.scrub import error_entry
 from forklift._db.connections import connect
@@ -28,6 +27,7 @@ from forklift._features.backfill.backfill import (
     takes,
 )
 from forklift._jobs import insert as _enq
+from forklift._jobs.attempt import Attempt
 
 __all__ = ["Runner"]
 
@@ -85,7 +85,7 @@ class _Status:
 
 
 class Runner:
-    def __init__(self, app: BackfillHost, ctx: JobContext, run_id: int) -> None:
+    def __init__(self, app: BackfillHost, ctx: Attempt, run_id: int) -> None:
         self.app, self.ctx, self.run_id = app, ctx, run_id
         self.schema = app.schema
 

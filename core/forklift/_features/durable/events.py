@@ -21,7 +21,7 @@ from forklift._db.steps import Query, Steps
 from forklift._jobs.payload import to_json_text
 
 if TYPE_CHECKING:
-    from forklift._app.app import Forklift
+    from forklift._features.host import Host
 
 DEFAULT_TTL = timedelta(days=1)
 MAX_TTL = timedelta(days=3650)
@@ -42,7 +42,7 @@ class Event:
     expires_at: datetime
 
 
-def prepare(app: Forklift, name: object, data: Any, ttl: timedelta | float) -> tuple[Any, ...]:
+def prepare(app: Host, name: object, data: Any, ttl: timedelta | float) -> tuple[Any, ...]:
     """Checked parameters of :data:`PUBLISH_SQL`; raises a typed refusal, stores nothing."""
     return check(name, data, ttl, app.payload_limit)
 

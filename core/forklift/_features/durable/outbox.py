@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 
@@ -28,12 +28,11 @@ from forklift._base.errors import ConfigError
 from forklift._base.names import check_name
 from forklift._base.retry import Backoff
 from forklift._db.sqltext import render
-from forklift._db.steps import Query, Steps
+from forklift._db.steps import Query, Steps, Tx
+from forklift._features.host import Host, Kind
 from forklift._jobs.payload import to_json_text
 
-if TYPE_CHECKING:
-    from forklift._app.app import Forklift
-    from forklift._app.kind import JobKind
+T = TypeVar("T")
 
 PUBLISH_SQL = "INSERT INTO {s}.outbox (topic, payload) VALUES (%s, %s::jsonb) RETURNING id"
 
@@ -58,7 +57,7 @@ Deliver = Callable[[Message], Any | Awaitable[Any]]
 @dataclass(frozen=True)
 class Sink:
     topic: str
-    kind: JobKind[Any, Any] | None
+    kind: Kind | None
     fn: Deliver | None
     max_attempts: int
     retry: Backoff
@@ -72,10 +71,21 @@ class Sink:
         return f"callable {getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
 
 
+class OutboxHost(Host, Protocol):
+    """What the outbox needs of an app: a way to run a unit of work on its pools or on the
+    caller's connection."""
+
+    def _run(self, steps: Steps[T], conn: psycopg.Connection[Any] | None = None,
+             tx: Tx = "none") -> T: ...
+
+    async def _run_async(self, steps: Steps[T], conn: psycopg.AsyncConnection[Any] | None = None,
+                         tx: Tx = "none") -> T: ...
+
+
 class Outbox:
     """``app.outbox``: publish messages and register the sinks that receive them."""
 
-    def __init__(self, app: Forklift) -> None:
+    def __init__(self, app: OutboxHost) -> None:
         self.app = app
         self.sinks: dict[str, Sink] = {}
 
@@ -102,7 +112,7 @@ class Outbox:
     def sink(
         self,
         topic: str,
-        target: JobKind[Any, Any] | Deliver | None = None,
+        target: Kind | Deliver | None = None,
         *,
         max_attempts: int = 10,
         retry: Backoff | None = None,
@@ -115,8 +125,6 @@ class Outbox:
             @app.outbox.sink("orders.paid.webhook", max_attempts=5)
             def post(message: Message) -> None: ...           # called by the relay
         """
-        from forklift._app.kind import JobKind
-
         name = check_name(topic, "topic")
         if max_attempts < 1:
             raise ConfigError(f"max_attempts of the {name} sink must be at least 1")
@@ -126,7 +134,7 @@ class Outbox:
         def register(t: Any) -> Any:
             if name in self.sinks:
                 raise ConfigError(f"topic {name!r} already has a sink ({self.sinks[name].target})")
-            is_kind = isinstance(t, JobKind)
+            is_kind = isinstance(t, Kind)  # a kind is callable too: asked first
             if not is_kind and not callable(t):
                 raise ConfigError(f"the sink of {name!r} must be a job kind or a callable")
             self.sinks[name] = Sink(name, t if is_kind else None, None if is_kind else t,

@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from functools import lru_cache, partial
-from typing import TYPE_CHECKING, Any, get_type_hints
+from typing import Any, get_type_hints
 
 import psycopg
 
@@ -40,11 +40,9 @@ from forklift._features.durable.errors import (
     InvalidStepResult,
     StepLeaseLost,
 )
-from forklift._features.durable.runtime import AttemptSteps, Stored, attempt_steps
+from forklift._features.durable.runtime import AttemptSteps, Stored
+from forklift._jobs.attempt import Attempt
 from forklift._jobs.payload import Codec, to_json_text
-
-if TYPE_CHECKING:
-    from forklift._app.context import JobContext
 
 # One statement per step: fenced on the attempt's lease; a completed step is never overwritten.
 WRITE_SQL = """
@@ -93,7 +91,7 @@ async def _write(conn: psycopg.AsyncConnection[Any], *, schema: str, params: dic
     return await cur.fetchone() is not None
 
 
-def loaded(ctx: JobContext, state: AttemptSteps) -> Generator[Op, Any, dict[str, Stored]]:
+def loaded(ctx: Attempt, state: AttemptSteps) -> Generator[Op, Any, dict[str, Stored]]:
     """The job's stored steps, read once per attempt, on the first step it reaches."""
     if state.stored is None:
         state.stored = yield Load(ctx.job_id)
@@ -154,7 +152,7 @@ def _decode(fn: Callable[..., Any], name: str, stored: Any) -> Any:
         raise InvalidStepResult(exc.message, step=name) from None
 
 
-def _params(ctx: JobContext, name: str, state: str, took: float, *, result: str | None = None,
+def _params(ctx: Attempt, name: str, state: str, took: float, *, result: str | None = None,
             error: dict[str, Any] | None = None) -> dict[str, Any]:
     return {"job": ctx.job_id, "fence": ctx.fence, "name": name, "state": state,
             "result": result, "took": max(0.0, took),
@@ -166,7 +164,7 @@ def _lost(name: str) -> StepLeaseLost:
                          step=name)
 
 
-def _step(ctx: JobContext, state: AttemptSteps, name: object, fn: Callable[..., Any],
+def _step(ctx: Attempt, state: AttemptSteps, name: object, fn: Callable[..., Any],
           args: tuple[Any, ...], kwargs: dict[str, Any]) -> Steps:
     checked = claim_name(state, name)
     schema = state.runtime.schema
@@ -239,13 +237,13 @@ def drive_sync(state: AttemptSteps, steps: Steps) -> Any:
             failure = exc
 
 
-async def step(ctx: JobContext, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
-    state = attempt_steps(ctx)
+# The entry points take the attempt's step state from the context (``attempt_steps``), which
+# knows the worker it runs on; a feature sees only the Attempt protocol.
+async def step(ctx: Attempt, state: AttemptSteps, name: str, fn: Callable[..., Any],
+               args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return await drive(state, _step(ctx, state, name, fn, args, kwargs))
 
 
-def step_sync(ctx: JobContext, name: str, fn: Callable[..., Any], args: tuple[Any, ...],
-              kwargs: dict[str, Any]) -> Any:
-    state = attempt_steps(ctx)
+def step_sync(ctx: Attempt, state: AttemptSteps, name: str, fn: Callable[..., Any],
+              args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return drive_sync(state, _step(ctx, state, name, fn, args, kwargs))

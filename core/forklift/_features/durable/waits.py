@@ -29,7 +29,7 @@ import json
 from collections.abc import Generator
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import psycopg
 
@@ -38,12 +38,10 @@ from forklift._base.names import check_name
 from forklift._db.sqltext import render
 from forklift._features.durable.deps import HELD_UNTIL
 from forklift._features.durable.errors import Park, StepLeaseLost, WaitTimedOut, refused
-from forklift._features.durable.runtime import AttemptSteps, Stored, attempt_steps
+from forklift._features.durable.runtime import AttemptSteps, Stored
 from forklift._features.durable.steps import Db, Op, claim_name, drive, drive_sync, loaded
+from forklift._jobs.attempt import Attempt
 from forklift._jobs.payload import to_json_text
-
-if TYPE_CHECKING:
-    from forklift._app.context import JobContext
 
 OnTimeout = Literal["return", "raise"]
 
@@ -152,7 +150,7 @@ def _seconds(value: timedelta | float | None, what: str) -> float | None:
     return secs
 
 
-def _base(ctx: JobContext, name: str) -> dict[str, Any]:
+def _base(ctx: Attempt, name: str) -> dict[str, Any]:
     return {"job": ctx.job_id, "fence": ctx.fence, "attempt": ctx.attempt, "name": name,
             "held": HELD_UNTIL}
 
@@ -176,7 +174,7 @@ def _lost(name: str) -> StepLeaseLost:
                          step=name)
 
 
-def _sleep(ctx: JobContext, state: AttemptSteps, name: object, duration: timedelta | float
+def _sleep(ctx: Attempt, state: AttemptSteps, name: object, duration: timedelta | float
            ) -> Generator[Op, Any, None]:
     try:
         secs = _seconds(duration, "duration")
@@ -202,7 +200,7 @@ def _sleep(ctx: JobContext, state: AttemptSteps, name: object, duration: timedel
     raise Park(ctx.job_id, row[3])
 
 
-def _wait(ctx: JobContext, state: AttemptSteps, event: object, match: Any,
+def _wait(ctx: Attempt, state: AttemptSteps, event: object, match: Any,
           timeout: timedelta | float | None, name: str | None, on_timeout: OnTimeout
           ) -> Generator[Op, Any, Any]:
     try:
@@ -251,24 +249,23 @@ def _wait(ctx: JobContext, state: AttemptSteps, event: object, match: Any,
     return result
 
 
-async def sleep(ctx: JobContext, name: str, duration: timedelta | float) -> None:
-    state = attempt_steps(ctx)
+async def sleep(ctx: Attempt, state: AttemptSteps, name: str, duration: timedelta | float
+                ) -> None:
     await drive(state, _sleep(ctx, state, name, duration))
 
 
-def sleep_sync(ctx: JobContext, name: str, duration: timedelta | float) -> None:
-    state = attempt_steps(ctx)
+def sleep_sync(ctx: Attempt, state: AttemptSteps, name: str, duration: timedelta | float
+               ) -> None:
     drive_sync(state, _sleep(ctx, state, name, duration))
 
 
-async def wait_for_event(ctx: JobContext, event: str, match: Any, timeout: timedelta | float | None,
-                         name: str | None, on_timeout: OnTimeout) -> Any:
-    state = attempt_steps(ctx)
+async def wait_for_event(ctx: Attempt, state: AttemptSteps, event: str, match: Any,
+                         timeout: timedelta | float | None, name: str | None,
+                         on_timeout: OnTimeout) -> Any:
     return await drive(state, _wait(ctx, state, event, match, timeout, name, on_timeout))
 
 
-def wait_for_event_sync(ctx: JobContext, event: str, match: Any,
+def wait_for_event_sync(ctx: Attempt, state: AttemptSteps, event: str, match: Any,
                         timeout: timedelta | float | None, name: str | None,
                         on_timeout: OnTimeout) -> Any:
-    state = attempt_steps(ctx)
     return drive_sync(state, _wait(ctx, state, event, match, timeout, name, on_timeout))

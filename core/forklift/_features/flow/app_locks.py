@@ -15,7 +15,7 @@ import socket
 import threading
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
 
@@ -26,19 +26,34 @@ from forklift._db.session import shut_socket
 from forklift._features.flow import locks
 from forklift._features.flow.book import Book
 from forklift._features.flow.steps import Query, drive, drive_async, fetch, fetch_async
+from forklift._features.host import Host
 
 if TYPE_CHECKING:
-    from forklift._app.app import Forklift
+    from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 RENEW_TIMEOUT = 5.0
 IDLE_WAIT = 60.0  # how long the renewer sleeps while nothing is held
 _ERRORS = (psycopg.Error, DatabaseUnavailable, OSError)
 
-_BY_APP: weakref.WeakKeyDictionary[Forklift, AppLocks] = weakref.WeakKeyDictionary()
+
+
+class LockHost(Host, Protocol):
+    """What an app's locks need of it: its pools to take and release them on, and its
+    database for the renewer's connection of its own."""
+
+    @property
+    def dsn(self) -> str: ...
+
+    def pool(self) -> ConnectionPool[Any]: ...
+
+    async def async_pool(self) -> AsyncConnectionPool[Any]: ...
+
+
+_BY_APP: weakref.WeakKeyDictionary[LockHost, AppLocks] = weakref.WeakKeyDictionary()
 _BY_APP_LOCK = threading.Lock()
 
 
-def app_locks(app: Forklift) -> AppLocks:
+def app_locks(app: LockHost) -> AppLocks:
     with _BY_APP_LOCK:
         found = _BY_APP.get(app)
         if found is None:
@@ -47,7 +62,7 @@ def app_locks(app: Forklift) -> AppLocks:
 
 
 class AppLocks:
-    def __init__(self, app: Forklift) -> None:
+    def __init__(self, app: LockHost) -> None:
         self.app = app
         self.book = Book()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(2)}"

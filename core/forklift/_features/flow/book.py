@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from forklift._features.flow.locks import Lock
+
+class Lease(Protocol):
+    """What the book needs of a held lock (:class:`forklift._features.flow.locks.Lock`): its
+    key and token name the lease, its ttl paces the renewals, ``on_lost`` is told when it goes."""
+
+    key: str
+    ttl: float
+    token: int | None
+
+    def on_lost(self, why: str) -> None: ...
 
 
 @dataclass
 class Held:
-    lock: Lock
+    lock: Lease
     deadline: float  # monotonic: the lease runs out here unless a renewal lands
     renew_at: float
 
@@ -38,12 +46,12 @@ class Book:
     def __len__(self) -> int:
         return len(self._held)
 
-    def add(self, lock: Lock, sent: float) -> None:
+    def add(self, lock: Lease, sent: float) -> None:
         held = Held(lock, sent + lock.ttl, sent + lock.ttl / 3)
         with self._mutex:
             self._held[held.ident] = held
 
-    def remove(self, lock: Lock) -> Held | None:
+    def remove(self, lock: Lease) -> Held | None:
         with self._mutex:
             return self._held.pop((lock.key, lock.token or 0), None)
 

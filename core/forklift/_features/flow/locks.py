@@ -43,7 +43,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
 
-from forklift._base.errors import ConfigError, LockLost, LockNotAcquired
+from forklift._base.errors import ConfigError, InvalidName, InvalidOption, LockLost, LockNotAcquired
+from forklift._base.names import shown
 from forklift._db.sqltext import render
 from forklift._features.flow.book import Book, Held
 from forklift._features.flow.steps import Query, Sleep, Steps
@@ -90,25 +91,32 @@ DELETE FROM {s}.locks WHERE key = %s AND token = %s RETURNING expires_at > now()
 
 
 def check_request(key: object, ttl: object, wait: object) -> tuple[str, float, float]:
-    """The key, ttl and wait of a lock request, or a ConfigError saying what is wrong."""
+    """The key, ttl and wait of a lock request; a bad key is refused with InvalidName, a bad
+    ttl or wait with InvalidOption, as any other identifier or option is."""
     if not isinstance(key, str):
-        raise ConfigError(f"a lock key must be a string, not {type(key).__name__}", field="key")
+        raise InvalidName(f"a lock key must be a string, not {type(key).__name__}", field="key",
+                          reason="not_a_string")
     if not key or len(key) > KEY_CAP:
-        raise ConfigError(f"a lock key is 1 to {KEY_CAP} characters, not {len(key)}", field="key")
+        raise InvalidName(f"a lock key is 1 to {KEY_CAP} characters, not {len(key)}",
+                          field="key", value=shown(key, 200),
+                          reason=f"is {len(key)} characters long, outside 1 to {KEY_CAP}")
     if key != key.strip():
-        raise ConfigError(f"lock key {key!r} has whitespace at its start or end", field="key")
+        raise InvalidName(f"lock key {key!r} has whitespace at its start or end", field="key",
+                          value=shown(key, 200), reason="has whitespace at its start or end")
     for ch in key:
-        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp", "Cs"):
-            raise ConfigError(f"lock key {key!a} holds the hidden character U+{ord(ch):04X}",
-                              field="key")
+        category = unicodedata.category(ch)
+        if category in ("Cc", "Cf", "Zl", "Zp", "Cs"):
+            raise InvalidName(f"lock key {key!a} holds the hidden character U+{ord(ch):04X}",
+                              field="key", value=shown(key, 200),
+                              reason=f"holds U+{ord(ch):04X} (category {category})")
     seconds = _seconds(ttl, "ttl")
     if not MIN_TTL <= seconds <= MAX_TTL:
-        raise ConfigError(f"a lock's ttl is {MIN_TTL:g} to {MAX_TTL:g} seconds, not {seconds:g}",
-                          field="ttl")
+        raise InvalidOption(
+            f"a lock's ttl is {MIN_TTL:g} to {MAX_TTL:g} seconds, not {seconds:g}", field="ttl")
     patience = _seconds(wait, "wait")
     if not 0 <= patience <= MAX_WAIT:
-        raise ConfigError(f"a lock's wait is 0 to {MAX_WAIT:g} seconds, not {patience:g}",
-                          field="wait")
+        raise InvalidOption(f"a lock's wait is 0 to {MAX_WAIT:g} seconds, not {patience:g}",
+                            field="wait")
     return key, seconds, patience
 
 
@@ -118,9 +126,9 @@ def _seconds(value: object, name: str) -> float:
     if isinstance(value, timedelta):
         return value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"a lock's {name} is a number of seconds, not {value!r}", field=name)
+        raise InvalidOption(f"a lock's {name} is a number of seconds, not {value!r}", field=name)
     if value != value:  # NaN
-        raise ConfigError(f"a lock's {name} is a number of seconds, not NaN", field=name)
+        raise InvalidOption(f"a lock's {name} is a number of seconds, not NaN", field=name)
     return float(value)
 
 
