@@ -66,9 +66,9 @@ def _detect() -> Any:
 
 
 def _version() -> str:
-    from forklift import __version__
+    from forklift._base.version import VERSION
 
-    return __version__
+    return VERSION
 
 
 _PROPAGATOR: Any = None
