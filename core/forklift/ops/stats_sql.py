@@ -11,14 +11,21 @@ from __future__ import annotations
 from typing import Any
 
 from forklift._features.stats.sql import (
+    AT,
+    BIN,
     FAILED,
     FINISHED,
+    LAST_AT,
+    RECENT,
+    RUN,
     SINCE,
+    SLOT,
     START,
 )
 
 __all__ = [
-    "COUNTS_SQL", "FAILED_SQL", "HELD_SQL", "TIME_SQL", "WINDOW_SQL", "inline",
+    "AT", "BIN", "COUNTS_SQL", "FAILED", "FAILED_SQL", "FINISHED", "HELD_SQL", "LAST_AT",
+    "RECENT", "RUN", "SINCE", "SLOT", "START", "TIME_SQL", "WINDOW_SQL", "inline",
 ]
 
 # Each arm's WHERE is exactly one partial index's predicate, so each is an index(-only) scan
