@@ -8,7 +8,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from forklift._db.session import DB_ERRORS
-from forklift._features.flow.declare import declarations, record
+from forklift._features.flow import declare
 from forklift._worker.util import wait_any
 
 if TYPE_CHECKING:
@@ -45,12 +45,12 @@ class KeyDeclarations:
 
     async def run(self) -> None:
         while True:
-            found = declarations(self.app)
+            found = declare.declarations(self.app)
             if found and found != self._recorded:
                 if self._db is None:
                     self._db = self.state.session("flow")
                 try:
-                    changed = await self._db.run(lambda c: record(c, self.config.schema, self.app))
+                    changed = await self._db.run(lambda c: declare.record(c, self.config.schema, self.app))
                 except DB_ERRORS as exc:
                     if not self.state.closing:
                         log.warning("recording the kinds' keys failed (%s); retrying", exc)
