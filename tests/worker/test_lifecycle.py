@@ -51,6 +51,7 @@ def test_an_observer_sees_each_attempt_and_runs_its_leader_task(
         life.on_start.append(lambda a: seen.append(("start", a.job.id, a.job.kind)))
         life.on_settle.append(lambda a, o: seen.append(("settle", a.job.id, o.next)))
         life.on_claim.append(claimed.append)
+        life.on_drain.append(lambda: seen.append(("drain",)))
         life.leader_tasks.append(lifecycle.LeaderTask("observed-probe", 0.05, probe))
 
     lifecycle.observe(observer)
@@ -67,6 +68,7 @@ def test_an_observer_sees_each_attempt_and_runs_its_leader_task(
                        message="the job's outcome was not written")
             wait_until(lambda: probes, timeout=30, message="the leader task never ran")
             assert "observed-probe" in worker.supervisor.tasks
+        assert seen.count(("drain",)) == 1  # told as the worker stopped (running_worker drains it)
     finally:
         lifecycle.forget(observer)
 
@@ -94,5 +96,5 @@ def test_a_worker_nobody_observes_registers_nothing_per_attempt(
         wait_until(lambda: _state(conn, job.id) == "completed", timeout=30,
                    message="the job did not complete")
         assert (life.on_start, life.on_settle, life.on_lease_lost, life.on_claim,
-                life.on_flush, life.leader_tasks) == ([], [], [], [], [], [])
+                life.on_flush, life.on_drain, life.leader_tasks) == ([], [], [], [], [], [], [])
         assert worker.stats.completed >= 1

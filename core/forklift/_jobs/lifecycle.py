@@ -17,6 +17,7 @@ The points:
 - ``on_claim(n)``: one claim took ``n`` jobs.
 - ``on_flush(written, refused)``: one outcome statement wrote a batch; ``refused`` of them
   were refused by the fence.
+- ``on_drain()``: the worker stopped claiming and drains (once, as the drain begins).
 - ``on_rescued(jobs)``: as leader, the worker's rescue ended these attempts (their lease
   expired where they ran).
 - ``leader_tasks``: statements an observer wants run periodically while the worker leads
@@ -142,6 +143,7 @@ class Lifecycle:
         self.on_lease_lost: list[Callable[[Attempt], None]] = []
         self.on_claim: list[Callable[[int], None]] = []
         self.on_flush: list[Callable[[int, int], None]] = []
+        self.on_drain: list[Callable[[], None]] = []
         self.on_rescued: list[Callable[[Sequence[Rescued]], None]] = []
         self.leader_tasks: list[LeaderTask] = []
 
@@ -166,6 +168,10 @@ class Lifecycle:
     def flushed(self, written: int, refused: int) -> None:
         for fn in self.on_flush:
             fn(written, refused)
+
+    def draining(self) -> None:
+        for fn in self.on_drain:
+            fn()
 
     def rescued(self, jobs: Sequence[Rescued]) -> None:
         for fn in self.on_rescued:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from forklift._base.words import plural
 from forklift._db.session import DB_ERRORS, Session
-from forklift._jobs.lifecycle import job_fields
+from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import registry
 from forklift._worker.execute import stopped
@@ -58,7 +58,7 @@ async def bounded(what: str, session: Session, op: Callable[[Any], Awaitable[Any
 class DrainCoordinator:
     def __init__(self, config: WorkerConfig, state: WorkerState, *, attempts: Attempts,
                  producer: Producer, completer: Completer, claim_db: Session, beat_db: Session,
-                 elector: Elector | None) -> None:
+                 elector: Elector | None, lifecycle: Lifecycle) -> None:
         self.config = config
         self.state = state
         self.attempts = attempts
@@ -67,6 +67,7 @@ class DrainCoordinator:
         self.claim_db = claim_db
         self.beat_db = beat_db
         self.elector = elector  # resigns at the end, when this worker may lead
+        self.lifecycle = lifecycle
 
     async def release_waiting(self) -> None:
         """Give back every buffered job at once, so other workers can take it."""
@@ -80,6 +81,8 @@ class DrainCoordinator:
 
     async def run(self, completer_task: asyncio.Task[None]) -> None:
         running = self.attempts.running
+        if self.lifecycle.on_drain:
+            self.lifecycle.draining()
         await self.release_waiting()
         log.info("draining: %s in flight, cutoff in %.1fs", plural(len(running), "job"),
                  self.config.drain_timeout)

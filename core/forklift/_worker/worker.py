@@ -259,7 +259,8 @@ class Worker:
         services += [factory(config, state, app) for factory in SERVICES] + self._extra_services
         drainer = DrainCoordinator(config, state, attempts=self.attempts, producer=self.producer,
                                    completer=self.completer, claim_db=self._claim_db,
-                                   beat_db=self._beat_db, elector=self.elector)
+                                   beat_db=self._beat_db, elector=self.elector,
+                                   lifecycle=self.lifecycle)
         loops = [sup.start(s) for s in services]
         await keys.first(KEYS_WAIT)  # bounded: a database that fails it fails the claim too
         log.info("worker %s started: queues=%s concurrency=%d lease=%.1fs", state.id,
