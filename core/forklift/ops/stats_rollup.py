@@ -1,7 +1,8 @@
 """The stats rollup: each closed minute of the stats window, per queue, written once.
 
-The statements and the pass live with the worker's chore that runs them
-(:mod:`forklift._features.stats.rollup`); the operator API reads the same names from here.
+The statements and the pass are in :mod:`forklift._features.stats.rollup`, below both the
+leader's chore that runs them and the stats reads that use the minutes; the operator API
+keeps its names here.
 """
 
 from __future__ import annotations

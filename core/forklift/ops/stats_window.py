@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from forklift._features.stats.sql import (
-    _BIN_WIDTH,
+    BIN_WIDTH,
     RT_BINS,
     RT_ERROR,
     RT_LN_MAX,
@@ -61,7 +61,7 @@ def p95(hist: dict[int, int], total: int) -> float | None:
                 return RT_MIN
             if b > RT_BINS:
                 return RT_MAX
-            return math.exp(RT_LN_MIN + (b - 0.5) * _BIN_WIDTH)
+            return math.exp(RT_LN_MIN + (b - 0.5) * BIN_WIDTH)
     return RT_MAX
 
 

@@ -12,8 +12,8 @@ import math
 RT_BINS = 128
 RT_MIN, RT_MAX = 0.001, 86400.0
 RT_LN_MIN, RT_LN_MAX = math.log(RT_MIN), math.log(RT_MAX)
-_BIN_WIDTH = (RT_LN_MAX - RT_LN_MIN) / RT_BINS
-RT_ERROR = math.exp(_BIN_WIDTH / 2) - 1
+BIN_WIDTH = (RT_LN_MAX - RT_LN_MIN) / RT_BINS
+RT_ERROR = math.exp(BIN_WIDTH / 2) - 1
 
 #: A bucket (or a rollup's minute) is kept once it closed this long ago: a transaction that
 #: finished a job just before the boundary may commit a moment after it.
