@@ -112,14 +112,13 @@ class Worker:
         # The hot path's sessions run their statements inline: claims, outcome writes and
         # heartbeats are stopped by aborting or closing their session, never by a cancel.
         self._claim_db = state.session("claim", inline=True)
-        self._settle_db_ = state.session("complete", inline=True)
         self._beat_db = state.session("heartbeat", config.beat_timeout, inline=True)
         self.attempts = Attempts(config, state, app=app, lifecycle=self.lifecycle)
         self.producer = Producer(config, state, app=app, attempts=self.attempts,
                                  lifecycle=self.lifecycle, claim_db=self._claim_db)
         self.completer = Completer(config, state, app=app, producer=self.producer,
                                    attempts=self.attempts, lifecycle=self.lifecycle,
-                                   settle_db=self._settle_db_)
+                                   settle_db=state.session("complete", inline=True))
         self.locks = WorkerLocks(config, state, attempts=self.attempts)
         self.attempts.connect(producer=self.producer, completer=self.completer, locks=self.locks)
         self.producer.connect(completer=self.completer)
@@ -196,12 +195,12 @@ class Worker:
 
     @property
     def _settle_db(self) -> Session:
-        return self._settle_db_
+        return self.completer.settle_db
 
     @_settle_db.setter
     def _settle_db(self, session: Session) -> None:
         """Outcomes written on ``session`` from now on (tests hand the completer their own)."""
-        self._settle_db_ = self.completer.settle_db = session
+        self.completer.settle_db = session
 
     # -- signals from outside -----------------------------------------------------------------
     def drain(self) -> None:
