@@ -15,6 +15,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from forklift._base.version import VERSION as __version__
+
 if TYPE_CHECKING:
     from forklift._app.app import Forklift as Forklift
     from forklift._app.context import JobCancelled as JobCancelled
@@ -66,8 +68,6 @@ if TYPE_CHECKING:
     from forklift._jobs.job import State as State
     from forklift._worker import Worker as Worker
     from forklift._worker import run_worker as run_worker
-
-__version__ = "0.1.0"
 
 _ERRORS = (
     "BatchKeyConflict", "BatchNotFound", "BatchRefused", "Busy", "CallerBusy", "ConfigError",

@@ -44,15 +44,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from forklift._base.errors import ConfigError
+from forklift._jobs import lifecycle
 
 if TYPE_CHECKING:
-    from forklift._app.app import Forklift
     from forklift._jobs.insert import Row
     from forklift._jobs.job import Job
-    from forklift._worker.attempts import Running
-    from forklift._worker.maintenance.rescuer import Rescued
-    from forklift._worker.settle import Outcome
-    from forklift._worker.worker import Worker
 
 Event = Literal["enqueue", "start", "settle", "dead"]
 EVENTS: tuple[Event, ...] = ("enqueue", "start", "settle", "dead")
@@ -185,15 +181,16 @@ def _name(fn: Hook) -> str:
     return str(getattr(fn, "__qualname__", None) or repr(fn))
 
 
-_REGISTRIES: weakref.WeakKeyDictionary[Forklift, Hooks] = weakref.WeakKeyDictionary()
+#: The hooks of each app (any object an app's hooks are keyed by: a ``Forklift``).
+_REGISTRIES: weakref.WeakKeyDictionary[object, Hooks] = weakref.WeakKeyDictionary()
 
 
-def of(app: Forklift) -> Hooks | None:
+def of(app: object) -> Hooks | None:
     """The app's hooks, or None when it has none (the cheap test every lifecycle point makes)."""
     return _REGISTRIES.get(app)
 
 
-def register(app: Forklift, event: str, fn: Hook) -> Hook:
+def register(app: object, event: str, fn: Hook) -> Hook:
     """``app.on(event, fn)``: add a hook; returns ``fn`` (so it works as a decorator's end)."""
     hooks = _REGISTRIES.get(app)
     if hooks is None:
@@ -202,7 +199,7 @@ def register(app: Forklift, event: str, fn: Hook) -> Hook:
     return fn
 
 
-def configure(app: Forklift, *, timeout: float | None = None, maxsize: int | None = None) -> Hooks:
+def configure(app: object, *, timeout: float | None = None, maxsize: int | None = None) -> Hooks:
     """Set the bound of each hook call (seconds) and the queue's size, before hooks run."""
     hooks = _REGISTRIES.get(app)
     if hooks is None:
@@ -218,14 +215,14 @@ def configure(app: Forklift, *, timeout: float | None = None, maxsize: int | Non
     return hooks
 
 
-def emit_enqueued(app: Forklift, job: Job) -> None:
+def emit_enqueued(app: object, job: Job) -> None:
     hooks = _REGISTRIES.get(app)
     if hooks is not None and hooks.by_event["enqueue"]:
         hooks.emit(HookEvent("enqueue", job.id, job.kind, job.queue, attempt=job.attempt,
                              state=job.state, job=job))
 
 
-def emit_enqueued_rows(app: Forklift, rows: Sequence[Row], ids: Sequence[int]) -> None:
+def emit_enqueued_rows(app: object, rows: Sequence[Row], ids: Sequence[int]) -> None:
     """A bulk enqueue stored ``rows`` as ``ids``: one event each (no ``job``, no ``state``:
     the bulk insert returns ids only)."""
     hooks = _REGISTRIES.get(app)
@@ -235,20 +232,22 @@ def emit_enqueued_rows(app: Forklift, rows: Sequence[Row], ids: Sequence[int]) -
 
 
 # -- the worker's side ----------------------------------------------------------------------------
-def attach(worker: Worker) -> None:
-    """Register the lifecycle points the app's hooks need (none: nothing registered)."""
-    hooks = _REGISTRIES.get(worker.app)
+def attach(life: lifecycle.Lifecycle) -> None:
+    """Register the lifecycle points the app's hooks need (none: nothing per attempt)."""
+    app, wid = life.worker.app, life.worker.id
+    # Looked up at each rescue, as hooks may be added while the worker runs; rescues are rare.
+    life.on_rescued.append(lambda rescued: emit_rescued(app, wid, rescued))
+    hooks = _REGISTRIES.get(app)
     if hooks is None:
         return
-    wid = worker.id
     if hooks.by_event["start"]:
-        def started(rec: Running) -> None:
+        def started(rec: lifecycle.Attempt) -> None:
             j = rec.job
             hooks.emit(HookEvent("start", j.id, j.kind, j.queue, j.attempt, j.fence, wid))
 
-        worker.attempts.hooks.on_start.append(started)
+        life.on_start.append(started)
     if hooks.by_event["settle"] or hooks.by_event["dead"]:
-        def settled(rec: Running, outcome: Outcome) -> None:
+        def settled(rec: lifecycle.Attempt, outcome: lifecycle.Settled) -> None:
             j = rec.job
             event = HookEvent("settle", j.id, j.kind, j.queue, j.attempt, j.fence, wid,
                               state=outcome.next, code=outcome.code, error=outcome.error)
@@ -258,10 +257,10 @@ def attach(worker: Worker) -> None:
                 hooks.emit(HookEvent("dead", j.id, j.kind, j.queue, j.attempt, j.fence, wid,
                                      state="dead", code=outcome.code, error=outcome.error))
 
-        worker.attempts.hooks.on_settle.append(settled)
+        life.on_settle.append(settled)
 
 
-def emit_rescued(app: Forklift, worker_id: str, rescued: Iterable[Rescued]) -> None:
+def emit_rescued(app: object, worker_id: str, rescued: Iterable[lifecycle.Rescued]) -> None:
     """The leader's rescue ended these attempts (their lease expired): ``settle`` and, for
     the jobs it made dead (``worker_lost``, or their last attempt), ``dead``."""
     hooks = _REGISTRIES.get(app)
@@ -275,3 +274,6 @@ def emit_rescued(app: Forklift, worker_id: str, rescued: Iterable[Rescued]) -> N
             hooks.emit(event)
         if r.state == "dead" and hooks.by_event["dead"]:
             hooks.emit(dataclasses.replace(event, event="dead"))
+
+
+lifecycle.observe(attach)

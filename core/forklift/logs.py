@@ -24,12 +24,13 @@ import json
 import logging
 import sys
 from datetime import UTC, datetime
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import IO, Any, Literal
 
-if TYPE_CHECKING:
-    from forklift._worker.attempts import Running
-    from forklift._worker.settle import Outcome
-    from forklift._worker.worker import Worker
+from forklift._jobs import lifecycle
+from forklift._jobs.lifecycle import job_fields
+
+__all__ = ["FIELDS", "Format", "JsonFormatter", "attach", "configure", "current_worker",
+           "job_fields"]
 
 Format = Literal["text", "json"]
 FIELDS = ("worker_id", "job_id", "kind", "queue", "attempt", "fence", "state", "code")
@@ -40,12 +41,6 @@ current_worker: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "forklift_worker", default=None)
 
 job_log = logging.getLogger("forklift.job")
-
-
-def job_fields(job: Any) -> dict[str, Any]:
-    """The ``extra=`` of a log line about a claimed job (never its payload)."""
-    return {"job_id": job.id, "kind": job.kind, "queue": job.queue, "attempt": job.attempt,
-            "fence": job.fence}
 
 
 class JsonFormatter(logging.Formatter):
@@ -101,22 +96,25 @@ def configure(
 
 
 # -- the worker's side ----------------------------------------------------------------------------
-def attach(worker: Worker) -> None:
+def attach(life: lifecycle.Lifecycle) -> None:
     """Tag the worker's lines with its id; per-attempt lines when ``forklift.job`` is at DEBUG.
 
     Called once as the worker starts, in the context its services are created from, so every
     task of theirs (and every attempt's task) inherits the worker id.
     """
-    current_worker.set(worker.id)
+    current_worker.set(life.worker.id)
     if job_log.isEnabledFor(logging.DEBUG):
-        worker.attempts.hooks.on_start.append(_started)
-        worker.attempts.hooks.on_settle.append(_settled)
+        life.on_start.append(_started)
+        life.on_settle.append(_settled)
 
 
-def _started(rec: Running) -> None:
+def _started(rec: lifecycle.Attempt) -> None:
     job_log.debug("job %s started", rec.job.id, extra=job_fields(rec.job))
 
 
-def _settled(rec: Running, outcome: Outcome) -> None:
+def _settled(rec: lifecycle.Attempt, outcome: lifecycle.Settled) -> None:
     job_log.debug("job %s settled: %s", rec.job.id, outcome.next,
                   extra={**job_fields(rec.job), "state": outcome.next, "code": outcome.code})
+
+
+lifecycle.observe(attach)

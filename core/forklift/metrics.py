@@ -14,18 +14,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from forklift._base.errors import ConfigError
-
-if TYPE_CHECKING:
-    from forklift._worker.attempts import Running
-    from forklift._worker.settle import Outcome
-    from forklift._worker.worker import Worker
+from forklift._jobs import lifecycle
 
 MAX_LABELS = 100
 DEPTH_EVERY = 15.0  # seconds between the leader's queue depth samples
@@ -78,7 +74,7 @@ class _WorkerCounters(Collector):
     """Counters the worker keeps anyway (its stats), read at scrape time: free per job."""
 
     def __init__(self) -> None:
-        self.workers: list[Worker] = []
+        self.workers: list[lifecycle.WorkerFacts] = []
 
     def collect(self) -> Iterable[Any]:
         fields = {
@@ -141,66 +137,62 @@ def asgi_app() -> Callable[..., Any]:
 
 
 # -- the worker's side ----------------------------------------------------------------------------
-def attach(worker: Worker) -> None:
+def attach(life: lifecycle.Lifecycle) -> None:
     """Record this worker's attempts, claims and flushes; sample depth while it leads."""
     if not _enabled:
         return
+    worker = life.worker
     _counters.workers.append(worker)
     started: dict[int, float] = {}
-    hooks = worker.attempts.hooks
 
-    def on_start(rec: Running) -> None:
+    def on_start(rec: lifecycle.Attempt) -> None:
         started[rec.job.fence] = time.monotonic()
         lag = rec.job.lag
         if lag is not None:
             pickup_lag.labels(_queues(rec.job.queue)).observe(max(0.0, lag))
 
-    def on_settle(rec: Running, outcome: Outcome) -> None:
+    def on_settle(rec: lifecycle.Attempt, outcome: lifecycle.Settled) -> None:
         q, k = _queues(rec.job.queue), _kinds(rec.job.kind)
         settled.labels(q, k, outcome.next).inc()
         began = started.pop(rec.job.fence, None)
         if began is not None:
             run_seconds.labels(q, k).observe(time.monotonic() - began)
 
-    hooks.on_start.append(on_start)
-    hooks.on_settle.append(on_settle)
-    hooks.on_claim.append(claim_size.observe)
-    hooks.on_flush.append(lambda written, refused: flush_size.observe(written))
+    life.on_start.append(on_start)
+    life.on_settle.append(on_settle)
+    life.on_claim.append(claim_size.observe)
+    life.on_flush.append(lambda written, refused: flush_size.observe(written))
     if worker.lead:
-        worker.add_service(_depth_chore(worker))
+        life.leader_tasks.append(lifecycle.LeaderTask("metrics-depth", DEPTH_EVERY,
+                                                      _sample_depth(worker.schema)))
 
 
-def _depth_chore(worker: Worker) -> Any:
+def _sample_depth(schema: str) -> Callable[[Any], Any]:
+    """The leader samples depth by queue and state, one statement for every queue."""
     from forklift._db.sqltext import render
-    from forklift._worker.maintenance.chore import Chore
     from forklift.ops.stats import COUNTS_SQL
 
-    class QueueDepth(Chore):
-        """The leader samples depth by queue and state, one statement for every queue."""
+    sql = render(COUNTS_SQL, schema)
 
-        name = "metrics-depth"
+    async def sample(conn: Any) -> None:
+        cur = await conn.execute(sql)
+        rows = list(await cur.fetchall())
+        seen: set[tuple[str, str]] = set()
+        for queue, state, count, _ in rows:
+            key = (_queues(str(queue)), str(state))
+            seen.add(key)
+            depth.labels(*key).set(float(count))
+        for labels in _depth_labels():
+            if labels not in seen:
+                depth.labels(*labels).set(0.0)  # emptied since the last sample
 
-        def every(self) -> float:
-            return DEPTH_EVERY
-
-        async def once(self) -> None:
-            async def sample(conn: Any) -> list[tuple[Any, ...]]:
-                cur = await conn.execute(render(COUNTS_SQL, self.w.schema))
-                return list(await cur.fetchall())
-
-            rows = await self.db.run(sample)
-            seen: set[tuple[str, str]] = set()
-            for queue, state, count, _ in rows:
-                key = (_queues(str(queue)), str(state))
-                seen.add(key)
-                depth.labels(*key).set(float(count))
-            for labels in _depth_labels():
-                if labels not in seen:
-                    depth.labels(*labels).set(0.0)  # emptied since the last sample
-
-    return QueueDepth(worker)
+    return sample
 
 
 def _depth_labels() -> list[tuple[str, str]]:
     return [(str(s.labels["queue"]), str(s.labels["state"]))
             for metric in depth.collect() for s in metric.samples]
+
+
+# Enabled means imported: a worker started before this module was imported records nothing.
+lifecycle.observe(attach)

@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import contextvars
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from forklift._worker.attempts import Running
-    from forklift._worker.settle import Outcome
-    from forklift._worker.worker import Worker
+from forklift._jobs import lifecycle
 
 SYSTEM = "forklift"
 _UNKNOWN: Any = object()
@@ -66,9 +63,9 @@ def _detect() -> Any:
 
 
 def _version() -> str:
-    from forklift import __version__
+    from forklift._base.version import VERSION
 
-    return __version__
+    return VERSION
 
 
 _PROPAGATOR: Any = None
@@ -108,7 +105,7 @@ def enqueue_traceparent(kind: str, queue: str, *, bulk: bool = False) -> str | N
 
 
 # -- the worker's side ----------------------------------------------------------------------------
-def attach(worker: Worker) -> None:
+def attach(life: lifecycle.Lifecycle) -> None:
     """Consumer spans for this worker's attempts, when tracing is on."""
     t = tracer()
     if t is None:
@@ -119,9 +116,11 @@ def attach(worker: Worker) -> None:
 
     propagator = _propagator()
     spans: dict[int, Any] = {}
+    worker = life.worker
+    running = worker.running
     limit = 4 * (worker.concurrency + worker.prefetch_max) + 16
 
-    def on_start(rec: Running) -> None:
+    def on_start(rec: lifecycle.Attempt) -> None:
         job = rec.job
         parent = propagator.extract({"traceparent": job.traceparent}) if job.traceparent else None
         links = []
@@ -137,7 +136,7 @@ def attach(worker: Worker) -> None:
             "forklift.job.attempt": job.attempt, "forklift.job.fence": job.fence,
         })
         if len(spans) >= limit:  # attempts that ended with no outcome (a lost lease)
-            for fence in [f for f in spans if f not in worker.attempts.running]:
+            for fence in [f for f in spans if f not in running]:
                 spans.pop(fence).end()
         spans[job.fence] = span
         # The attempt's task (and a sync handler's thread) runs in this context: the span is
@@ -146,7 +145,7 @@ def attach(worker: Worker) -> None:
         context.run(otel_context.attach, trace.set_span_in_context(span))
         rec.context = context
 
-    def on_settle(rec: Running, outcome: Outcome) -> None:
+    def on_settle(rec: lifecycle.Attempt, outcome: lifecycle.Settled) -> None:
         span = spans.pop(rec.job.fence, None)
         if span is None:
             return
@@ -157,5 +156,8 @@ def attach(worker: Worker) -> None:
             span.set_status(Status(StatusCode.ERROR, code))
         span.end()
 
-    worker.attempts.hooks.on_start.append(on_start)
-    worker.attempts.hooks.on_settle.append(on_settle)
+    life.on_start.append(on_start)
+    life.on_settle.append(on_settle)
+
+
+lifecycle.observe(attach)

@@ -4,9 +4,10 @@ Attempts are keyed by fence, not job id: a job can be claimed again (after a res
 abandoned thread of its earlier attempt still runs here.
 
 Lifecycle points
-    :class:`Hooks` holds callables run when an attempt starts (its handler is about to run) and
-    when it settles (its outcome is queued for the completer). Tracing, metrics and user hooks
-    attach there; with no hook registered the cost is one truthiness test per point.
+    An attempt's start (its handler is about to run), its outcome (queued for the completer)
+    and a lost lease are told to the worker's :class:`~forklift._jobs.lifecycle.Lifecycle`,
+    where tracing, metrics, logs and user hooks observe them; with nothing registered the cost
+    is one truthiness test per point.
 """
 
 from __future__ import annotations
@@ -17,19 +18,21 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from forklift._app.app import JobKind
 from forklift._app.context import JobContext, Progress
+from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.execute import progress_json, run_attempt, stopped
 from forklift._worker.runner import BURST, InContext
-from forklift.logs import job_fields
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._app.app import Forklift
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -56,24 +59,33 @@ class Running:
     context: contextvars.Context | None = None
 
 
-@dataclass
-class Hooks:
-    """Callables at an attempt's lifecycle points (none by default, and then free)."""
+class Slots(Protocol):
+    """The producer, as attempts ending free its slots."""
 
-    on_start: list[Callable[[Running], None]] = field(default_factory=list)
-    on_settle: list[Callable[[Running, settle.Outcome], None]] = field(default_factory=list)
-    #: jobs taken by one claim; (outcomes written, refused by the fence) per settle statement
-    on_claim: list[Callable[[int], None]] = field(default_factory=list)
-    on_flush: list[Callable[[int, int], None]] = field(default_factory=list)
+    def fill(self) -> None: ...
+    def nudge(self) -> None: ...
+
+
+class Outcomes(Protocol):
+    """The completer, as attempts hand it their outcomes."""
+
+    def add(self, outcome: settle.Outcome) -> None: ...
 
 
 class Attempts:
     """Runs claimed jobs in the worker's slots and turns their ends into outcomes."""
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
-        self.hooks = Hooks()
-        self.running: dict[int, Running] = {}
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, app: Forklift,
+                 lifecycle: Lifecycle) -> None:
+        self.config = config
+        self.state = state
+        self.app = app
+        self.lifecycle = lifecycle
+        #: The producer, the completer and the lock service (:meth:`connect`).
+        self.producer: Slots | None = None
+        self.completer: Outcomes | None = None
+        self.locks: Any = None
+        self.running = state.running
         # Started attempts waiting for a runner (forklift._worker.runner), the runners, those
         # parked for want of work, and how many runners will look at the queue unprompted.
         self._ready: collections.deque[Running] = collections.deque()
@@ -85,28 +97,35 @@ class Attempts:
         # outcome writes, claims and heartbeats waited (forklift._worker.runner).
         self._burst = 0
 
+    def connect(self, *, producer: Slots, completer: Outcomes, locks: Any) -> None:
+        """The services attempts call, which call attempts in turn (built after them)."""
+        self.producer, self.completer, self.locks = producer, completer, locks
+
+    @property
+    def hooks(self) -> Lifecycle:
+        """The lifecycle attempts report to (its lists: ``on_start``, ``on_settle``...)."""
+        return self.lifecycle
+
     def _new_turn(self) -> None:
         self._burst = 0
 
     def start(self, job: claims.Claimed, lease_deadline: float) -> None:
-        w = self.w
-        assert w._loop is not None
-        w.stats.claimed += 1
-        kind = w.app.kinds.get(job.kind)
+        assert self.state.loop is not None
+        self.state.stats.claimed += 1
+        kind = self.app.kinds.get(job.kind)
         ctx = JobContext(
             job_id=job.id, kind=job.kind, queue=job.queue, attempt=job.attempt,
-            max_attempts=job.max_attempts, fence=job.fence, worker_id=w.id, meta=job.meta,
-            locks=w.locks, notes=self,
+            max_attempts=job.max_attempts, fence=job.fence, worker_id=self.state.id, meta=job.meta,
+            locks=self.locks, notes=self,
         )
         rec = Running(job, kind, ctx, lease_deadline, time.monotonic(), not job.started)
         self.running[job.fence] = rec
-        w._held[job.fence] = job.id
-        w._idle.clear()
-        if self.hooks.on_start:
-            for hook in self.hooks.on_start:
-                hook(rec)
+        self.state.held[job.fence] = job.id
+        self.state.idle.clear()
+        if self.lifecycle.on_start:
+            self.lifecycle.started(rec)
         if kind is not None and kind.timeout:
-            rec.timer = w._loop.call_later(kind.timeout, self.interrupt, rec, "timeout")
+            rec.timer = self.state.loop.call_later(kind.timeout, self.interrupt, rec, "timeout")
         self._ready.append(rec)
         if len(self._ready) > self._looking:
             # No runner will look at the queue before this attempt's turn: wake or make one.
@@ -114,7 +133,7 @@ class Attempts:
             if self._parked:
                 self._parked.pop().set_result(None)
             else:
-                task = w._loop.create_task(self._runner(), name="forklift-runner")
+                task = self.state.loop.create_task(self._runner(), name="forklift-runner")
                 self.runners.add(task)
                 task.add_done_callback(self.runners.discard)
 
@@ -145,14 +164,13 @@ class Attempts:
     async def _run(self, rec: Running, task: asyncio.Task[None]) -> bool:
         """One attempt in this runner; True when the runner must retire (the handler
         suspended, so something may hold on to this task as the attempt's)."""
-        w = self.w
         if rec.ctx.cancel_reason is not None:
             # Told to stop before its turn came (a cancel, a lost lease, the drain cutoff).
             self._looking += 1
-            self._end(rec, None if w._closing else stopped(rec.job, rec.ctx, rec.kind))
+            self._end(rec, None if self.state.closing else stopped(rec.job, rec.ctx, rec.kind))
             return False
-        attempt = InContext(run_attempt(rec.job, rec.kind, rec.ctx, w._executor,
-                                        w.app.payload_limit),
+        attempt = InContext(run_attempt(rec.job, rec.kind, rec.ctx, self.state.executor,
+                                        self.app.payload_limit),
                             rec.context or contextvars.copy_context())
         rec.task = task
         outcome: settle.Outcome | None = None
@@ -163,7 +181,7 @@ class Attempts:
             # telling its context: nothing may be written (the lease runs out, it is rescued).
             rec.task = None
             self._end(rec, None)
-            if w._closing:
+            if self.state.closing:
                 raise
             return True
         except Exception as exc:
@@ -192,6 +210,14 @@ class Attempts:
         if rec.kind is not None and rec.kind.is_async and rec.task is not None:
             rec.task.cancel()
 
+    def interrupt_fence(self, fence: int, reason: str) -> bool:
+        """Tell the attempt under ``fence`` to stop; False when none runs here."""
+        rec = self.running.get(fence)
+        if rec is None:
+            return False
+        self.interrupt(rec, reason)
+        return True
+
     def cancel_job(self, job_id: int) -> None:
         for rec in list(self.running.values()):
             if rec.job.id == job_id:
@@ -202,49 +228,51 @@ class Attempts:
         if rec.lost or rec.finished:
             return
         rec.lost = True
-        self.w._held.pop(rec.job.fence, None)
-        self.w.stats.lease_lost += 1
+        self.state.held.pop(rec.job.fence, None)
+        self.state.stats.lease_lost += 1
         log.warning(
             "job %s (fence %s): lease lost, %s; cancelling its handler, nothing will be written",
             rec.job.id, rec.job.fence, why, extra=job_fields(rec.job),
         )
         self.interrupt(rec, "lease_lost")  # a no-op when it was already told to stop
+        if self.lifecycle.on_lease_lost:
+            self.lifecycle.lease_lost(rec)
 
     def record(self, rec: Running, outcome: settle.Outcome) -> None:
         """Queue an attempt's outcome for the completer."""
         outcome.job = rec.job
-        if self.hooks.on_settle:
-            for hook in self.hooks.on_settle:
-                hook(rec, outcome)
-        self.w.completer.add(outcome)
+        if self.lifecycle.on_settle:
+            self.lifecycle.settled(rec, outcome)
+        assert self.completer is not None
+        self.completer.add(outcome)
 
     def _finished(self, rec: Running, outcome: settle.Outcome | None) -> None:
         """Bookkeeping when an attempt ends, however it ends (``outcome`` None: nothing to
         write)."""
-        w = self.w
         rec.finished = True
         if rec.timer is not None:
             rec.timer.cancel()
         if self.running.get(rec.job.fence) is rec:
             del self.running[rec.job.fence]
-        w._done += 1
-        w.producer.fill()
-        w.producer.nudge()
+        self.state.done += 1
+        assert self.producer is not None
+        self.producer.fill()
+        self.producer.nudge()
         if not self.running:
-            w._idle.set()
+            self.state.idle.set()
         if rec.released:
             return
         if rec.lost or outcome is None:
-            w._held.pop(rec.job.fence, None)
+            self.state.held.pop(rec.job.fence, None)
             return
         if rec.dirty:
             outcome.progress = rec.progress
             if outcome.next != "completed" and outcome.partial is None:
                 outcome.partial = rec.partial
         if outcome.next == "completed":
-            w.stats.completed += 1
+            self.state.stats.completed += 1
         else:
-            w.stats.failed += 1
+            self.state.stats.failed += 1
         self.record(rec, outcome)
 
     # -- progress -----------------------------------------------------------------------------
@@ -257,7 +285,7 @@ class Attempts:
         self._call_in_loop(self._set_interim, fence, None, text)
 
     def _call_in_loop(self, fn: Callable[..., None], *args: Any) -> None:
-        loop = self.w._loop
+        loop = self.state.loop
         assert loop is not None
         try:
             running = asyncio.get_running_loop()

@@ -21,18 +21,28 @@ from forklift._worker import claim as claims
 from forklift._worker.util import why
 
 if TYPE_CHECKING:
+    from forklift._app.app import Forklift
+    from forklift._db.session import Session
     from forklift._features.flow.claim import FlowAnswer, FlowClaim
     from forklift._features.flow.handoff import Handoff
+    from forklift._jobs.lifecycle import Lifecycle
     from forklift._worker import settle
+    from forklift._worker.attempts import Attempts
+    from forklift._worker.config import WorkerConfig
     from forklift._worker.producer import Waiting
-    from forklift._worker.worker import Worker
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
 
 class ClaimRound:
     # The producer's state this mixin reads and writes (set in Producer.__init__).
-    w: Worker
+    config: WorkerConfig
+    state: WorkerState
+    app: Forklift
+    attempts: Attempts
+    lifecycle: Lifecycle
+    claim_db: Session
     flow: FlowClaim
     statement: claims.ClaimStatement
     waiting: dict[int, Waiting]
@@ -63,23 +73,22 @@ class ClaimRound:
         self._claims_sent += 1
         self._claiming = True
         try:
-            return await self.w._claim_db.run(functools.partial(self._claim, n=n))
+            return await self.claim_db.run(functools.partial(self._claim, n=n))
         finally:
             self._claiming = False
 
     def _abort_stuck_claim(self, sent: int) -> None:
         if self._claiming and self._claims_sent == sent:
             # Jobs this claim may have taken are rescued when their leases expire.
-            self.w._claim_db.abort()
+            self.claim_db.abort()
 
     async def _claim(self, conn: Any, *, n: int) -> list[claims.Claimed]:
-        w = self.w
-        if len(w.app.kinds) != len(w.kinds):
+        if len(self.app.kinds) != len(self.state.kinds):
             self._kinds_changed()
         # The first jobs in claim order go to the free slots at once (the buffer is empty when
         # slots are free: fill() ran first); the claim records their start.
-        start = max(0, w.concurrency - len(w.attempts.running) - len(self.waiting))
-        plain = set(self.flow.queues) != set(w.queues)  # some queue of ours is not a flow queue
+        start = max(0, self.config.concurrency - len(self.attempts.running) - len(self.waiting))
+        plain = set(self.flow.queues) != set(self.config.queues)  # some queue of ours is not a flow queue
         # The plain claim, then the flow claim for what it left; but the flow claim goes first
         # when it is due (_flow_due): a plain backlog that fills every batch would otherwise
         # keep our flow queues from ever being claimed.
@@ -108,19 +117,18 @@ class ClaimRound:
             # Outcomes not yet written still count against their keys' limits: look again
             # once the completer has flushed them (awaits_flush).
             self._awaiting = self._flushes
-            self._awaiting_until = time.monotonic() + w.poll_interval
+            self._awaiting_until = time.monotonic() + self.config.poll_interval
         self.paused = paused
         return got
 
     async def _plain(self, conn: Any, n: int, start: int) -> tuple[list[claims.Claimed], set[str]]:
         """The claim of our queues with no flow control: one statement while none of them has
         a limit, the locked claim once one has."""
-        w = self.w
-        answer = await self.statement.run(conn, w.schema, n=n, locked=self._limited, start=start)
+        answer = await self.statement.run(conn, self.config.schema, n=n, locked=self._limited, start=start)
         got = answer.jobs
         if answer.limited and not self._limited and len(got) < n:
             # The lock-free claim skipped a limited queue: take its share now, under the locks.
-            more = await self.statement.run(conn, w.schema, n=n - len(got), locked=True,
+            more = await self.statement.run(conn, self.config.schema, n=n - len(got), locked=True,
                                             start=max(0, start - len(got)))
             got += more.jobs
             answer.limited = more.limited
@@ -139,7 +147,7 @@ class ClaimRound:
             self._flow_turn = not self._flow_turn
             return self._flow_turn
         since = time.monotonic() - self._flow_at
-        return since >= self.w.poll_interval or (
+        return since >= self.config.poll_interval or (
             self._retry_in is not None and since >= self._retry_in)
 
     async def _flow(self, conn: Any, n: int, start: int) -> FlowAnswer:
@@ -150,10 +158,10 @@ class ClaimRound:
         # full. Without it a buffer sized by the recent rate asks for hundreds of jobs again
         # and again where a handful of keys have room.
         ask = min(n, self._flow_cap)
-        flowed = await self.flow.run(conn, self.w.schema, n=ask, start=min(start, ask))
+        flowed = await self.flow.run(conn, self.config.schema, n=ask, start=min(start, ask))
         found = len(flowed.jobs)
         self._flow_more = found >= ask and ask < n  # full at its cap: claim again at once
-        self._flow_cap = 2 * ask if found >= ask else max(self.w.concurrency, 2 * found)
+        self._flow_cap = 2 * ask if found >= ask else max(self.config.concurrency, 2 * found)
         self._retry_in = flowed.retry_in
         self._flow_strict = flowed.strict
         self._flow_busy = bool(flowed.jobs) or flowed.strict
@@ -162,32 +170,30 @@ class ClaimRound:
     def handoff_for(self, batch: list[settle.Outcome]) -> Handoff | None:
         """The hand-off to ask for with this batch of outcomes (forklift._features.flow.handoff): when
         some are of our flow queues' jobs and the slots and buffer have room; else None."""
-        w = self.w
-        if not self.flow.queues or w._stop_claiming.is_set():
+        if not self.flow.queues or self.state.stop_claiming.is_set():
             return None
         flow = self.flow.queues
         if not any(o.job is not None and o.job.queue in flow for o in batch):
             return None
-        budget = w.concurrency + self._extra - len(w.attempts.running) - len(self.waiting)
+        budget = self.config.concurrency + self._extra - len(self.attempts.running) - len(self.waiting)
         if budget <= 0:
             return None
         from forklift._features.flow.handoff import Handoff
 
-        return Handoff(w.id, w.lease, w.kinds, budget)
+        return Handoff(self.state.id, self.config.lease, self.state.kinds, budget)
 
     async def handed(self, jobs: list[claims.Claimed], sent: float) -> None:
         """Jobs the hand-off claimed with a batch of outcomes: into the buffer, like a
         claim's; given back at once if a drain began while the statement was in flight."""
-        w = self.w
-        if w._stop_claiming.is_set():
+        if self.state.stop_claiming.is_set():
             pairs = [(j.id, j.fence) for j in jobs]
             try:
-                await w._claim_db.run(lambda c: claims.release(c, w.schema, pairs))
+                await self.claim_db.run(lambda c: claims.release(c, self.config.schema, pairs))
             except DB_ERRORS as exc:
                 log.warning("giving back handed-off jobs failed (%s)", why(exc))
             return
-        for hook in w.attempts.hooks.on_claim:
-            hook(len(jobs))
+        if self.lifecycle.on_claim:
+            self.lifecycle.claimed(len(jobs))
         for job in jobs:
-            self._hold(job, sent + w.lease)
+            self._hold(job, sent + self.config.lease)
         self.fill()

@@ -12,19 +12,25 @@ import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from forklift._base.scrub import error_entry
 from forklift._base.words import plural
 from forklift._db.session import TRANSIENT, Session
+from forklift._jobs.lifecycle import Lifecycle
 from forklift._worker import settle
+from forklift._worker.claim import Claimed
 from forklift._worker.execute import backoff_for
 from forklift._worker.producer import FLUSH_MAX
-from forklift._worker.util import why
+from forklift._worker.util import wait_any, why
 
 if TYPE_CHECKING:
+    from forklift._app.app import Forklift
+    from forklift._features.flow.claim import FlowClaim
     from forklift._features.flow.handoff import Handoff
-    from forklift._worker.worker import Worker
+    from forklift._worker.attempts import Attempts
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -42,11 +48,30 @@ class _Interrupted(Exception):
         self.done, self.accepted, self.rest, self.cause = done, accepted, rest, cause
 
 
+class Claimer(Protocol):
+    """The producer, as outcome writes free keys' slots or pass them to next jobs."""
+
+    flow: FlowClaim
+
+    def awaits_flush(self) -> bool: ...
+    def handoff_for(self, batch: list[settle.Outcome]) -> Handoff | None: ...
+    async def handed(self, jobs: list[Claimed], sent: float) -> None: ...
+    def flushed(self, freed: bool = True) -> None: ...
+
+
 class Completer:
     name = "completer"
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, app: Forklift,
+                 producer: Claimer, attempts: Attempts, lifecycle: Lifecycle,
+                 settle_db: Session) -> None:
+        self.config = config
+        self.state = state
+        self.app = app
+        self.producer = producer
+        self.attempts = attempts
+        self.lifecycle = lifecycle
+        self.settle_db = settle_db
         self.outcomes: list[settle.Outcome] = []
         self.ready = asyncio.Event()
         self._closing = False
@@ -57,12 +82,11 @@ class Completer:
         self.ready.set()
 
     async def run(self) -> None:
-        w = self.w
         lanes: list[asyncio.Task[None]] = []
         try:
             while not self._closing:
                 await self.ready.wait()
-                if not lanes and w.producer.flow.queues:
+                if not lanes and self.producer.flow.queues:
                     # Keyed jobs' slots free (or pass on) only as their outcomes are written,
                     # and a write's latency (its statement and the commit's WAL flush) is the
                     # whole cycle of a key at its limit: a worker with flow queues writes on
@@ -70,7 +94,7 @@ class Completer:
                     # are in flight, so outcomes that finish meanwhile do not wait for them
                     # (forklift._features.flow.handoff). This loop then only watches the lanes.
                     for i in range(FLOW_LANES):
-                        db = w.session("complete-flow" if i == 0 else f"complete-flow{i + 1}",
+                        db = self.state.session("complete-flow" if i == 0 else f"complete-flow{i + 1}",
                                        inline=True)
                         self._lane_dbs.append(db)
                         lanes.append(asyncio.ensure_future(self._lane(db)))
@@ -97,16 +121,15 @@ class Completer:
             await self.flush(deadline=None, db=db)
 
     async def _gather(self) -> None:
-        w = self.w
-        if w.attempts.running and not self._closing and not w.producer.awaits_flush():
-            flow = w.producer.flow.queues
+        if self.attempts.running and not self._closing and not self.producer.awaits_flush():
+            flow = self.producer.flow.queues
             if flow and any(o.job is not None and o.job.queue in flow for o in self.outcomes):
                 # A flow queue's outcome holds its keys' slots until it is written: no wait,
                 # and the lanes batch what finishes while their writes are in flight.
                 return
             # Gather more outcomes for a moment, unless nothing else is in flight (or the
             # claimer waits for these outcomes' keys).
-            await w.wait_any(w._idle, timeout=w.flush_interval)
+            await wait_any(self.state.idle, timeout=self.config.flush_interval)
 
     async def stop(self, task: asyncio.Task[None], deadline: float) -> None:
         """Let the loop finish the write in hand (bounded), then stop it; whatever it had not
@@ -115,7 +138,7 @@ class Completer:
         self.ready.set()
         done, _ = await asyncio.wait({task}, timeout=deadline - time.monotonic())
         if not done:
-            self.w._settle_db.abort()
+            self.settle_db.abort()
             for db in self._lane_dbs:
                 db.abort()
             done, _ = await asyncio.wait({task}, timeout=1.0)
@@ -133,10 +156,10 @@ class Completer:
             limit = None if deadline is None else max(0.5, deadline - time.monotonic())
             # Keyed jobs' slots may pass to their values' next jobs in the same statement
             # (forklift._features.flow.handoff); None for a worker without flow queues.
-            handoff = self.w.producer.handoff_for(batch)
+            handoff = self.producer.handoff_for(batch)
             sent = time.monotonic()
             try:
-                accepted = await self._write(batch, limit, handoff, db or self.w._settle_db)
+                accepted = await self._write(batch, limit, handoff, db or self.settle_db)
             except BaseException as exc:
                 if isinstance(exc, _Interrupted):
                     # Part of the batch was written one by one before a transient failure: settle
@@ -158,29 +181,27 @@ class Completer:
                 continue
             handed = handoff.jobs if handoff is not None else []
             if handed:
-                await self.w.producer.handed(handed, sent)
+                await self.producer.handed(handed, sent)
             self._settled(batch, accepted, len(handed))
         return True
 
     def _settled(self, batch: list[settle.Outcome], accepted: dict[int, str],
                  handed: int = 0) -> None:
-        w = self.w
         refused = 0
         for o in batch:
-            w._held.pop(o.fence, None)
+            self.state.held.pop(o.fence, None)
             if o.fence not in accepted:
                 refused += 1
-                w.stats.stale_writes += 1
+                self.state.stats.stale_writes += 1
                 log.warning(
                     "job %s: outcome %s refused (fence %s is stale: the lease was lost)",
                     o.job_id, o.next, o.fence,
                     extra={"job_id": o.job_id, "fence": o.fence, "state": o.next},
                 )
-        if w.attempts.hooks.on_flush:
-            for hook in w.attempts.hooks.on_flush:
-                hook(len(batch), refused)
+        if self.lifecycle.on_flush:
+            self.lifecycle.flushed(len(batch), refused)
         # The claimer may have been waiting for the flush; slots passed on freed no key.
-        w.producer.flushed(freed=len(accepted) > handed)
+        self.producer.flushed(freed=len(accepted) > handed)
 
     async def _write(self, batch: list[settle.Outcome], limit: float | None,
                      handoff: Handoff | None = None, db: Session | None = None
@@ -189,18 +210,18 @@ class Completer:
         lost connection) is written outcome by outcome, so one bad outcome cannot hold back the
         rest: that one is recorded as an ``internal_error`` failure instead, and failing even
         that, left to be rescued when its lease expires. Raises only TRANSIENT errors."""
-        session = db or self.w._settle_db
+        session = db or self.settle_db
 
         def write(outcomes: list[settle.Outcome]) -> Awaitable[dict[int, str]]:
             return session.run(
-                functools.partial(settle.write, schema=self.w.schema, outcomes=outcomes),
+                functools.partial(settle.write, schema=self.config.schema, outcomes=outcomes),
                 timeout=limit,
             )
 
         try:
             if handoff is not None:
                 return await session.run(functools.partial(
-                    settle.write, schema=self.w.schema, outcomes=batch, handoff=handoff),
+                    settle.write, schema=self.config.schema, outcomes=batch, handoff=handoff),
                     timeout=limit)
             return await write(batch)
         except TRANSIENT:
@@ -246,7 +267,7 @@ class Completer:
         job = o.job
         attempt = job.attempt if job is not None else int((o.error or {}).get("attempt", 0))
         entry = error_entry(
-            None, code="internal_error", attempt=attempt, worker_id=self.w.id,
+            None, code="internal_error", attempt=attempt, worker_id=self.state.id,
             message=f"forklift could not store this attempt's outcome ({o.next}):"
                     f" {type(exc).__name__}",
         )
@@ -256,6 +277,6 @@ class Completer:
         if job.attempt >= job.max_attempts:
             return settle.Outcome(o.job_id, o.fence, "dead", error=entry, code="internal_error",
                                   job=job)
-        delay = backoff_for(job, self.w.app.kinds.get(job.kind)).delay(job.attempt)
+        delay = backoff_for(job, self.app.kinds.get(job.kind)).delay(job.attempt)
         return settle.Outcome(o.job_id, o.fence, "retryable", delay=delay, error=entry,
                               code="internal_error", job=job)

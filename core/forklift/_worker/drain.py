@@ -25,18 +25,23 @@ from typing import TYPE_CHECKING, Any
 
 from forklift._base.words import plural
 from forklift._db.session import DB_ERRORS, Session
+from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import registry
 from forklift._worker.execute import stopped
-from forklift._worker.util import why
-from forklift.logs import job_fields
+from forklift._worker.util import wait_any, why
 
 #: Most seconds from the final writes' deadline to the end of Worker.run(): recording the exit
 #: and resigning (at least 0.5 s each), closing sessions (1 s), cancelling loops (1.5 s).
 TEARDOWN_BOUND = 4.0
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._worker.attempts import Attempts
+    from forklift._worker.completer import Completer
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.maintenance.elector import Elector
+    from forklift._worker.producer import Producer
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -51,39 +56,49 @@ async def bounded(what: str, session: Session, op: Callable[[Any], Awaitable[Any
 
 
 class DrainCoordinator:
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, attempts: Attempts,
+                 producer: Producer, completer: Completer, claim_db: Session, beat_db: Session,
+                 elector: Elector | None, lifecycle: Lifecycle) -> None:
+        self.config = config
+        self.state = state
+        self.attempts = attempts
+        self.producer = producer
+        self.completer = completer
+        self.claim_db = claim_db
+        self.beat_db = beat_db
+        self.elector = elector  # resigns at the end, when this worker may lead
+        self.lifecycle = lifecycle
 
     async def release_waiting(self) -> None:
         """Give back every buffered job at once, so other workers can take it."""
-        w = self.w
-        waiting = w.producer.take_waiting()
+        waiting = self.producer.take_waiting()
         if not waiting:
             return
         await bounded(
-            f"releasing {plural(len(waiting), 'claimed job')} that had not started", w._claim_db,
-            lambda c: claims.release(c, w.schema, waiting), min(2.0, w.final_timeout),
+            f"releasing {plural(len(waiting), 'claimed job')} that had not started", self.claim_db,
+            lambda c: claims.release(c, self.config.schema, waiting), min(2.0, self.config.final_timeout),
         )
 
     async def run(self, completer_task: asyncio.Task[None]) -> None:
-        w = self.w
-        running = w.attempts.running
+        running = self.attempts.running
+        if self.lifecycle.on_drain:
+            self.lifecycle.draining()
         await self.release_waiting()
         log.info("draining: %s in flight, cutoff in %.1fs", plural(len(running), "job"),
-                 w.drain_timeout)
+                 self.config.drain_timeout)
         await bounded(
-            "marking the worker draining", w._beat_db,
-            lambda c: registry.draining(c, w.schema, w.id, w.drain_timeout),
-            min(2.0, w.final_timeout),
+            "marking the worker draining", self.beat_db,
+            lambda c: registry.draining(c, self.config.schema, self.state.id, self.config.drain_timeout),
+            min(2.0, self.config.final_timeout),
         )
-        if running and not w._skip_wait.is_set():
-            await w.wait_any(w._idle, w._skip_wait, timeout=w.drain_timeout)
+        if running and not self.state.skip_wait.is_set():
+            await wait_any(self.state.idle, self.state.skip_wait, timeout=self.config.drain_timeout)
         if running:
             log.info("drain cutoff: interrupting %s", plural(len(running), "job"))
             for rec in list(running.values()):
-                w.attempts.interrupt(rec, "interrupted")
+                self.attempts.interrupt(rec, "interrupted")
             if running:
-                await w.wait_any(w._idle, timeout=w.drain_grace)
+                await wait_any(self.state.idle, timeout=self.config.drain_grace)
         for rec in list(running.values()):
             # A sync handler that ignored the signal still holds a thread, which dies with the
             # process: release its job, held back until that thread is surely gone.
@@ -97,20 +112,20 @@ class DrainCoordinator:
                 if outcome.next in ("retryable", "scheduled"):
                     # Nobody may start it while this process (and the handler) may be alive:
                     # at most final_timeout + TEARDOWN_BOUND from here (run_worker exits then).
-                    outcome.delay = max(outcome.delay, w.release_hold,
-                                        w.final_timeout + TEARDOWN_BOUND + 1.0)
+                    outcome.delay = max(outcome.delay, self.config.release_hold,
+                                        self.config.final_timeout + TEARDOWN_BOUND + 1.0)
                 outcome.job = rec.job
-                w.completer.outcomes.append(outcome)
-        deadline = time.monotonic() + w.final_timeout
-        await w.completer.stop(completer_task, deadline)
-        await w.completer.flush(deadline=deadline)
+                self.completer.outcomes.append(outcome)
+        deadline = time.monotonic() + self.config.final_timeout
+        await self.completer.stop(completer_task, deadline)
+        await self.completer.flush(deadline=deadline)
         # Even past the deadline each of these gets a moment: on a healthy server it is plenty.
-        how = "lease_lost" if w.stats.lease_lost else "drained"
-        w._exited = True  # the heartbeater stops touching the row
+        how = "lease_lost" if self.state.stats.lease_lost else "drained"
+        self.state.exited = True  # the heartbeater stops touching the row
         await bounded(
-            "recording the exit", w._beat_db,
-            lambda c: registry.exited(c, w.schema, w.id, how),
+            "recording the exit", self.beat_db,
+            lambda c: registry.exited(c, self.config.schema, self.state.id, how),
             max(0.5, deadline - time.monotonic()),
         )
-        if w.elector is not None:
-            await w.elector.resign(max(0.5, deadline - time.monotonic()))
+        if self.elector is not None:
+            await self.elector.resign(max(0.5, deadline - time.monotonic()))

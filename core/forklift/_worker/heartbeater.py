@@ -15,14 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
-from forklift._db.session import DB_ERRORS, TRANSIENT
+from forklift._db.session import DB_ERRORS, TRANSIENT, Session
 from forklift._worker import leases, registry
 from forklift._worker.util import why
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._worker.attempts import Attempts
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.producer import Producer
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -30,15 +34,25 @@ log = logging.getLogger("forklift.worker")
 class Heartbeater:
     name = "heartbeat"
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, attempts: Attempts,
+                 producer: Producer, beat_db: Session,
+                 register: Callable[[Any], Awaitable[None]], restarts: dict[str, int]
+                 ) -> None:
+        self.config = config
+        self.state = state
+        self.attempts = attempts
+        self.producer = producer
+        self.beat_db = beat_db
+        #: writes the worker's row again (it was deleted, or the kinds changed)
+        self.register = register
+        #: the supervisor's restart counts by service, reported with each beat
+        self.restarts = restarts
 
     async def run(self) -> None:
-        w = self.w
-        beat_every = w.lease / 3
+        beat_every = self.config.lease / 3
         next_beat = time.monotonic() + beat_every
         while True:
-            await asyncio.sleep(min(w.progress_interval, max(0.0, next_beat - time.monotonic())))
+            await asyncio.sleep(min(self.config.progress_interval, max(0.0, next_beat - time.monotonic())))
             await self.write_progress()
             if time.monotonic() >= next_beat:
                 next_beat = time.monotonic() + beat_every
@@ -48,14 +62,13 @@ class Heartbeater:
         """Record the starts of buffered jobs still running, batched (a few a second at most):
         the claim recorded those that started at once, and an attempt that has ended is
         stamped by its outcome's write. Until this lands, a crash refunds the attempt."""
-        w = self.w
-        pending = [r for r in w.attempts.running.values() if r.unrecorded and not r.lost]
+        pending = [r for r in self.attempts.running.values() if r.unrecorded and not r.lost]
         if not pending:
             return
         now = time.monotonic()
         rows = [(r.job.id, r.job.fence, now - r.began) for r in pending]
         try:
-            done = await w._beat_db.run(lambda c: leases.record_starts(c, w.schema, rows))
+            done = await self.beat_db.run(lambda c: leases.record_starts(c, self.config.schema, rows))
         except DB_ERRORS as exc:
             log.warning("recording job starts failed (%s)", why(exc))
             if not isinstance(exc, TRANSIENT):
@@ -68,16 +81,15 @@ class Heartbeater:
                 r.unrecorded = False
 
     async def write_progress(self) -> None:
-        w = self.w
         await self.record_starts()
-        dirty = [r for r in w.attempts.running.values() if r.dirty and not r.lost]
+        dirty = [r for r in self.attempts.running.values() if r.dirty and not r.lost]
         if not dirty:
             return
         for r in dirty:
             r.dirty = False
         rows = [(r.job.id, r.job.fence, r.progress, r.partial) for r in dirty]
         try:
-            kept = await w._beat_db.run(lambda c: leases.write_progress(c, w.schema, rows))
+            kept = await self.beat_db.run(lambda c: leases.write_progress(c, self.config.schema, rows))
         except DB_ERRORS as exc:
             log.warning("progress write failed (%s)", why(exc))
             if isinstance(exc, TRANSIENT):
@@ -86,28 +98,27 @@ class Heartbeater:
             return  # refused for its content: that progress is dropped, not retried forever
         for r in dirty:
             if r.job.fence not in kept and not r.finished:
-                w.stats.stale_writes += 1
-                w.attempts.lose(r, "its progress write was refused")
+                self.state.stats.stale_writes += 1
+                self.attempts.lose(r, "its progress write was refused")
 
     async def beat(self) -> None:
-        w = self.w
-        held = dict(w._held)
+        held = dict(self.state.held)
         started = time.monotonic()
         try:
-            answer = await w._beat_db.run(lambda c: leases.renew(c, w.schema, held, w.lease))
+            answer = await self.beat_db.run(lambda c: leases.renew(c, self.config.schema, held, self.config.lease))
             # Once the drain has recorded the exit, the row is history: never revive it.
-            present = w._exited or await w._beat_db.run(
-                lambda c: registry.beat(c, w.schema, w.id, len(w.attempts.running),
-                                        w.supervisor.restarts)
+            present = self.state.exited or await self.beat_db.run(
+                lambda c: registry.beat(c, self.config.schema, self.state.id, len(self.attempts.running),
+                                        self.restarts)
             )
-            if (not present or w._reregister) and not w._exited:
-                w._reregister = False
-                await w._beat_db.run(w.register)
+            if (not present or self.state.reregister) and not self.state.exited:
+                self.state.reregister = False
+                await self.beat_db.run(self.register)
         except DB_ERRORS as exc:
-            if not w._closing:
+            if not self.state.closing:
                 log.warning("heartbeat failed (%s)", why(exc))
             return
-        running, waiting = w.attempts.running, w.producer.waiting
+        running, waiting = self.attempts.running, self.producer.waiting
         for fence in held:
             # An attempt missing from the running set has an outcome waiting to be written; if
             # its lease is gone, the fence will refuse that write.
@@ -117,22 +128,22 @@ class Heartbeater:
                 if entry is None:
                     continue
                 if fence not in answer:
-                    w.producer.drop(entry, "the job was rescued, cancelled or requeued")
+                    self.producer.drop(entry, "the job was rescued, cancelled or requeued")
                 elif answer[fence] is None:
                     continue  # its row was locked: held, renewed by the next beat
                 elif answer[fence]:
-                    w.producer.cancel(entry)
+                    self.producer.cancel(entry)
                 else:
-                    entry.lease_deadline = max(entry.lease_deadline, started + w.lease)
+                    entry.lease_deadline = max(entry.lease_deadline, started + self.config.lease)
                 continue
             if fence not in answer:
-                w.attempts.lose(rec, "the job was rescued, cancelled or requeued")
+                self.attempts.lose(rec, "the job was rescued, cancelled or requeued")
                 continue
             if answer[fence] is None:
                 continue  # its row was locked: held, renewed by the next beat
-            rec.lease_deadline = max(rec.lease_deadline, started + w.lease)
+            rec.lease_deadline = max(rec.lease_deadline, started + self.config.lease)
             if answer[fence]:
-                w.attempts.interrupt(rec, "cancelled")
+                self.attempts.interrupt(rec, "cancelled")
 
 
 class LeaseWatchdog:
@@ -141,15 +152,16 @@ class LeaseWatchdog:
 
     name = "lease-watchdog"
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, attempts: Attempts) -> None:
+        self.config = config
+        self.state = state
+        self.attempts = attempts
 
     async def run(self) -> None:
-        w = self.w
-        every = min(0.25, w.lease / 10)
+        every = min(0.25, self.config.lease / 10)
         while True:
             await asyncio.sleep(every)
             now = time.monotonic()
-            for rec in list(w.attempts.running.values()):
+            for rec in list(self.attempts.running.values()):
                 if now >= rec.lease_deadline:
-                    w.attempts.lose(rec, "no heartbeat reached the database before it expired")
+                    self.attempts.lose(rec, "no heartbeat reached the database before it expired")

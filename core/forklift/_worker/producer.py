@@ -20,25 +20,29 @@ import itertools
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from forklift._base.scrub import error_entry
 from forklift._base.words import plural
-from forklift._db.session import DB_ERRORS
+from forklift._db.session import DB_ERRORS, Session
+from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.claim_round import ClaimRound
+from forklift._worker.config import PREFETCH_HORIZON, PREFETCH_MAX
 from forklift._worker.idle import IdleMark
-from forklift._worker.util import why
-from forklift.logs import job_fields
+from forklift._worker.util import wait_any, why
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._app.app import Forklift
+    from forklift._worker.attempts import Attempts
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
-PREFETCH_MAX = 1000  # most claimed-but-not-started jobs a worker keeps
-PREFETCH_HORIZON = 0.05  # seconds of work (at the recent completion rate) to keep buffered
+__all__ = ["CLAIM_GRACE", "FLUSH_MAX", "PREFETCH_HORIZON", "PREFETCH_MAX", "Producer"]
+
 CLAIM_GRACE = 2.0  # how long a drain waits for a claim already sent
 # Most finished jobs whose outcome is not yet written before the worker stops claiming: a flush
 # that falls behind (a slow or stalled server) holds the claims back instead of piling up work,
@@ -83,11 +87,24 @@ class Waiting:
     lease_deadline: float
 
 
+class Outcomes(Protocol):
+    """The completer, as the producer settles a buffered job an operator cancelled."""
+
+    def add(self, outcome: settle.Outcome) -> None: ...
+
+
 class Producer(ClaimRound):
     name = "producer"
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, app: Forklift,
+                 attempts: Attempts, lifecycle: Lifecycle, claim_db: Session) -> None:
+        self.config = config
+        self.state = state
+        self.app = app
+        self.attempts = attempts
+        self.lifecycle = lifecycle
+        self.claim_db = claim_db
+        self.completer: Outcomes | None = None  # connect()
         # The local buffer: fence -> entry, and a heap in start order (claim order, but a flow
         # queue's job first within a priority: _hold). An entry dropped from the dict stays in
         # the heap and is skipped when it surfaces.
@@ -100,9 +117,9 @@ class Producer(ClaimRound):
         self.slot_free = asyncio.Event()
         self._limited = False  # whether one of our queues has a concurrency limit (claim path)
         # Our queues with keys, rates or fair share: claimed by the flow claim.
-        from forklift._features.flow import claim as flow  # it builds on forklift._worker.claim
+        from forklift._features.flow import claim as flow
 
-        self.flow = flow.FlowClaim(worker.id, worker.lease, kinds=worker.kinds)
+        self.flow = flow.FlowClaim(state.id, config.lease, kinds=state.kinds)
         self._retry_in: float | None = None  # when the flow claim said a waiting job may go
         self._flow_strict = False  # the flow claim met a fair, rated or limited queue or key
         self._flow_secs = 0.0  # recent duration of a claim round that ran the flow claim
@@ -110,7 +127,7 @@ class Producer(ClaimRound):
         self._flow_busy = False  # it found jobs, or a strict queue's job waiting for a slot
         self._flow_turn = False  # while busy: whether it went first in the last round
         self._flushes = 0  # batches of outcomes written (flushed())
-        self._flow_cap = worker.concurrency  # most jobs the next flow claim asks for (_flow)
+        self._flow_cap = config.concurrency  # most jobs the next flow claim asks for (_flow)
         self._flow_more = False  # the last flow claim came back full at that cap
         # The flush count when a flow claim came back short with nothing to retry for: until
         # the next flush (or a wake-up, or the poll) a claim would find the same keys held.
@@ -120,32 +137,35 @@ class Producer(ClaimRound):
         self._claims_sent = 0
         self._extra = 0  # buffer target of the last claim decision
         self.completions = CompletionRate()
-        self.idle = IdleMark(worker.schema, worker.id, worker.queues)
+        self.idle = IdleMark(config.schema, state.id, list(config.queues))
         # A worker claims only the kinds it has handlers for. Clauses a later feature adds
         # (per-key limits, rate limits, fair share...) go in this tuple too.
         self.statement = claims.ClaimStatement(
-            (claims.kinds_clause(worker.kinds),),
-            worker_id=worker.id, queues=worker.queues, lease=worker.lease,
+            (claims.kinds_clause(state.kinds),),
+            worker_id=state.id, queues=list(config.queues), lease=config.lease,
         )
+
+    def connect(self, *, completer: Outcomes) -> None:
+        """The completer, built after the producer (it calls the producer in turn)."""
+        self.completer = completer
 
     # -- signals ------------------------------------------------------------------------------
     def on_wake(self, queue: str) -> None:
-        if queue in self.w.queues:
+        if queue in self.config.queues:
             self.wake.set()
 
     def stop(self) -> None:
         """Claiming stops (drain): wake the loop whichever event it waits on."""
         self.wake.set()
         self.slot_free.set()
-        loop = self.w._loop
+        loop = self.state.loop
         if self._claiming and loop is not None:
             loop.call_later(CLAIM_GRACE, self._abort_stuck_claim, self._claims_sent)
 
     # -- the loop -----------------------------------------------------------------------------
     async def run(self) -> None:
-        w = self.w
         backoff = 0.05
-        while not w._stop_claiming.is_set():
+        while not self.state.stop_claiming.is_set():
             if self._give_back:
                 await self.give_back_paused()
             self.fill()
@@ -158,7 +178,7 @@ class Producer(ClaimRound):
                 # Not at every slot that frees: our own outcomes still hold their keys until
                 # they are written, which the completer now does at once.
                 self.slot_free.clear()
-                await w.wait_any(self.wake, self.slot_free,
+                await wait_any(self.wake, self.slot_free,
                                  timeout=max(0.0, self._awaiting_until - time.monotonic()))
                 continue
             if self.wake.is_set():
@@ -178,11 +198,10 @@ class Producer(ClaimRound):
                 took = time.monotonic() - sent
                 self._flow_secs = took if took > self._flow_secs else (
                     0.8 * self._flow_secs + 0.2 * took)
-            if w.attempts.hooks.on_claim:
-                for hook in w.attempts.hooks.on_claim:
-                    hook(len(got))
+            if self.lifecycle.on_claim:
+                self.lifecycle.claimed(len(got))
             for job in got:
-                self._hold(job, sent + w.lease)
+                self._hold(job, sent + self.config.lease)
             if self.paused and (self.waiting or self._give_back):
                 await self.give_back_paused()
             self.fill()
@@ -200,51 +219,49 @@ class Producer(ClaimRound):
             if self.flow.queues:
                 # A key's slot frees when one of our jobs is settled: a flush wakes us too
                 # (slot_free was cleared before the claim, so a flush during it counts).
-                await w.wait_any(self.wake, self.slot_free, timeout=pause)
+                await wait_any(self.wake, self.slot_free, timeout=pause)
             else:
                 await until(self.wake, pause)
 
     async def _mark_idle(self) -> float:
         """Before waiting, leave the idle mark producers look for (forklift._worker.idle):
         how long to wait now (0: claim once more at once)."""
-        w = self.w
-        if self.idle.marked or w.listener.dsn is None:
-            return w.poll_interval  # marked already, or not listening: nobody to NOTIFY
+        if self.idle.marked or not self.state.listening:
+            return self.config.poll_interval  # marked already, or not listening: nobody to NOTIFY
         try:
-            held = await w._claim_db.run(self.idle.mark)
+            held = await self.claim_db.run(self.idle.mark)
         except DB_ERRORS as exc:
             log.warning("idle mark failed (%s); polling", why(exc))
-            return w.poll_interval
-        return self.idle.pause(held, w.poll_interval)
+            return self.config.poll_interval
+        return self.idle.pause(held, self.config.poll_interval)
 
     def _claim_size(self) -> int:
         """How many jobs to claim now (0: wait for a slot or for the buffer to run low)."""
-        w = self.w
-        rate = self.completions.observe(time.monotonic(), w._done)
+        rate = self.completions.observe(time.monotonic(), self.state.done)
         # Limited queues get no buffer: a buffered job would hold a slot of the queue's limit
         # while other workers sit idle. Nor do fair or rated flow queues (forklift._features.flow.claim);
         # jobs held back by per-key limits do: the limit counts claimed jobs, buffered or not.
         # A flow claim is a heavier statement than the plain one: a flow queue's buffer covers
         # at least two of its round trips, or the worker runs dry while the next is in flight
         # (and the smaller claims that follow keep the measured rate, and the buffer, small).
-        horizon = w.prefetch_horizon
+        horizon = self.config.prefetch_horizon
         if self.flow.queues:
             horizon = max(horizon, 2 * self._flow_secs)
         self._extra = 0 if self._limited or self._flow_strict else min(
-            w.prefetch_max, int(rate * horizon))
+            self.config.prefetch_max, int(rate * horizon))
         waiting = len(self.waiting)
-        running = len(w.attempts.running)
-        if len(w._held) - running - waiting >= FLUSH_MAX:
+        running = len(self.attempts.running)
+        if len(self.state.held) - running - waiting >= FLUSH_MAX:
             return 0  # a flush wakes the claimer when it has caught up
-        free = w.concurrency - running
+        free = self.config.concurrency - running
         if (free > 0 and not waiting) or (self._extra and waiting <= self._extra // 2):
-            return w.concurrency + self._extra - running - waiting
+            return self.config.concurrency + self._extra - running - waiting
         return 0
 
     def _hold(self, job: claims.Claimed, lease_deadline: float) -> None:
         entry = Waiting(job, lease_deadline)
         self.waiting[job.fence] = entry
-        self.w._held[job.fence] = job.id
+        self.state.held[job.fence] = job.id
         # Within a priority a flow queue's job starts first: a keyed one holds its values'
         # slots from its claim on, fleet-wide, and one that waited in claim order (run_at)
         # behind a plain backlog older than it sat there while the plain claims kept putting
@@ -256,29 +273,28 @@ class Producer(ClaimRound):
 
     def fill(self) -> None:
         """Start buffered jobs in free slots, most urgent first; never while draining."""
-        w = self.w
-        if w._stop_claiming.is_set():
+        if self.state.stop_claiming.is_set():
             return
         heap = self._heap
-        running = w.attempts.running
-        while heap and len(running) < w.concurrency:
+        running = self.attempts.running
+        while heap and len(running) < self.config.concurrency:
             entry = heapq.heappop(heap)[2]
             if self.waiting.pop(entry.job.fence, None) is None:
                 continue  # dropped while it waited
             if entry.job.queue in self.paused:
                 self._give_back.append(entry)  # the loop gives it back before its next claim
-                w._held.pop(entry.job.fence, None)
+                self.state.held.pop(entry.job.fence, None)
                 self.slot_free.set()
                 continue
             if time.monotonic() >= entry.lease_deadline:
                 # No heartbeat has renewed it in time: another worker may hold it by now.
-                w._held.pop(entry.job.fence, None)
-                w.stats.lease_lost += 1
+                self.state.held.pop(entry.job.fence, None)
+                self.state.stats.lease_lost += 1
                 log.warning("job %s (fence %s): its lease ran out while it waited to start;"
                             " not starting it", entry.job.id, entry.job.fence,
                             extra=job_fields(entry.job))
                 continue
-            w.attempts.start(entry.job, entry.lease_deadline)
+            self.attempts.start(entry.job, entry.lease_deadline)
 
     def flushed(self, freed: bool = True) -> None:
         """The completer wrote a batch of outcomes: the keys they held are free; claim again.
@@ -295,18 +311,16 @@ class Producer(ClaimRound):
         no poll interval passed, while jobs of ours are in flight (a flush is coming)."""
         if self._awaiting is None:
             return False
-        w = self.w
         if (self._awaiting != self._flushes or self.wake.is_set()
                 or time.monotonic() >= self._awaiting_until
-                or len(w._held) <= len(self.waiting)):
+                or len(self.state.held) <= len(self.waiting)):
             self._awaiting = None
             return False
         return True
 
     def nudge(self) -> None:
         """Wake the claimer when a slot freed or the buffer ran low."""
-        w = self.w
-        if (not self.waiting and len(w.attempts.running) < w.concurrency) or (
+        if (not self.waiting and len(self.attempts.running) < self.config.concurrency) or (
             self._extra and len(self.waiting) <= self._extra // 2
         ):
             self.slot_free.set()
@@ -314,21 +328,19 @@ class Producer(ClaimRound):
     def _kinds_changed(self) -> None:
         """A kind declared after the worker started (same process): claim it from now on, and
         register it with the next heartbeat."""
-        w = self.w
-        w.kinds = sorted(w.app.kinds)
-        self.statement.params["kinds"] = w.kinds
-        self.flow.kinds = w.kinds
-        w._reregister = True
-        log.info("worker %s now also claims %s", w.id, ", ".join(w.kinds))
+        self.state.kinds = sorted(self.app.kinds)
+        self.statement.params["kinds"] = self.state.kinds
+        self.flow.kinds = self.state.kinds
+        self.state.reregister = True
+        log.info("worker %s now also claims %s", self.state.id, ", ".join(self.state.kinds))
 
     async def give_back_paused(self) -> None:
         """A pause holds for buffered jobs too: give back those of queues the claim found
         paused (available, attempt refunded), so they start when the pause ends, anywhere."""
-        w = self.w
         back = [e for e in self.waiting.values() if e.job.queue in self.paused]
         for e in back:
             del self.waiting[e.job.fence]
-            w._held.pop(e.job.fence, None)
+            self.state.held.pop(e.job.fence, None)
         back += self._give_back
         self._give_back = []
         if not back:
@@ -338,7 +350,7 @@ class Producer(ClaimRound):
         log.info("giving back %s of paused %s %s", plural(len(pairs), "buffered job"),
                  "queue" if len(queues) == 1 else "queues", ", ".join(queues))
         try:
-            await w._claim_db.run(lambda c: claims.release(c, w.schema, pairs))
+            await self.claim_db.run(lambda c: claims.release(c, self.config.schema, pairs))
         except DB_ERRORS as exc:
             # Their leases are no longer renewed: they are rescued when they expire.
             log.warning("giving back buffered jobs failed (%s)", why(exc))
@@ -348,8 +360,8 @@ class Producer(ClaimRound):
         """A buffered job's lease is gone: forget it without writing anything."""
         if self.waiting.pop(entry.job.fence, None) is None:
             return
-        self.w._held.pop(entry.job.fence, None)
-        self.w.stats.lease_lost += 1
+        self.state.held.pop(entry.job.fence, None)
+        self.state.stats.lease_lost += 1
         log.warning("job %s (fence %s): lease lost before it started, %s; not starting it",
                     entry.job.id, entry.job.fence, reason, extra=job_fields(entry.job))
 
@@ -358,10 +370,11 @@ class Producer(ClaimRound):
         if self.waiting.pop(entry.job.fence, None) is None:
             return
         err = error_entry(
-            None, code="cancelled", attempt=entry.job.attempt, worker_id=self.w.id,
+            None, code="cancelled", attempt=entry.job.attempt, worker_id=self.state.id,
             message="cancelled by an operator before it started",
         )
-        self.w.completer.add(settle.Outcome(
+        assert self.completer is not None
+        self.completer.add(settle.Outcome(
             entry.job.id, entry.job.fence, "cancelled", refund=1, error=err, code="cancelled",
             job=entry.job,
         ))
@@ -380,7 +393,7 @@ class Producer(ClaimRound):
         for _, fence in waiting:
             # Released or not, these leases are no longer renewed: if the release fails they
             # expire and the jobs are rescued.
-            self.w._held.pop(fence, None)
+            self.state.held.pop(fence, None)
         return waiting
 
 async def until(event: asyncio.Event, timeout: float) -> None:

@@ -18,7 +18,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._app.app import Forklift
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -32,14 +34,17 @@ class Service(Protocol):
     async def run(self) -> None: ...
 
 
-def _steps(worker: Worker) -> Service:
+def _steps(config: WorkerConfig, state: WorkerState, app: Forklift) -> Service:
     from forklift._features.durable.runtime import Runtime
 
-    return Runtime(worker)
+    assert state.loop is not None  # built as the worker starts, on its loop
+    return Runtime(worker_id=state.id, schema=config.schema, payload_limit=app.payload_limit,
+                   loop=state.loop, db=state.session("steps"))
 
 
-#: Factories of extra services every worker runs, beside its own.
-SERVICES: list[Callable[[Worker], Service]] = [_steps]
+#: Factories of extra services every worker runs, beside its own: each is given the worker's
+#: configuration, its state and its app.
+SERVICES: list[Callable[[WorkerConfig, WorkerState, Forklift], Service]] = [_steps]
 
 
 class Supervisor:

@@ -30,58 +30,41 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import secrets
-import socket
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from forklift._app.app import Forklift
+from forklift._base.version import VERSION
 from forklift._db import pooler
 from forklift._db.migrate import ensure_current
 from forklift._db.session import Session
-from forklift._features.flow.declare import KeyDeclarations
-from forklift._features.flow.worker_locks import WorkerLocks
+from forklift._jobs import lifecycle
 from forklift._worker import maintenance, registry
 from forklift._worker.attempts import Attempts
 from forklift._worker.completer import Completer
+from forklift._worker.config import PREFETCH_HORIZON, PREFETCH_MAX, WorkerConfig
 from forklift._worker.drain import DrainCoordinator
 from forklift._worker.heartbeater import Heartbeater, LeaseWatchdog
+from forklift._worker.keys import KeyDeclarations
 from forklift._worker.listener import Listener
+from forklift._worker.locks import WorkerLocks
 from forklift._worker.maintenance.rescuer import LEASE_EXPIRIES
-from forklift._worker.producer import (
-    CLAIM_GRACE,
-    FLUSH_MAX,
-    PREFETCH_HORIZON,
-    PREFETCH_MAX,
-    Producer,
-)
+from forklift._worker.producer import CLAIM_GRACE, FLUSH_MAX, Producer
+from forklift._worker.state import OP_TIMEOUT, WorkerState, WorkerStats
 from forklift._worker.supervisor import SERVICES, Service, Supervisor
+from forklift._worker.util import wait_any
 
 __all__ = ["CLAIM_GRACE", "FLUSH_MAX", "VERSION", "Worker", "WorkerStats", "cancel_message"]
 
 log = logging.getLogger("forklift.worker")
 
-VERSION = "0.1.0"
-OP_TIMEOUT = 15.0  # above every server-side statement timeout of the worker's sessions
 KEYS_WAIT = 5.0  # most a starting worker waits for its kinds' keys to be recorded
 
 
-
-@dataclass
-class WorkerStats:
-    claimed: int = 0
-    completed: int = 0
-    failed: int = 0
-    stale_writes: int = 0
-    lease_lost: int = 0
-    rescued: int = 0
-    staged: int = 0
-
-
 class Worker:
+    """The public face: builds the configuration, the shared state and the services from
+    ``Worker(app, ...)``'s arguments, and runs them (:meth:`run`)."""
+
     def __init__(
         self,
         app: Forklift,
@@ -105,64 +88,119 @@ class Worker:
         worker_id: str | None = None,
         lead: bool = True,
     ) -> None:
-        if concurrency < 1:
-            raise ValueError("concurrency must be at least 1")
-        if lease < 1:
-            raise ValueError("lease must be at least 1 second")
         self.app = app
-        self.schema = app.schema
-        self.queues = sorted(set(queues or {k.queue for k in app.kinds.values()} or {"default"}))
-        #: The kinds this worker claims: those it has handlers for (registered on its row).
-        self.kinds = sorted(app.kinds)
-        self._reregister = False  # kinds changed since the row was written
-        self._exited = False  # the drain recorded the exit on the row
-        self.concurrency = concurrency
-        self.lease = lease
-        self.poll_interval = poll_interval
-        self.drain_timeout = drain_timeout
-        self.drain_grace = drain_grace
-        self.final_timeout = final_timeout
-        self.release_hold = release_hold
-        self.leader_interval = leader_interval
-        self.flush_interval = flush_interval
-        self.progress_interval = progress_interval
-        self.listen_health = listen_health
-        # Behind a transaction pooler LISTEN needs a direct connection (forklift._db.pooler).
-        self.listen_dsn = listen_dsn
-        self.prefetch_max = max(0, prefetch_max)
-        self.prefetch_horizon = prefetch_horizon
-        # None: the database's windows (forklift retention); a dict overrides them per state.
-        self.retention = retention
-        self.lead = lead
-        self.host = socket.gethostname()
-        self.pid = os.getpid()
-        self.id = worker_id or f"{self.host}:{self.pid}:{secrets.token_hex(2)}"
-        self.stats = WorkerStats()
-        self.is_leader = False
-
-        self._held: dict[int, int] = {}  # fence -> job id: every lease we still need
-        self._done = 0  # attempts finished, for the completion rate
-        self._executor = ThreadPoolExecutor(concurrency, thread_name_prefix="forklift-job")
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._idle = asyncio.Event()
-        self._idle.set()
-        self._stop_claiming = asyncio.Event()
-        self._skip_wait = asyncio.Event()
+        self.config = config = WorkerConfig.of(
+            app.schema, (k.queue for k in app.kinds.values()), queues=queues,
+            concurrency=concurrency, lease=lease, poll_interval=poll_interval,
+            drain_timeout=drain_timeout, drain_grace=drain_grace, final_timeout=final_timeout,
+            release_hold=release_hold, leader_interval=leader_interval,
+            flush_interval=flush_interval, progress_interval=progress_interval,
+            listen_health=listen_health, listen_dsn=listen_dsn, prefetch_max=prefetch_max,
+            prefetch_horizon=prefetch_horizon, retention=retention, worker_id=worker_id,
+            lead=lead,
+        )
+        self.state = state = WorkerState(kinds=sorted(app.kinds), concurrency=concurrency,
+                                         worker_id=worker_id)
         self._drain_requests = 0
-        self._closing = False
-        self._started = asyncio.Event()
-        self._dsn = ""
-        self._sessions: list[Session] = []
         self._extra_services: list[Service] = []
-
         self.supervisor = Supervisor()
-        self.attempts = Attempts(self)
-        self.producer = Producer(self)
-        self.completer = Completer(self)
-        self.drainer = DrainCoordinator(self)
-        self.locks = WorkerLocks(self)
+        self.lifecycle = lifecycle.Lifecycle(lifecycle.WorkerFacts(
+            id=state.id, app=app, schema=config.schema, concurrency=config.concurrency,
+            prefetch_max=config.prefetch_max, lead=config.lead, stats=state.stats,
+            running=state.running,
+        ))
+        # The hot path's sessions run their statements inline: claims, outcome writes and
+        # heartbeats are stopped by aborting or closing their session, never by a cancel.
+        self._claim_db = state.session("claim", inline=True)
+        self._beat_db = state.session("heartbeat", config.beat_timeout, inline=True)
+        self.attempts = Attempts(config, state, app=app, lifecycle=self.lifecycle)
+        self.producer = Producer(config, state, app=app, attempts=self.attempts,
+                                 lifecycle=self.lifecycle, claim_db=self._claim_db)
+        self.completer = Completer(config, state, app=app, producer=self.producer,
+                                   attempts=self.attempts, lifecycle=self.lifecycle,
+                                   settle_db=state.session("complete", inline=True))
+        self.locks = WorkerLocks(config, state, attempts=self.attempts)
+        self.attempts.connect(producer=self.producer, completer=self.completer, locks=self.locks)
+        self.producer.connect(completer=self.completer)
         self.elector: maintenance.Elector | None = None
         self.chores: list[maintenance.Chore] = []
+        self.listener: Listener | None = None
+
+    # -- what the worker is ---------------------------------------------------------------------
+    @property
+    def id(self) -> str:
+        return self.state.id
+
+    @property
+    def host(self) -> str:
+        return self.state.host
+
+    @property
+    def pid(self) -> int:
+        return self.state.pid
+
+    @property
+    def schema(self) -> str:
+        return self.config.schema
+
+    @property
+    def queues(self) -> list[str]:
+        return list(self.config.queues)
+
+    @property
+    def kinds(self) -> list[str]:
+        """The kinds this worker claims: those it has handlers for (registered on its row)."""
+        return self.state.kinds
+
+    @property
+    def concurrency(self) -> int:
+        return self.config.concurrency
+
+    @property
+    def lease(self) -> float:
+        return self.config.lease
+
+    @property
+    def lead(self) -> bool:
+        return self.config.lead
+
+    @property
+    def stats(self) -> WorkerStats:
+        return self.state.stats
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.is_leader
+
+    @property
+    def in_flight(self) -> int:
+        return len(self.attempts.running)
+
+    # The state tests and tools reach for by its former names.
+    @property
+    def _loop(self) -> asyncio.AbstractEventLoop | None:
+        return self.state.loop
+
+    @property
+    def _started(self) -> asyncio.Event:
+        return self.state.started
+
+    @property
+    def _held(self) -> dict[int, int]:
+        return self.state.held
+
+    @_held.setter
+    def _held(self, held: dict[int, int]) -> None:
+        self.state.held = held
+
+    @property
+    def _settle_db(self) -> Session:
+        return self.completer.settle_db
+
+    @_settle_db.setter
+    def _settle_db(self, session: Session) -> None:
+        """Outcomes written on ``session`` from now on (tests hand the completer their own)."""
+        self.completer.settle_db = session
 
     # -- signals from outside -----------------------------------------------------------------
     def drain(self) -> None:
@@ -172,13 +210,9 @@ class Worker:
             log.info("drain requested: no more claims")
         else:
             log.info("drain requested again: not waiting for in-flight jobs")
-            self._skip_wait.set()
-        self._stop_claiming.set()
+            self.state.skip_wait.set()
+        self.state.stop_claiming.set()
         self.producer.stop()
-
-    @property
-    def in_flight(self) -> int:
-        return len(self.attempts.running)
 
     def add_service(self, service: Service) -> None:
         """Run one more service under this worker's supervisor (call before :meth:`run`)."""
@@ -188,60 +222,64 @@ class Worker:
                 ) -> Session:
         """A purpose-named session the worker closes at exit (opened on first use);
         ``inline``: see :class:`forklift._db.session.Session`."""
-        s = Session(self._dsn, purpose, self.id, timeout=timeout, inline=inline)
-        self._sessions.append(s)
-        return s
+        return self.state.session(purpose, timeout, inline=inline)
 
     # -- main ---------------------------------------------------------------------------------
     async def run(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._dsn = self.app.dsn
+        config, state, app = self.config, self.state, self.app
+        state.loop = asyncio.get_running_loop()
+        state.connect(app.dsn)
         await asyncio.to_thread(self._check_schema)
-        from forklift._app import integrations as _integrations
-
-        _integrations.attach(self)  # logs, hooks, tracing, metrics: only what is in use
-        beat_timeout = max(1.0, min(5.0, self.lease / 3))
-        # The hot path's sessions run their statements inline: claims, outcome writes and
-        # heartbeats are stopped by aborting or closing their session, never by a cancel.
-        self._claim_db = self.session("claim", inline=True)
-        self._settle_db = self.session("complete", inline=True)
-        self._beat_db = self.session("heartbeat", beat_timeout, inline=True)
+        lifecycle.attach(self.lifecycle)  # logs, hooks, tracing, metrics: only what is in use
         await self._beat_db.run(self.register, timeout=OP_TIMEOUT)
-        self.listener = Listener(
-            pooler.listen_dsn(self._dsn, self.listen_dsn), self.schema, self.id,
+        listen_dsn = pooler.listen_dsn(state.dsn, config.listen_dsn)
+        state.listening = listen_dsn is not None
+        self.listener = listener = Listener(
+            listen_dsn, config.schema, state.id,
             on_wake=self.producer.on_wake, on_control=self._on_control,
             on_reconnect=self.producer.wake.set,
-            health_every=self.listen_health, health_timeout=max(1.0, self.listen_health / 2),
+            health_every=config.listen_health, health_timeout=max(1.0, config.listen_health / 2),
         )
         sup = self.supervisor
         completer = sup.start(self.completer)
-        keys = KeyDeclarations(self)
-        services: list[Service] = [self.listener, Heartbeater(self), LeaseWatchdog(self),
-                                   self.locks, keys]
-        if self.lead:
-            self.elector = maintenance.Elector(self)
-            self.chores = maintenance.chores(self)
+        keys = KeyDeclarations(config, state, app=app, wake=self.producer.wake)
+        services: list[Service] = [
+            listener,
+            Heartbeater(config, state, attempts=self.attempts, producer=self.producer,
+                        beat_db=self._beat_db, register=self.register, restarts=sup.restarts),
+            LeaseWatchdog(config, state, attempts=self.attempts),
+            self.locks, keys,
+        ]
+        if config.lead:
+            self.elector = maintenance.Elector(config, state, db=state.session("leader"))
+            self.chores = maintenance.chores(config, state, leading=self.elector.leading,
+                                             app=app, lifecycle=self.lifecycle)
             services += [self.elector, *self.chores]
-        services += [factory(self) for factory in SERVICES] + self._extra_services
+        services += [factory(config, state, app) for factory in SERVICES] + self._extra_services
+        drainer = DrainCoordinator(config, state, attempts=self.attempts, producer=self.producer,
+                                   completer=self.completer, claim_db=self._claim_db,
+                                   beat_db=self._beat_db, elector=self.elector,
+                                   lifecycle=self.lifecycle)
         loops = [sup.start(s) for s in services]
         await keys.first(KEYS_WAIT)  # bounded: a database that fails it fails the claim too
-        log.info("worker %s started: queues=%s concurrency=%d lease=%.1fs", self.id,
-                 self.queues, self.concurrency, self.lease)
-        self._started.set()
+        log.info("worker %s started: queues=%s concurrency=%d lease=%.1fs", state.id,
+                 self.queues, config.concurrency, config.lease)
+        state.started.set()
         try:
             await self.producer.run()
-            await self.drainer.run(completer)
+            await drainer.run(completer)
         finally:
             await self._teardown([*loops, completer])
-        log.info("worker %s stopped", self.id)
+        log.info("worker %s stopped", state.id)
 
     async def _teardown(self, loops: list[asyncio.Task[Any]]) -> None:
         """Stop every loop without cancelling anything in the middle of a query: sessions are
         closed first (in-flight calls fail at once), then the now idle loops are cancelled.
         Bounded (within drain.TEARDOWN_BOUND): a handler that ignores its cancellation is not waited for."""
-        self._closing = True
-        self.listener.stop()
-        await asyncio.gather(*(s.close() for s in self._sessions))
+        self.state.closing = True
+        if self.listener is not None:
+            self.listener.stop()
+        await asyncio.gather(*(s.close() for s in self.state.sessions))
         jobs = list(self.attempts.runners)  # inside an attempt, or parked for want of one
         for task in jobs:
             task.cancel()
@@ -257,18 +295,19 @@ class Worker:
         stuck = [t.get_name() for t in [*loops, *jobs] if not t.done()]
         if stuck:
             log.warning("tasks still running at exit: %s", ", ".join(stuck))
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        self.state.executor.shutdown(wait=False, cancel_futures=True)
 
     def _check_schema(self) -> None:
         from forklift._db.connections import connection
 
-        with connection(self._dsn, "migrate") as conn:
-            ensure_current(conn, self.schema)
+        with connection(self.state.dsn, "migrate") as conn:
+            ensure_current(conn, self.config.schema)
 
     async def register(self, conn: Any) -> None:
         await registry.register(
-            conn, self.schema, worker_id=self.id, host=self.host, pid=self.pid,
-            queues=self.queues, slots=self.concurrency, version=VERSION,
+            conn, self.config.schema, worker_id=self.state.id, host=self.state.host,
+            pid=self.state.pid, queues=self.queues, slots=self.config.concurrency,
+            version=VERSION,
             kinds={name: {"retry": k.retry.to_json(),
                           "lease_expiries": getattr(k, "lease_expiries", LEASE_EXPIRIES)}
                    for name, k in self.app.kinds.items()},
@@ -282,12 +321,7 @@ class Worker:
                 self.producer.cancel_job(job_id)
 
     async def wait_any(self, *events: asyncio.Event, timeout: float | None) -> None:
-        waiters = [asyncio.ensure_future(e.wait()) for e in events]
-        try:
-            await asyncio.wait(waiters, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waiters:
-                w.cancel()
+        await wait_any(*events, timeout=timeout)
 
 
 def cancel_message(job_id: int) -> str:

@@ -12,20 +12,21 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from forklift._features.stats.sql import (
+    BIN_WIDTH,
+    RT_BINS,
+    RT_ERROR,
+    RT_LN_MAX,
+    RT_LN_MIN,
+    RT_MAX,
+    RT_MIN,
+    SETTLE_MARGIN,
+)
+
 __all__ = [
     "RT_BINS", "RT_ERROR", "RT_LN_MAX", "RT_LN_MIN", "RT_MAX", "RT_MIN", "SETTLE_MARGIN",
     "Finished", "WindowCache", "p95", "tally",
 ]
-
-RT_BINS = 128
-RT_MIN, RT_MAX = 0.001, 86400.0
-RT_LN_MIN, RT_LN_MAX = math.log(RT_MIN), math.log(RT_MAX)
-_BIN_WIDTH = (RT_LN_MAX - RT_LN_MIN) / RT_BINS
-RT_ERROR = math.exp(_BIN_WIDTH / 2) - 1
-
-#: A bucket (or a rollup's minute) is kept once it closed this long ago: a transaction that
-#: finished a job just before the boundary may commit a moment after it.
-SETTLE_MARGIN = 15.0
 
 #: A window row: (queue, state, slot, run-time bin, jobs, their summed run time). state is
 #: completed, dead or failed (failed attempts), or runs: completed jobs in a run-time bin that
@@ -60,7 +61,7 @@ def p95(hist: dict[int, int], total: int) -> float | None:
                 return RT_MIN
             if b > RT_BINS:
                 return RT_MAX
-            return math.exp(RT_LN_MIN + (b - 0.5) * _BIN_WIDTH)
+            return math.exp(RT_LN_MIN + (b - 0.5) * BIN_WIDTH)
     return RT_MAX
 
 

@@ -1,8 +1,8 @@
 """The worker side of durable steps: per worker, a session for step writes; per attempt, the
 steps already stored and the names used so far.
 
-A worker registers its :class:`Runtime` when it starts (``supervisor.SERVICES``), keyed by its
-id, so ``ctx.step`` finds it from the context without the context carrying anything: a job that
+A worker registers its :class:`Runtime` when it starts (forklift._worker.supervisor), keyed by
+its id, so ``ctx.step`` finds it from the context without the context carrying anything: a job that
 never calls a step costs nothing. A sync handler (a thread of the worker's pool) runs its
 database calls on the worker's loop and waits for them.
 """
@@ -13,16 +13,19 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import psycopg
 
 from forklift._db.session import Session
 from forklift._db.sqltext import render
 
-if TYPE_CHECKING:
-    from forklift._app.context import JobContext
-    from forklift._worker.worker import Worker
+
+class InWorker(Protocol):
+    """A job's context, as far as steps go: the worker running it."""
+
+    @property
+    def worker_id(self) -> str: ...
 
 T = TypeVar("T")
 
@@ -47,11 +50,13 @@ class Runtime:
 
     name = "steps"
 
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self.schema = worker.schema
-        self.payload_limit = worker.app.payload_limit
-        self.db: Session = worker.session("steps")
+    def __init__(self, *, worker_id: str, schema: str, payload_limit: int,
+                 loop: asyncio.AbstractEventLoop, db: Session) -> None:
+        self.worker_id = worker_id
+        self.schema = schema
+        self.payload_limit = payload_limit
+        self._loop = loop  # the worker's: a sync handler's calls run there
+        self.db = db
         # Every handler of the worker shares the one session: its operations take turns (two
         # transactions interleaved on one connection break it). Each is one short statement.
         self._turn = asyncio.Lock()
@@ -63,20 +68,18 @@ class Runtime:
         #: transaction around one), and those of them that read stored steps (a batch each)
         self.statements = 0
         self.load_statements = 0
-        _RUNTIMES[worker.id] = self
+        _RUNTIMES[worker_id] = self
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
-        loop = self.worker._loop
-        assert loop is not None
-        return loop
+        return self._loop
 
     async def run(self) -> None:
         """The service: nothing to loop on; deregisters when the worker stops it."""
         try:
             await asyncio.Event().wait()
         finally:
-            _RUNTIMES.pop(self.worker.id, None)
+            _RUNTIMES.pop(self.worker_id, None)
 
     async def call(self, op: Callable[[psycopg.AsyncConnection[Any]], Awaitable[T]]) -> T:
         async with self._turn:
@@ -140,7 +143,7 @@ class AttemptSteps:
     stored: dict[str, Stored] | None = None
 
 
-def attempt_steps(ctx: JobContext) -> AttemptSteps:
+def attempt_steps(ctx: InWorker) -> AttemptSteps:
     state: AttemptSteps | None = getattr(ctx, "_durable_steps", None)
     if state is None:
         runtime = _RUNTIMES.get(ctx.worker_id)

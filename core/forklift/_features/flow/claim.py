@@ -63,7 +63,7 @@ from typing import Any
 import psycopg
 
 from forklift._db.sqltext import render
-from forklift._worker import claim as claims
+from forklift._jobs import claimed as claims
 
 VISIT = 32  # partitions a walk visits per claim, at least (as many as the batch asks for)
 RETRY_SOON = 0.02  # seconds: a value held by another claim, or created just now
@@ -78,7 +78,7 @@ _KEYED = """j.state = 'available' AND j.keys IS NOT NULL AND j.queue = p.queue
 def _marker(queue: str, what: str) -> str:
     """A marker row as wide as the take's rows: (NULL id, queue, what) and NULLs. ``what``
     goes in the kind column (text in every version of the take)."""
-    width = claims._TAKE.rsplit("RETURNING", 1)[1].count(",") + 1
+    width = claims.TAKE_SQL.rsplit("RETURNING", 1)[1].count(",") + 1
     return ", ".join(["NULL::bigint", queue, what] + ["NULL"] * (width - 3))
 
 
@@ -272,7 +272,7 @@ WITH q AS (
     WHERE v.key = used.key
     RETURNING v.key
 ), u AS (
-""" + claims._TAKE + """
+""" + claims.TAKE_SQL + """
 )
 SELECT * FROM u
 UNION ALL

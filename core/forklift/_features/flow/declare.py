@@ -4,30 +4,32 @@ The flow claim reads a key's limits from its ``flow_keys`` row, never from code:
 then applies the same numbers, and an operator's change (``forklift keys limit``) reaches all
 of them at their next claim. A key no worker has recorded yet has no row, and its jobs wait
 (a missing row is never read as "no limit"). Each worker records its kinds' keys when it
-starts and again whenever its app declares more; an operator's override is kept until
-``forklift keys reset``.
+starts and again whenever its app declares more (forklift._worker.keys); an operator's override
+is kept until ``forklift keys reset``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import psycopg
 
-from forklift._db.session import DB_ERRORS
 from forklift._db.sqltext import render
 from forklift._features.flow.keys import Declared
 
-if TYPE_CHECKING:
-    from forklift._app.app import Forklift
-    from forklift._worker.worker import Worker
-
 log = logging.getLogger("forklift.flow")
 
-RECHECK = 30.0  # seconds between looks at the app's declarations
+
+
+class HasKinds(Protocol):
+    """An app, as far as its keys go: its kinds by name (a kind with keys has ``flow``)."""
+
+    @property
+    def kinds(self) -> Mapping[str, Any]: ...
+
 
 # One row per key name; a row is rewritten only when the declaration or its kinds changed.
 DECLARE_SQL = """
@@ -50,7 +52,7 @@ RETURNING k.name
 """
 
 
-def declarations(app: Forklift) -> dict[str, tuple[Declared, list[str]]]:
+def declarations(app: HasKinds) -> dict[str, tuple[Declared, list[str]]]:
     """Every key the app's kinds declare: name -> (its declaration, the kinds declaring it).
     Two kinds declaring one name differently: the first (by kind name) is recorded, logged."""
     out: dict[str, tuple[Declared, list[str]]] = {}
@@ -77,7 +79,7 @@ def declare_params(found: dict[str, tuple[Declared, list[str]]]) -> tuple[list[A
     return tuple(list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 7
 
 
-async def record(conn: psycopg.AsyncConnection[Any], schema: str, app: Forklift) -> int:
+async def record(conn: psycopg.AsyncConnection[Any], schema: str, app: HasKinds) -> int:
     """Record the app's keys; how many rows changed."""
     found = declarations(app)
     if not found:
@@ -86,48 +88,9 @@ async def record(conn: psycopg.AsyncConnection[Any], schema: str, app: Forklift)
     return len(await cur.fetchall())
 
 
-def record_sync(conn: psycopg.Connection[Any], schema: str, app: Forklift) -> int:
+def record_sync(conn: psycopg.Connection[Any], schema: str, app: HasKinds) -> int:
     """:func:`record` on a sync connection (tools, tests)."""
     found = declarations(app)
     if not found:
         return 0
     return len(conn.execute(render(DECLARE_SQL, schema), declare_params(found)).fetchall())
-
-
-class KeyDeclarations:
-    """The worker's service that records its kinds' keys (at start, then when they change)."""
-
-    name = "flow-keys"
-
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
-        self._db: Any = None
-        self._recorded: Any = None
-        #: set once the kinds' keys are recorded (or there are none): see :meth:`first`
-        self.recorded = asyncio.Event()
-
-    async def first(self, timeout: float) -> None:
-        """Until the keys are recorded once, the worker stops claiming, or ``timeout`` passes.
-        Keyed jobs wait for their keys' rows, so a claim sent before them finds nothing for
-        those kinds; the worker waits for this before its first claim."""
-        await self.w.wait_any(self.recorded, self.w._stop_claiming, timeout=timeout)
-
-    async def run(self) -> None:
-        w = self.w
-        while True:
-            found = declarations(w.app)
-            if found and found != self._recorded:
-                if self._db is None:
-                    self._db = w.session("flow")
-                try:
-                    changed = await self._db.run(lambda c: record(c, w.schema, w.app))
-                except DB_ERRORS as exc:
-                    if not w._closing:
-                        log.warning("recording the kinds' keys failed (%s); retrying", exc)
-                    await asyncio.sleep(1.0)
-                    continue
-                self._recorded = found
-                if changed:
-                    w.producer.wake.set()  # jobs that waited for these rows may go now
-            self.recorded.set()
-            await asyncio.sleep(RECHECK)

@@ -48,7 +48,7 @@ from typing import Any
 import psycopg
 
 from forklift._db.sqltext import compact, render
-from forklift._worker import claim as claims
+from forklift._jobs import claimed as claims
 
 _RETURNING = "RETURNING t.fence, t.state"
 
@@ -62,7 +62,7 @@ WITH t AS (
     -- the settled keyed jobs whose slots may pass on, by queue, kind and key values
     SELECT t.queue, t.kind, t.keys, count(*) AS m
     FROM t LEFT JOIN {s}.queues qs ON qs.name = t.queue
-    WHERE t.keys IS NOT NULL AND t.kind = ANY (%(kinds)s::text[]) AND """ + claims._OPEN + """
+    WHERE t.keys IS NOT NULL AND t.kind = ANY (%(kinds)s::text[]) AND """ + claims.OPEN_SQL + """
       AND NOT coalesce(qs.fair, false) AND qs.rate_limit IS NULL AND qs.concurrency IS NULL
     GROUP BY t.queue, t.kind, t.keys
 ), names AS (
@@ -123,7 +123,7 @@ WITH t AS (
 ), s AS (
     SELECT NULL::bigint AS id WHERE false  -- none is stamped started: they go to the buffer
 ), u AS (
-""" + claims._TAKE + """
+""" + claims.TAKE_SQL + """
 )
 SELECT * FROM u
 UNION ALL

@@ -15,6 +15,7 @@ from forklift._worker.maintenance.cron import CronChore
 from forklift._worker.maintenance.elector import Elector
 from forklift._worker.maintenance.flow_recount import FlowRecount
 from forklift._worker.maintenance.history import HistoryUpkeep
+from forklift._worker.maintenance.observed import ObservedTask
 from forklift._worker.maintenance.outbox import OutboxRelay
 from forklift._worker.maintenance.planner_stats import PlannerStats
 from forklift._worker.maintenance.rescuer import Rescuer
@@ -25,14 +26,25 @@ from forklift._worker.maintenance.workers import WorkerPruner
 from forklift._worker.maintenance.workflows import WorkflowRetention
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    import asyncio
 
-__all__ = ["Chore", "Elector", "chores"]
+    from forklift._app.app import Forklift
+    from forklift._jobs.lifecycle import Lifecycle
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
+
+__all__ = ["Chore", "Elector", "ObservedTask", "chores"]
 
 
-def chores(worker: Worker) -> list[Chore]:
-    """Every chore the leader runs (a new chore is a new entry here)."""
-    return [Stager(worker), Rescuer(worker), CronChore(worker), Retention(worker),
-            WorkerPruner(worker), HistoryUpkeep(worker), OutboxRelay(worker),
-            WorkflowRetention(worker), StatsRollup(worker), PlannerStats(worker),
-            FlowRecount(worker)]
+def chores(config: WorkerConfig, state: WorkerState, *, leading: asyncio.Event, app: Forklift,
+           lifecycle: Lifecycle) -> list[Chore]:
+    """Every chore the leader runs (a new chore is a new entry here), then those its observers
+    asked for (``lifecycle.leader_tasks``)."""
+    c, s, on = config, state, leading
+    return [Stager(c, s, leading=on), Rescuer(c, s, leading=on, lifecycle=lifecycle),
+            CronChore(c, s, leading=on, app=app), Retention(c, s, leading=on),
+            WorkerPruner(c, s, leading=on), HistoryUpkeep(c, s, leading=on),
+            OutboxRelay(c, s, leading=on, app=app), WorkflowRetention(c, s, leading=on),
+            StatsRollup(c, s, leading=on), PlannerStats(c, s, leading=on),
+            FlowRecount(c, s, leading=on),
+            *(ObservedTask(c, s, leading=on, task=t) for t in lifecycle.leader_tasks)]

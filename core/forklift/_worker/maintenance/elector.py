@@ -18,7 +18,9 @@ from forklift._db.sqltext import render
 from forklift._worker.util import why
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._db.session import Session
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -48,39 +50,38 @@ async def resign(conn: psycopg.AsyncConnection[Any], schema: str, worker_id: str
 class Elector:
     name = "elector"
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
-        self.db = worker.session("leader")
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, db: Session) -> None:
+        self.config = config
+        self.state = state
+        self.db = db
         #: Set while this worker leads: the chores wait on it.
         self.leading = asyncio.Event()
         self._resigned = False
 
     def _set(self, leader: bool) -> None:
-        w = self.w
-        if leader != w.is_leader:
-            log.info("worker %s %s the leader", w.id, "is now" if leader else "is no longer")
-        w.is_leader = leader
+        if leader != self.state.is_leader:
+            log.info("worker %s %s the leader", self.state.id, "is now" if leader else "is no longer")
+        self.state.is_leader = leader
         if leader:
             self.leading.set()
         else:
             self.leading.clear()
 
     async def run(self) -> None:
-        w = self.w
         while not self._resigned:
             try:
-                self._set(await self.db.run(lambda c: elect(c, w.schema, w.id, w.lease)))
+                self._set(await self.db.run(lambda c: elect(c, self.config.schema, self.state.id, self.config.lease)))
             except DB_ERRORS as exc:
                 self._set(False)
-                if not w._closing:
+                if not self.state.closing:
                     log.warning("leader election failed (%s)", why(exc))
-            await asyncio.sleep(min(w.leader_interval, w.lease / 3))
+            await asyncio.sleep(min(self.config.leader_interval, self.config.lease / 3))
 
     async def resign(self, timeout: float) -> None:
         from forklift._worker.drain import bounded
 
         self._resigned = True  # a renewal after this would take the role back
-        if self.w.is_leader:
+        if self.state.is_leader:
             self._set(False)
             await bounded("resigning leadership", self.db,
-                          lambda c: resign(c, self.w.schema, self.w.id), timeout)
+                          lambda c: resign(c, self.config.schema, self.state.id), timeout)

@@ -50,5 +50,4 @@ class FlowRecount(Chore):
         return EVERY
 
     async def once(self) -> None:
-        w = self.w
-        await self.db.run(lambda c: recount(c, w.schema))
+        await self.db.run(lambda c: recount(c, self.config.schema))

@@ -82,9 +82,8 @@ class HistoryUpkeep(Chore):
         return 10.0 if self.partitioned else 60.0
 
     async def once(self) -> None:
-        w = self.w
-        self.partitioned = await self.db.run(lambda c: enabled(c, w.schema))
+        self.partitioned = await self.db.run(lambda c: enabled(c, self.config.schema))
         if not self.partitioned:
             await self.db.reset()
             return
-        await self.db.run(lambda c: upkeep(c, w.schema, w.retention))
+        await self.db.run(lambda c: upkeep(c, self.config.schema, self.config.retention))

@@ -36,7 +36,9 @@ from forklift._worker.maintenance.chore import Chore
 from forklift._worker.util import why
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._app.app import Forklift
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -111,25 +113,26 @@ class Taken(Exception):
 class OutboxRelay(Chore):
     name = "outbox"
 
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, leading: asyncio.Event,
+                 app: Forklift) -> None:
+        super().__init__(config, state, leading=leading)
+        self.app = app  # its outbox's sinks
         self.delivered = 0
 
     def every(self) -> float:
-        return min(self.w.leader_interval, 0.5)
+        return min(self.config.leader_interval, 0.5)
 
     @property
     def sinks(self) -> dict[str, Sink]:
-        outbox = getattr(self.w.app, "_outbox", None)
+        outbox = getattr(self.app, "_outbox", None)
         return outbox.sinks if outbox is not None else {}
 
     async def once(self) -> None:
         sinks = self.sinks
         if not sinks:
             return  # an app without sinks relays nothing (and opens no session)
-        w = self.w
-        params = {"topics": sorted(sinks), "me": w.id, "per": PER_TOPIC, "lease": w.lease}
-        rows = await self.db.run(lambda c: _fetch(c, render(CLAIM_SQL, w.schema), params))
+        params = {"topics": sorted(sinks), "me": self.state.id, "per": PER_TOPIC, "lease": self.config.lease}
+        rows = await self.db.run(lambda c: _fetch(c, render(CLAIM_SQL, self.config.schema), params))
         topics: dict[str, list[Message]] = {}
         for r in rows:
             topics.setdefault(r[1], []).append(Message(r[0], r[1], r[2], r[3] + 1, r[4]))
@@ -183,13 +186,12 @@ class OutboxRelay(Chore):
     async def _enqueue(self, sink: Sink, batch: list[Message], rows: list[Any]) -> None:
         if not batch:
             return
-        w = self.w
-        app = w.app
+        app = self.app
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> int:
             async with conn.transaction():
                 ids = await app.enqueue_rows_async(rows, conn=conn)
-                n = await _count(conn, render(DELIVERED_SQL, w.schema), self._marks(sink, batch, ids))
+                n = await _count(conn, render(DELIVERED_SQL, self.config.schema), self._marks(sink, batch, ids))
                 if n != len(batch):
                     raise Taken  # rolls the jobs back with it
             return n
@@ -206,11 +208,11 @@ class OutboxRelay(Chore):
     # -- marks ------------------------------------------------------------------------------
     def _marks(self, sink: Sink, ms: Iterable[Message], jobs: Iterable[int | None]
                ) -> dict[str, Any]:
-        return {"ids": [m.id for m in ms], "jobs": list(jobs), "me": self.w.id,
-                "lease": self.w.lease, "topic": sink.topic}
+        return {"ids": [m.id for m in ms], "jobs": list(jobs), "me": self.state.id,
+                "lease": self.config.lease, "topic": sink.topic}
 
     async def _mark(self, sink: Sink, ms: list[Message], jobs: list[int | None]) -> None:
-        sql = render(DELIVERED_SQL, self.w.schema)
+        sql = render(DELIVERED_SQL, self.config.schema)
         params = self._marks(sink, ms, jobs)
         n = await self.db.run(lambda c: _count(c, sql, params))
         if n != len(ms):
@@ -219,12 +221,12 @@ class OutboxRelay(Chore):
 
     async def _failed(self, sink: Sink, m: Message, exc: BaseException, code: str, *,
                       dead: bool = False, go_on: bool = False) -> None:
-        entry = error_entry(exc, code=code, attempt=m.attempt, worker_id=self.w.id)
+        entry = error_entry(exc, code=code, attempt=m.attempt, worker_id=self.state.id)
         delay = sink.retry.delay(m.attempt)
-        params = {"id": m.id, "me": self.w.id, "dead": dead, "max": sink.max_attempts,
+        params = {"id": m.id, "me": self.state.id, "dead": dead, "max": sink.max_attempts,
                   "delay": delay, "error": json.dumps(entry, default=str), "topic": sink.topic,
                   "release": not go_on}
-        sql = render(FAILED_SQL, self.w.schema)
+        sql = render(FAILED_SQL, self.config.schema)
         rows = await self.db.run(lambda c: _fetch(c, sql, params))
         if not rows:
             raise Taken

@@ -37,6 +37,7 @@ MAINTAIN) is told once in the log and the chore stops looking.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -48,7 +49,8 @@ from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -133,8 +135,9 @@ async def analyze(conn: psycopg.AsyncConnection[Any], schema: str) -> None:
 class PlannerStats(Chore):
     name = "planner-stats"
 
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, leading: asyncio.Event
+                 ) -> None:
+        super().__init__(config, state, leading=leading)
         self.analyzed = 0  # ANALYZE runs so far (tests read it)
         self.looks = 0  # catalog reads so far (tests read it)
         self._last = float("-inf")
@@ -146,7 +149,7 @@ class PlannerStats(Chore):
     async def once(self) -> None:
         if self._stopped or time.monotonic() - self._last < MIN_INTERVAL:
             return
-        schema = self.w.schema
+        schema = self.config.schema
         is_stale, may, seen = await self.db.run(lambda c: look(c, schema))
         self.looks += 1
         if not is_stale:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import psycopg
 
-from forklift import hooks as _hooks
 from forklift._base.words import plural
 from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.stager import stage
+
+if TYPE_CHECKING:
+    from forklift._jobs.lifecycle import Lifecycle
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
@@ -124,18 +129,22 @@ async def rescue(
 class Rescuer(Chore):
     name = "rescue"
 
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, leading: asyncio.Event,
+                 lifecycle: Lifecycle) -> None:
+        super().__init__(config, state, leading=leading)
+        self.lifecycle = lifecycle  # observers of rescued attempts (hooks)
+
     def every(self) -> float:
-        return min(5.0, self.w.lease / 3)
+        return min(5.0, self.config.lease / 3)
 
     async def once(self) -> None:
-        w = self.w
-        rescued = await self.db.run(lambda c: rescue(c, w.schema))
+        rescued = await self.db.run(lambda c: rescue(c, self.config.schema))
         if not rescued:
             return
-        w.stats.rescued += len(rescued)
+        self.state.stats.rescued += len(rescued)
         log.warning("rescued %s whose lease expired: %s", plural(len(rescued), "job"),
                     ", ".join(f"{r.id}->{r.state}" for r in rescued[:20]))
-        if _hooks.of(w.app) is not None:
-            _hooks.emit_rescued(w.app, w.id, rescued)
+        if self.lifecycle.on_rescued:
+            self.lifecycle.rescued(rescued)
         # Rescued jobs are due at once: make them available now rather than at the next stage.
-        w.stats.staged += await self.db.run(lambda c: stage(c, w.schema))
+        self.state.stats.staged += await self.db.run(lambda c: stage(c, self.config.schema))

@@ -50,5 +50,4 @@ class Retention(Chore):
         return 60.0
 
     async def once(self) -> None:
-        w = self.w
-        await self.db.run(lambda c: retention(c, w.schema, w.retention))
+        await self.db.run(lambda c: retention(c, self.config.schema, self.config.retention))

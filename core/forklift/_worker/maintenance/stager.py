@@ -57,4 +57,4 @@ class Stager(Chore):
     name = "stage"
 
     async def once(self) -> None:
-        self.w.stats.staged += await self.db.run(lambda c: stage(c, self.w.schema))
+        self.state.stats.staged += await self.db.run(lambda c: stage(c, self.config.schema))

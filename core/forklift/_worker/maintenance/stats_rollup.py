@@ -1,10 +1,10 @@
 """The stats rollup, a leader chore: each closed minute of the stats window written once, per
-queue (forklift.ops.stats_rollup), so a one-shot ``forklift stats`` reads minutes, not jobs."""
+queue (forklift._features.stats.rollup), so a one-shot ``forklift stats`` reads minutes, not jobs."""
 
 from __future__ import annotations
 
+from forklift._features.stats.rollup import rollup
 from forklift._worker.maintenance.chore import Chore
-from forklift.ops.stats_rollup import rollup
 
 #: Seconds between passes: a minute is written 15-25 s after it closes (SETTLE_MARGIN + this).
 EVERY = 10.0
@@ -17,5 +17,4 @@ class StatsRollup(Chore):
         return EVERY
 
     async def once(self) -> None:
-        w = self.w
-        await self.db.run(lambda c: rollup(c, w.schema))
+        await self.db.run(lambda c: rollup(c, self.config.schema))

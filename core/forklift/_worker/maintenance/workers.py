@@ -40,5 +40,4 @@ class WorkerPruner(Chore):
         return 60.0
 
     async def once(self) -> None:
-        w = self.w
-        await self.db.run(lambda c: prune_workers(c, w.schema, max(60.0, 3 * w.lease)))
+        await self.db.run(lambda c: prune_workers(c, self.config.schema, max(60.0, 3 * self.config.lease)))

@@ -8,6 +8,7 @@ nothing more than before; their orphans are found here instead, a slice of job i
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -16,7 +17,8 @@ from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
 
 if TYPE_CHECKING:
-    from forklift._worker.worker import Worker
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 #: How long delivered and dead outbox messages are kept (seconds).
 OUTBOX_KEEP = {"delivered": 7 * 86400.0, "dead": 30 * 86400.0}
@@ -85,13 +87,14 @@ async def purge(conn: psycopg.AsyncConnection[Any], schema: str, batch: int = 10
 class WorkflowRetention(Chore):
     name = "workflow-retention"
 
-    def __init__(self, worker: Worker) -> None:
-        super().__init__(worker)
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, leading: asyncio.Event
+                 ) -> None:
+        super().__init__(config, state, leading=leading)
         self.cursors: dict[str, int] = {}
 
     def every(self) -> float:
         return 60.0
 
     async def once(self) -> None:
-        await self.db.run(lambda c: purge(c, self.w.schema))
-        await self.db.run(lambda c: orphans(c, self.w.schema, self.cursors))
+        await self.db.run(lambda c: purge(c, self.config.schema))
+        await self.db.run(lambda c: orphans(c, self.config.schema, self.cursors))

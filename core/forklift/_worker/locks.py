@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from forklift._base.errors import ConfigError
 from forklift._base.words import plural
@@ -28,17 +28,27 @@ from forklift._features.flow.steps import Query, drive_async, fetch_async
 
 if TYPE_CHECKING:
     from forklift._app.context import JobContext
-    from forklift._worker.worker import Worker
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.state import WorkerState
 
 SESSION_TIMEOUT = 5.0
 RETRY_AFTER_FAILURE = 0.25  # seconds before a failed renewal is tried again
 
 
+class Interrupts(Protocol):
+    """The worker's attempts, as a lost lock stops the attempt that held it."""
+
+    def interrupt_fence(self, fence: int, reason: str) -> bool: ...
+
+
 class WorkerLocks:
     name = "locks"
 
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(self, config: WorkerConfig, state: WorkerState, *, attempts: Interrupts
+                 ) -> None:
+        self.config = config
+        self.state = state
+        self.attempts = attempts
         self.book = Book()
         self._wake = asyncio.Event()
         self._db: Session | None = None
@@ -46,11 +56,11 @@ class WorkerLocks:
 
     def lock(self, ctx: JobContext, key: str, ttl: float, wait: float) -> locks.Lock:
         key, ttl, wait = locks.check_request(key, ttl, wait)
-        return locks.Lock(self, key, ttl, wait, job_id=ctx.job_id, worker_id=self.w.id, ctx=ctx)
+        return locks.Lock(self, key, ttl, wait, job_id=ctx.job_id, worker_id=self.state.id, ctx=ctx)
 
     def _session(self) -> Session:
         if self._db is None:
-            self._db = self.w.session("locks", SESSION_TIMEOUT)
+            self._db = self.state.session("locks", SESSION_TIMEOUT)
         return self._db
 
     async def _query(self, q: Query, timeout: float | None = None) -> Any:
@@ -59,7 +69,7 @@ class WorkerLocks:
     # -- the backend, on the loop -----------------------------------------------------------
     async def acquire(self, lock: locks.Lock) -> int:
         ctx = lock.ctx
-        steps = locks.acquire_steps(self.w.schema, lock, self.w.id,
+        steps = locks.acquire_steps(self.config.schema, lock, self.state.id,
                                     stop=lambda: ctx is not None and ctx.is_cancelled())
         token, sent = await drive_async(self._query, steps)
         locks.granted(lock, self.book, token, sent)
@@ -67,21 +77,18 @@ class WorkerLocks:
         return token
 
     async def release(self, lock: locks.Lock) -> bool:
-        return await locks.release_async(self.book, self._query, self.w.schema, lock, DB_ERRORS)
+        return await locks.release_async(self.book, self._query, self.config.schema, lock, DB_ERRORS)
 
     def interrupt(self, lock: locks.Lock) -> None:
         ctx = lock.ctx
         if ctx is None:
             return
-        rec = self.w.attempts.running.get(ctx.fence)
-        if rec is not None:
-            self.w.attempts.interrupt(rec, "lock_lost")
-        else:
+        if not self.attempts.interrupt_fence(ctx.fence, "lock_lost"):
             ctx._cancel("lock_lost")
 
     # -- for sync handlers, from their threads ------------------------------------------------
     def _on_loop(self, coro: Any) -> Any:
-        loop = self.w._loop
+        loop = self.state.loop
         assert loop is not None
         with contextlib.suppress(RuntimeError):
             if asyncio.get_running_loop() is loop:
@@ -118,9 +125,9 @@ class WorkerLocks:
         # Bounded by the nearest deadline: a renewal that hangs must not outlive the leases.
         limit = max(0.2, min(self.book.earliest_deadline() - sent, SESSION_TIMEOUT))
         try:
-            rows = await self._query(locks.renew_query(self.w.schema, batch), timeout=limit)
+            rows = await self._query(locks.renew_query(self.config.schema, batch), timeout=limit)
         except DB_ERRORS as exc:
-            if not self.w._closing:
+            if not self.state.closing:
                 locks.log.warning("renewing %s failed (%s)", plural(len(batch), "lock"), exc)
             self._next_try = time.monotonic() + RETRY_AFTER_FAILURE
             return

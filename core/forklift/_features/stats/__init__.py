@@ -1,0 +1,1 @@
+"""Job statistics: the SQL the stats read and the rollup share, and the rollup itself."""
