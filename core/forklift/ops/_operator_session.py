@@ -46,7 +46,7 @@ class OperatorSession:
         self._lock = threading.RLock()
         #: The stats' closed buckets, read once per session (forklift.ops.stats.WindowCache).
         self.window = _stats.WindowCache()
-        #: Inside dry_run(), on the thread running it: the context its calls act with.
+        #: Inside rehearse(), on the thread running it: the context its calls act with.
         self._rehearsal = threading.local()
 
     @property
