@@ -69,7 +69,7 @@ def test_load_app_and_record_its_definitions(dsn: str, conn: psycopg.Connection[
 def test_abort_cuts_off_a_hung_call_and_the_next_call_reconnects(dsn: str) -> None:
     op = Operator(dsn)
     op.abort()  # nothing open: opens nothing, raises nothing
-    assert op._conn is None
+    assert op.session._conn is None
     first = op.conn
     failed: list[BaseException] = []
 
@@ -96,36 +96,30 @@ def test_abort_cuts_off_a_hung_call_and_the_next_call_reconnects(dsn: str) -> No
 
 def test_the_operator_loads_its_modules_on_first_use() -> None:
     """Importing the Operator (what `forklift stats --json` does) loads the stats, not the
-    actions, batches, backfills, schedules, dead letters, health or roles; each loads when a
-    call needs it, and every module attribute the Operator names exists."""
-    import ast
-    import importlib
-    import inspect
+    actions, batches, backfills, schedules, dead letters, health or roles; naming a client
+    loads its own modules and no other client's."""
     import subprocess
     import sys
 
-    from forklift.ops import _operator_actions, _operator_session
-    from forklift.ops import operator as module
+    probe = ("import sys, forklift.ops.operator as m; op = m.Operator('host=/nowhere'); {}"
+             "print(sorted(n for n in sys.modules if n.startswith('forklift.ops.')))")
+    lazy = ("actions", "batches", "backfills", "schedules", "prune", "dead", "health",
+            "horizon", "roles", "locks", "explain", "jobs", "retention", "outbox", "events",
+            "keys", "rates", "kinds", "charts")
 
-    probe = ("import sys, forklift.ops.operator; print(sorted(m for m in sys.modules"
-             " if m.startswith('forklift.ops.')))")
-    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                            check=True, timeout=60).stdout
-    for lazy in ("actions", "batches", "backfills", "schedules", "prune", "dead", "health",
-                 "horizon", "roles", "locks", "explain", "jobs", "retention", "outbox",
-                 "events", "keys", "rates"):
-        assert f"'forklift.ops.{lazy}'" not in loaded, (lazy, loaded)
-    tree = ast.parse("\n".join(inspect.getsource(m)  # the Operator's reads, actions, session
-                               for m in (module, _operator_actions, _operator_session)))
-    used = {(n.value.id, n.attr) for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-            and isinstance(n.value, ast.Name) and n.value.id.startswith("_")
-            and n.value.id[1:] in {"actions", "audit", "backfills", "batches", "dead",
-                                   "events", "explain", "health", "horizon", "jobs", "keys",
-                                   "locks", "outbox", "prune", "queues", "rates", "retention",
-                                   "roles", "schedules", "workers"}}
-    assert len(used) > 30
-    for name, attr in used:
-        assert hasattr(importlib.import_module(f"forklift.ops.{name[1:]}"), attr), (name, attr)
+    def loaded(step: str) -> str:
+        return subprocess.run([sys.executable, "-c", probe.format(step)], capture_output=True,
+                              text=True, check=True, timeout=60).stdout
+
+    imported = loaded("")
+    for name in lazy:
+        assert f"'forklift.ops.{name}'" not in imported, (name, imported)
+        assert f"'forklift.ops._clients.{name}'" not in imported, (name, imported)
+    named = loaded("op.stats; op.workers; ")
+    assert "'forklift.ops._clients.stats'" in named and "'forklift.ops._clients.workers'" in named
+    for name in lazy:
+        assert f"'forklift.ops.{name}'" not in named, (name, named)
+    assert "'forklift.ops.actions'" in loaded("op.jobs; ")
 
 
 def test_what_the_cli_shows_without_importing_the_filters_is_theirs() -> None:

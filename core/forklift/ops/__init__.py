@@ -1,7 +1,8 @@
 """The operator API: what the CLI, the console and scripts call. No SQL lives outside core.
 
-:class:`Operator` bundles every call; the modules hold the functions, each taking a connection
-and an :class:`OpsContext` (schema, actor, read-only):
+:class:`Operator` holds every call in typed feature clients (``op.jobs``, ``op.queues``,
+``op.dead``, ``op.stats`` ...: see its docstring); the modules hold the functions, each taking a
+connection and an :class:`OpsContext` (schema, actor, read-only):
 
 - ``stats``: per-queue counts, pickup lag, pause, limits, rates, run times; workers; totals
 - ``jobs``: list (filters, sort, keyset cursor, capped count) and show (with a timeline)

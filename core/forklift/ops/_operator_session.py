@@ -1,6 +1,7 @@
 """The Operator's session: its context (schema, actor, read-only), its one connection, and how
-every call runs on it (serialised across threads, rehearsed in :meth:`dry_run`, sharing a
-snapshot in :meth:`snapshot`). :class:`forklift.ops.operator.Operator` builds on it."""
+every call runs on it (serialised across threads, rehearsed in :meth:`rehearse`, sharing a
+snapshot in :meth:`snapshot`). The feature clients of :class:`forklift.ops.operator.Operator`
+each hold it and make their calls through :meth:`run`."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import Any, Concatenate, ParamSpec, Self, TypeVar
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -20,17 +21,10 @@ from forklift._db.connections import connect, connect_kwargs, unavailable
 from forklift.ops import stats as _stats
 from forklift.ops.context import OpsContext
 
-if TYPE_CHECKING:
-    from forklift.ops import roles as _roles
-else:
-    # Each module loads on the first call that needs it (forklift.ops._lazy).
-    from forklift.ops._lazy import lazy_modules
-
-    (_roles,) = lazy_modules("roles")
-
 __all__ = ["OperatorSession"]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 class OperatorSession:
@@ -50,8 +44,9 @@ class OperatorSession:
         self._conn = conn
         self._own = conn is None
         self._lock = threading.RLock()
-        self._window = _stats.WindowCache()
-        #: Inside dry_run(), on the thread running it: the context its calls act with.
+        #: The stats' closed buckets, read once per session (forklift.ops.stats.WindowCache).
+        self.window = _stats.WindowCache()
+        #: Inside rehearse(), on the thread running it: the context its calls act with.
         self._rehearsal = threading.local()
 
     @property
@@ -85,7 +80,7 @@ class OperatorSession:
                 kwargs = connect_kwargs(target, "ops")
                 params = conninfo_to_dict(kwargs["conninfo"])
                 params["options"] = f"{params.get('options', '')} -c default_transaction_read_only=on"
-                kwargs["conninfo"] = make_conninfo(**params)  # type: ignore[arg-type]
+                kwargs["conninfo"] = make_conninfo("", **params)
                 try:
                     self._conn = psycopg.Connection.connect(**kwargs)
                 except psycopg.OperationalError as exc:
@@ -112,7 +107,9 @@ class OperatorSession:
     def _check_role(self, conn: psycopg.Connection[Any]) -> None:
         # A role that may not write (forklift roles: the console's) makes this Operator
         # read-only, so the console disables its actions and says why.
-        if not _roles.can_write(conn, self.ctx.schema):
+        from forklift.ops import roles
+
+        if not roles.can_write(conn, self.ctx.schema):
             role = conn.info.parameter_status("session_authorization") or "this role"
             self.ctx = dataclasses.replace(
                 self.ctx, read_only=True,
@@ -138,28 +135,34 @@ class OperatorSession:
     ) -> None:
         self.close()
 
-    def _run(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def run(
+        self,
+        fn: Callable[Concatenate[psycopg.Connection[Any], OpsContext, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """``fn(conn, ctx, *args, **kwargs)`` on this session's connection, one call at a time;
+        a refused write becomes :class:`forklift._base.errors.ReadOnly`, a relation missing
+        from an old schema :class:`forklift.SchemaOutdated`."""
         with self._lock:
             conn = self.conn
             try:
                 return fn(conn, self.ctx, *args, **kwargs)
-            except _roles.REFUSED as exc:
-                raise _roles.refusal(exc, getattr(fn, "__name__", "write")) or exc from None
-            except _MISSING as exc:
-                raise _outdated(conn, self.ctx.schema) or exc from None
-            except psycopg.OperationalError:
-                if self._own and conn.closed:
+            except psycopg.Error as exc:
+                # The roles module loads only when the database refuses something.
+                from forklift.ops import roles
+
+                if isinstance(exc, roles.REFUSED):
+                    raise roles.refusal(exc, getattr(fn, "__name__", "write")) or exc from None
+                if isinstance(exc, _MISSING):
+                    raise _outdated(conn, self.ctx.schema) or exc from None
+                if isinstance(exc, psycopg.OperationalError) and self._own and conn.closed:
                     self._conn = None  # reopened on the next call
                 raise
 
-    def dry_run(self, fn: Callable[[Self], T]) -> T:
-        """Rehearse ``fn(self)``: its calls run for real inside one transaction that is always
-        rolled back, so the result (and any refusal) is exactly what acting would give, and
-        nothing changes: no row, no audit entry, no NOTIFY. Works in read-only mode too (the
-        rehearsal may write; it can never commit). Sequences (ids, fences) still advance.
-
-            after = op.dry_run(lambda o: o.pause("mail", for_="30m"))   # a QueueInfo
-        """
+    def rehearse(self, fn: Callable[[], T]) -> T:
+        """Run ``fn()`` inside one transaction that is always rolled back, its calls acting
+        with a writable context on this thread (see :meth:`forklift.ops.operator.Operator.dry_run`)."""
         with self._lock:
             conn = self.conn
             try:
@@ -167,7 +170,7 @@ class OperatorSession:
                     if self._ctx.read_only:
                         conn.execute("SET TRANSACTION READ WRITE")
                     self._rehearsal.ctx = replace(self._ctx, read_only=False)
-                    return fn(self)
+                    return fn()
             finally:
                 self._rehearsal.ctx = None
 

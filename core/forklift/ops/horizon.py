@@ -82,7 +82,9 @@ class HorizonHolder(Shape):
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> HorizonHolder:
-        return cls(*row, action=advice(str(row[0]), row[1], row[2], row[6]))  # type: ignore[misc]
+        columns = [f for f in cls.__dataclass_fields__ if f != "action"]
+        return cls(**dict(zip(columns, row, strict=True)),
+                   action=advice(str(row[0]), row[1], row[2], row[6]))
 
 
 def advice(kind: str, pid: int | None, name: str | None, state: str | None) -> str:

@@ -74,7 +74,8 @@ class WorkerInfo(Shape):
     def from_row(cls, row: tuple[Any, ...]) -> WorkerInfo:
         """A row of LIST_SQL or ALL_SQL."""
         stale = row[3] != "exited" and float(row[9]) > STALE_AFTER
-        return cls(*row, stale=stale)  # type: ignore[misc]
+        return cls(**dict(zip([f for f in cls.__dataclass_fields__ if f != "stale"], row,
+                              strict=True)), stale=stale)
 
 
 def list_workers(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[WorkerInfo]:

@@ -1,0 +1,3 @@
+"""The Operator's feature clients, one class a module: ``op.jobs``, ``op.queues``, ``op.dead``...
+(see :class:`forklift.ops.operator.Operator`). Nothing is imported here, so naming one client
+loads its own operator modules and no other's."""

@@ -1,0 +1,70 @@
+"""``op.queues``: list and explain queues; pause, resume, concurrency limit, rate and fair
+share; the flow claim's view of them (limits, rates, fair share, backlog)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from forklift.ops import explain as _explain
+from forklift.ops import queues as _queues
+from forklift.ops import rates as _rates
+from forklift.ops._clients.client import FeatureClient
+
+__all__ = ["QueuesClient"]
+
+
+class QueuesClient(FeatureClient):
+    __slots__ = ()
+
+    def __call__(self) -> list[_queues.QueueInfo]:
+        """Deprecated: use ``op.queues.list()``."""
+        return self.list()
+
+    def explain(self, name: str) -> _explain.Explanation:
+        """Why the queue is not moving, in plain words."""
+        return self._session.run(_explain.explain_queue, name)
+
+    def pause(
+        self,
+        queue: str,
+        *,
+        reason: str | None = None,
+        until: str | datetime | None = None,
+        for_: str | float | timedelta | None = None,
+        create: bool = False,
+    ) -> _queues.QueueInfo:
+        return self._session.run(
+            _queues.pause, queue, reason=reason, until=until, for_=for_, create=create
+        )
+
+    def resume(self, queue: str, *, reason: str | None = None) -> _queues.QueueInfo:
+        return self._session.run(_queues.resume, queue, reason=reason)
+
+    def set_concurrency(
+        self, queue: str, limit: int | None, *, reason: str | None = None, create: bool = False
+    ) -> _queues.QueueInfo:
+        return self._session.run(
+            _queues.set_concurrency, queue, limit, reason=reason, create=create
+        )
+
+    def set_rate(self, queue: str, rate: str | None, *, burst: int | None = None,
+                 reason: str | None = None, create: bool = False) -> _queues.QueueInfo:
+        """``rate``: ``100/s``, ``10/5s``... or None to lift it."""
+        parsed = _rates.parse_rate(rate, burst) if rate is not None else None
+        return self._session.run(
+            _rates.set_queue_rate, queue, parsed, reason=reason, create=create)
+
+    def set_fair(self, queue: str, fair: bool, *, reason: str | None = None,
+                 create: bool = False) -> _queues.QueueInfo:
+        return self._session.run(_rates.set_fair, queue, fair, reason=reason, create=create)
+
+    def flows(self) -> list[_rates.FlowQueue]:
+        """Queues claimed through the flow claim: limits, rates, fair share, backlog."""
+        return self._session.run(_rates.flow_queues)
+
+    def flow(self, queue: str) -> _rates.QueueFlow:
+        return self._session.run(_rates.queue_flow, queue)
+
+    # Last: below this definition, ``list`` in an annotation would name the method.
+    def list(self) -> list[_queues.QueueInfo]:
+        return self._session.run(_queues.list_queues)

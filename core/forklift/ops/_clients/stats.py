@@ -1,0 +1,59 @@
+"""``op.stats``: per-queue figures and totals, per-kind figures, chart series."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from forklift.ops import stats as _stats
+from forklift.ops._clients.client import FeatureClient
+
+if TYPE_CHECKING:
+    from forklift.ops.charts import ChartSeries
+    from forklift.ops.kinds import KindStats
+
+__all__ = ["StatsClient"]
+
+
+class StatsClient(FeatureClient):
+    __slots__ = ()
+
+    def __call__(
+        self,
+        *,
+        window: timedelta = _stats.DEFAULT_WINDOW,
+        bucket: timedelta = _stats.DEFAULT_BUCKET,
+    ) -> _stats.Stats:
+        """Deprecated: use ``op.stats.get()``."""
+        return self.get(window=window, bucket=bucket)
+
+    def get(
+        self,
+        *,
+        window: timedelta = _stats.DEFAULT_WINDOW,
+        bucket: timedelta = _stats.DEFAULT_BUCKET,
+    ) -> _stats.Stats:
+        """Successive calls on one Operator read only the window's newest buckets."""
+        return self._session.run(
+            _stats.stats, window=window, bucket=bucket, cache=self._session.window
+        )
+
+    def kinds(self, *, window: timedelta = timedelta(hours=1)) -> KindStats:
+        """Per queue and kind: completed, dead, run time p50/p95 in ``window``; live now."""
+        # Loaded here, not with the stats: `forklift stats` has no use for it.
+        from forklift.ops import kinds
+
+        return self._session.run(kinds.kind_stats, window=window)
+
+    def charts(
+        self,
+        *,
+        window: timedelta = timedelta(hours=1),
+        bucket: timedelta = timedelta(minutes=1),
+        queue: str | None = None,
+    ) -> ChartSeries:
+        """Per bucket, for ``queue`` or all: completed, failed attempts, died, pickup lag and
+        run time p50/p95 (forklift.ops.charts), in one statement."""
+        from forklift.ops import charts
+
+        return self._session.run(charts.chart_series, window=window, bucket=bucket, queue=queue)
