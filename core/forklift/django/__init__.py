@@ -16,6 +16,11 @@ PostgreSQL database by default, and with ``enqueue_on_commit`` (the default) a t
 on Django's own connection, inside whatever transaction is open: it exists exactly when that
 transaction commits, and workers are woken at commit. Workers run
 ``forklift worker --app forklift.django.worker:app`` (see :mod:`forklift.django.worker`).
+
+Results read back as Django's own backends record them (statuses, ``TaskError`` class paths
+and tracebacks), for every recorded task, and the worker sends ``task_started`` and
+``task_finished``. Each backend has forklift kinds of its own, so backends sharing a database
+and queue names never run each other's tasks.
 """
 
 from __future__ import annotations

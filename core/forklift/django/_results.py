@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import linecache
+import re
 from typing import Any
 
 from forklift._jobs.job import Job
@@ -21,6 +22,7 @@ _STATUS = {
 #: The class named by a TaskError for failures no exception of the task's raised (a timeout,
 #: a lease that expired with its worker, an operator's cancel): its text names forklift's code.
 FAILURE_CLASS = "forklift.django.TaskFailed"
+_CLASS_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 
 
 class TaskFailed(Exception):
@@ -57,11 +59,12 @@ def to_error(entry: dict[str, Any]) -> TaskError:
     """One entry of forklift's error history as Django's ``TaskError``."""
     kind, code, message = entry.get("type"), entry.get("code"), entry.get("message")
     frames = _task_frames(entry.get("traceback") or [])
-    if code in FAILURE_CODES and isinstance(message, str) and ": " in message:
+    if code in FAILURE_CODES and isinstance(message, str):
         # The runner's own refusals carry the class of the error they stand for.
         path, _, text = message.partition(": ")
-        head = path.removeprefix("builtins.")
-        return TaskError(exception_class_path=path, traceback=_format(head, text, []))
+        if _CLASS_PATH.fullmatch(path):
+            head = path.removeprefix("builtins.")
+            return TaskError(exception_class_path=path, traceback=_format(head, text, []))
     if isinstance(kind, str):
         path = kind if "." in kind else f"builtins.{kind}"
         return TaskError(exception_class_path=path, traceback=_format(kind, message, frames))
