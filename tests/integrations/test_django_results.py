@@ -16,7 +16,15 @@ import psycopg
 import pytest
 from eco_procs import Procs, procs
 from helpers import wait_until
-from test_django import _finished, _row, _tasks_setting, _worker, django_site, site
+from test_django import (
+    _close_backends,
+    _finished,
+    _row,
+    _tasks_setting,
+    _worker,
+    django_site,
+    site,
+)
 
 __all__ = ["django_site", "procs", "site"]
 
@@ -179,3 +187,75 @@ def test_two_backends_on_one_database_run_only_their_own_tasks(
     done = _finished(theirs)
     assert (done.status, done.return_value, done.backend) == (TaskResultStatus.SUCCESSFUL, 70,
                                                               "reports")
+
+
+def _events(result: Any) -> list[tuple[Any, ...]]:
+    from shop.models import TaskEvent
+
+    return list(TaskEvent.objects.filter(result_id=result.id).order_by("id").values_list(
+        "signal", "status", "attempts", "errors"))
+
+
+def test_a_retried_task_sends_task_started_per_attempt_and_task_finished_once(
+    site: str, procs: Procs
+) -> None:
+    from django.test.utils import override_settings
+    from shop import tasks
+
+    from forklift.django._compat import TaskResultStatus
+
+    with override_settings(TASKS=_tasks_setting(max_attempts=2)):
+        try:
+            twice = tasks.charge.enqueue(3)
+        finally:
+            _close_backends()
+    _worker(procs, site)
+    assert _finished(twice).attempts == 2
+    wait_until(lambda: len(_events(twice)) == 3, timeout=30,
+               message=lambda: f"signals: {_events(twice)}")
+    first, second, finished = _events(twice)
+    assert first[:3] == ("started", TaskResultStatus.RUNNING, 1) and first[3] == []
+    assert second[:3] == ("started", TaskResultStatus.RUNNING, 2)
+    assert [path for path, _ in second[3]] == ["shop.tasks.PaymentDeclined"]  # the first try's
+    assert finished[:3] == ("finished", TaskResultStatus.FAILED, 2)
+    assert [path for path, _ in finished[3]] == ["shop.tasks.PaymentDeclined"] * 2
+
+
+def test_a_receiver_that_raises_is_logged_and_the_task_still_runs(
+    site: str, procs: Procs
+) -> None:
+    from shop import tasks
+
+    from forklift.django._compat import TaskResultStatus
+
+    result = tasks.unlucky.enqueue()
+    _worker(procs, site)
+    done = _finished(result)
+    assert (done.status, done.return_value) == (TaskResultStatus.SUCCESSFUL, "ran anyway")
+    wait_until(lambda: "this receiver fails for shop.tasks.unlucky" in procs.logs(), timeout=30,
+               message=lambda: f"the receiver's failure was not logged: {procs.logs()}")
+    assert "a receiver of Django's task_started failed" in procs.logs()
+
+
+def test_the_worker_runs_every_attempt_on_its_one_backend(
+    site: str, conn: psycopg.Connection[Any], procs: Procs
+) -> None:
+    """Django's ``task_backends`` is context-local and the worker runs each attempt in a copy
+    of its context: a runner asking it would make a backend, with a forklift app and a pool of
+    its own, for every attempt, and the worker's connections would grow with the tasks run."""
+    from shop import tasks
+
+    def connections() -> int:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname ="
+                           " current_database() AND pid <> pg_backend_pid()").fetchone()
+        return int(row[0]) if row else 0
+
+    def run(n: int) -> int:
+        results = [tasks.add.enqueue(i, 1) for i in range(n)]
+        assert [_finished(r).return_value for r in results] == [i + 1 for i in range(n)]
+        return connections()
+
+    _worker(procs, site)
+    warm = run(10)  # the worker's pools, the test's own connections
+    after = run(40)
+    assert after - warm <= 2, (warm, after)

@@ -66,7 +66,7 @@ class ForkliftBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
         self.settings: Options = parse(alias, params)
         self.app = self._make_app()
         self.kinds = kinds_of(alias)
-        declare(self.app, alias, self.settings.default_queue)
+        declare(self.app, self, self.settings.default_queue)
         # Whether Django's database is forklift's: true by construction unless OPTIONS gave
         # forklift a database of its own; then checked once, at the first enqueue.
         self._shared: bool | None = None if (self.settings.dsn or self.settings.app) else True

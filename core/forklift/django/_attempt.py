@@ -1,8 +1,9 @@
 """One attempt of a Django task on the worker, as Django's signals report it.
 
-``task_started`` is sent when an attempt starts, ``task_finished`` when the task reaches its
-final state (SUCCESSFUL, or FAILED when no attempt is left or the failure is terminal); an
-attempt that will run again sends no ``task_finished``. Both carry the ``TaskResult`` as it
+``task_started`` is sent when an attempt starts, ``task_finished`` when an attempt that returns
+or raises leaves the task in its final state (SUCCESSFUL, or FAILED when no attempt is left or
+the failure is terminal). An attempt that will run again sends no ``task_finished``, nor does
+one the worker told to stop (timeout, cancel, drain): there the worker decides the outcome. Both carry the ``TaskResult`` as it
 stands, with the attempt's own error already in ``errors``. Receivers run on the worker, and
 one that raises is logged, never taken for a failure of the task.
 """
@@ -58,7 +59,7 @@ class Attempt:
     result: TaskResult[Any]
 
     @classmethod
-    def start(cls, ctx: JobContext, backend: Any, task: Task[Any, Any]) -> Attempt:
+    def start(cls, ctx: JobContext, backend: BaseTaskBackend, task: Task[Any, Any]) -> Attempt:
         """Read the job as Django sees it now (RUNNING) and send ``task_started``."""
         job = backend.app.get_job(ctx.job_id)
         if job is None:  # pragma: no cover - the worker holds the job's lease

@@ -16,7 +16,7 @@ from forklift._app.app import Forklift
 from forklift._app.context import JobContext
 from forklift._base.retry import Fail
 from forklift.django._attempt import Attempt
-from forklift.django._compat import Task, TaskContext, normalize_json, task_backends
+from forklift.django._compat import BaseTaskBackend, Task, TaskContext, normalize_json
 from forklift.django._kinds import FAILURE_CODES, TaskCall, kinds_of
 
 
@@ -52,7 +52,7 @@ def _call_args(attempt: Attempt, call: TaskCall, task: Task[Any, Any]) -> list[A
     return [TaskContext(task_result=attempt.result), *call.args]
 
 
-def run_sync(ctx: JobContext, call: TaskCall) -> Any:
+def run_sync(backend: BaseTaskBackend, ctx: JobContext, call: TaskCall) -> Any:
     from django.db import close_old_connections
 
     task = resolve(call.task)
@@ -60,7 +60,7 @@ def run_sync(ctx: JobContext, call: TaskCall) -> Any:
     # long-lived worker thread never runs a task on a dead one.
     close_old_connections()
     try:
-        attempt = Attempt.start(ctx, task_backends[call.backend], task)
+        attempt = Attempt.start(ctx, backend, task)
         try:
             value = task.func(*_call_args(attempt, call, task), **call.kwargs)
             if inspect.isawaitable(value):  # declared sync, returned a coroutine: run it here
@@ -80,12 +80,12 @@ def run_sync(ctx: JobContext, call: TaskCall) -> Any:
         close_old_connections()
 
 
-async def run_async(ctx: JobContext, call: TaskCall) -> Any:
+async def run_async(backend: BaseTaskBackend, ctx: JobContext, call: TaskCall) -> Any:
     from asgiref.sync import sync_to_async
 
     task = resolve(call.task)
     # Reading the job and Django's signal receivers are sync (the ORM): off the event loop.
-    attempt = await sync_to_async(Attempt.start)(ctx, task_backends[call.backend], task)
+    attempt = await sync_to_async(Attempt.start)(ctx, backend, task)
     try:
         value = task.func(*_call_args(attempt, call, task), **call.kwargs)
         if inspect.isawaitable(value):
@@ -100,10 +100,23 @@ async def run_async(ctx: JobContext, call: TaskCall) -> Any:
     return returned
 
 
-def declare(app: Forklift, alias: str, queue: str) -> None:
-    """Declare backend ``alias``'s kinds on ``app`` (once: a backend made again shares them)."""
-    kinds = kinds_of(alias)
+def declare(app: Forklift, backend: BaseTaskBackend, queue: str) -> None:
+    """Declare ``backend``'s kinds on ``app``, their handlers bound to it (once: a backend made
+    again on the same app keeps the first one's).
+
+    The handlers hold their backend rather than asking Django's ``task_backends``: that is
+    context-local, and the worker runs each attempt in a fresh copy of its context, where it
+    would make a new backend (and a new forklift app with its own pool) every time.
+    """
+    kinds = kinds_of(backend.alias)
+
+    def run_task(ctx: JobContext, call: TaskCall) -> Any:
+        return run_sync(backend, ctx, call)
+
+    async def run_atask(ctx: JobContext, call: TaskCall) -> Any:
+        return await run_async(backend, ctx, call)
+
     if kinds.sync not in app.kinds:
-        app.job(name=kinds.sync, queue=queue, failure_codes=FAILURE_CODES)(run_sync)
+        app.job(name=kinds.sync, queue=queue, failure_codes=FAILURE_CODES)(run_task)
     if kinds.async_ not in app.kinds:
-        app.job(name=kinds.async_, queue=queue, failure_codes=FAILURE_CODES)(run_async)
+        app.job(name=kinds.async_, queue=queue, failure_codes=FAILURE_CODES)(run_atask)

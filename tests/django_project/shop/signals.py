@@ -24,6 +24,8 @@ def _record(signal: str, task_result: Any) -> None:
 
 def on_started(sender: type, task_result: Any, **kwargs: Any) -> None:
     _record("started", task_result)
+    if task_result.task.module_path == "shop.tasks.unlucky":
+        raise RuntimeError("this receiver fails for shop.tasks.unlucky")
 
 
 def on_finished(sender: type, task_result: Any, **kwargs: Any) -> None:

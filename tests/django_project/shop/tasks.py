@@ -48,6 +48,11 @@ def returns_a_set() -> Any:
     return {1, 2}
 
 
+@task
+def unlucky() -> str:
+    return "ran anyway"  # though a task_started receiver raised (shop.signals)
+
+
 class PaymentDeclined(Exception):
     pass
 
