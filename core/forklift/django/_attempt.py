@@ -3,10 +3,10 @@
 ``task_started`` is sent when an attempt starts, ``task_finished`` when an attempt that returns
 or raises leaves the task in its final state (SUCCESSFUL, or FAILED when no attempt is left or
 the failure is terminal). An attempt that will run again sends no ``task_finished``, nor does
-one the worker told to stop (timeout, cancel, drain): there the worker decides the outcome. Both carry the ``TaskResult`` as it
-stands, with the attempt's own error already in ``errors``. Receivers run on the worker, and
-one that raises is logged, never taken for a failure of the task.
-"""
+one the worker told to stop (timeout, cancel, drain): there the worker decides the outcome.
+Both carry the ``TaskResult`` as it stands, with the attempt's own error already in
+``errors``. Receivers run on the worker, and one that raises is logged, never taken for a
+failure of the task. A job whose task no longer imports sends neither: there is no task."""
 
 from __future__ import annotations
 

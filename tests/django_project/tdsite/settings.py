@@ -1,4 +1,4 @@
-"""Settings of the small Django site the Django backend's tests run (tests/test_django.py).
+"""Settings of the small Django site the Django backend's tests run (tests/integrations/test_django*.py).
 
 The database comes from ``FORKLIFT_DJANGO_TEST_DSN`` (a conninfo): the test's own database in
 a worker subprocess; the test process points Django at each test's database itself.
