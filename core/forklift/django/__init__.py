@@ -16,6 +16,11 @@ PostgreSQL database by default, and with ``enqueue_on_commit`` (the default) a t
 on Django's own connection, inside whatever transaction is open: it exists exactly when that
 transaction commits, and workers are woken at commit. Workers run
 ``forklift worker --app forklift.django.worker:app`` (see :mod:`forklift.django.worker`).
+
+Results read back as Django's own backends record them (statuses, ``TaskError`` class paths
+and tracebacks), for every recorded task, and the worker sends ``task_started`` and
+``task_finished``. Each backend has forklift kinds of its own, so backends sharing a database
+and queue names never run each other's tasks.
 """
 
 from __future__ import annotations
@@ -25,19 +30,21 @@ from typing import Any, TypeVar
 
 from forklift._app.app import Forklift
 from forklift._base.errors import ConfigError
+from forklift._base.retry import Fail
 from forklift._db.connections import describe_target
 from forklift.django._compat import (
     BaseTaskBackend,
-    InvalidTaskError,
     Task,
     TaskResult,
     TaskResultDoesNotExist,
     normalize_json,
     task_enqueued,
 )
-from forklift.django._kinds import ASYNC_KIND, KINDS, SYNC_KIND, TaskCall, declare
+from forklift.django._kinds import TaskCall, kinds_of
+from forklift.django._missing import missing_task
 from forklift.django._options import DjangoConfigError, Options, dsn_of, parse
 from forklift.django._results import TaskFailed, to_result
+from forklift.django._runner import declare, resolve
 
 __all__ = ["DjangoConfigError", "ForkliftBackend", "TaskCall", "TaskFailed"]
 
@@ -58,7 +65,8 @@ class ForkliftBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
         super().__init__(alias, params)
         self.settings: Options = parse(alias, params)
         self.app = self._make_app()
-        declare(self.app, self.settings.default_queue)
+        self.kinds = kinds_of(alias)
+        declare(self.app, self, self.settings.default_queue)
         # Whether Django's database is forklift's: true by construction unless OPTIONS gave
         # forklift a database of its own; then checked once, at the first enqueue.
         self._shared: bool | None = None if (self.settings.dsn or self.settings.app) else True
@@ -80,18 +88,6 @@ class ForkliftBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
         self.app.close()
 
     # -- Django's API -------------------------------------------------------------------------
-    def validate_task(self, task: Task[Any, Any]) -> None:
-        try:
-            super().validate_task(task)
-        except InvalidTaskError:
-            if self.queues and task.queue_name not in self.queues:
-                where = f"TASKS[{self.alias!r}]['QUEUES']"
-                raise InvalidTaskError(
-                    f"{task.module_path}: queue {task.queue_name!r} is not in {where}"
-                    f" ({', '.join(sorted(self.queues))})"
-                ) from None
-            raise
-
     def enqueue(self, task: Task[Any, T], args: Any, kwargs: Any) -> TaskResult[T]:
         self.validate_task(task)
         call = {
@@ -100,7 +96,8 @@ class ForkliftBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
             "kwargs": normalize_json(dict(kwargs)),
             "backend": self.alias,
         }
-        kind = self.app.kind(ASYNC_KIND if iscoroutinefunction(task.func) else SYNC_KIND)
+        kind = self.app.kind(self.kinds.async_ if iscoroutinefunction(task.func)
+                             else self.kinds.sync)
         options: dict[str, Any] = {
             "queue": task.queue_name,
             "priority": -task.priority,  # Django: higher runs first; forklift: lower
@@ -123,15 +120,14 @@ class ForkliftBackend(BaseTaskBackend):  # type: ignore[misc]  # Django ships no
         except (TypeError, ValueError):
             raise TaskResultDoesNotExist(result_id) from None
         job = self.app.get_job(job_id)
-        if job is None or job.kind not in KINDS or not isinstance(job.args, dict):
+        # Another backend's jobs (its own kinds) are not this backend's results.
+        if job is None or job.kind not in self.kinds or not isinstance(job.args, dict):
             raise TaskResultDoesNotExist(result_id)
-        from forklift._base.retry import Fail
-        from forklift.django._kinds import resolve
-
+        path = str(job.args.get("task"))
         try:
-            task = resolve(str(job.args.get("task")))
-        except Fail as exc:
-            raise TaskResultDoesNotExist(f"{result_id}: {exc.message}") from None
+            task = resolve(path)
+        except Fail:  # renamed or removed since: the result is still there to read
+            task = missing_task(self, path, job.queue, -job.priority)
         return to_result(job, task, self.alias)
 
     # -- the shared transaction ---------------------------------------------------------------

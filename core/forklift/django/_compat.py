@@ -1,11 +1,10 @@
 """Django's task API: ``django.tasks`` (Django 6+) or its reference backport ``django_tasks``.
 
-Both ship the same classes under the same names (DEP 14); only the exception names differ.
+Both ship the same classes under the same names (DEP 14); the exception names and the home of
+``normalize_json`` (Django's rule for what a task may take and return) differ.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 try:  # Django >= 6.0
     from django.tasks import TaskContext, TaskResult, TaskResultStatus, task_backends
@@ -13,7 +12,8 @@ try:  # Django >= 6.0
     from django.tasks.base import Task, TaskError
     from django.tasks.exceptions import InvalidTask as InvalidTaskError
     from django.tasks.exceptions import TaskResultDoesNotExist
-    from django.tasks.signals import task_enqueued
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+    from django.utils.json import normalize_json
 
     SOURCE = "django.tasks"
 except ImportError:  # Django 5.2 (Python < 3.12): the django-tasks package
@@ -21,18 +21,10 @@ except ImportError:  # Django 5.2 (Python < 3.12): the django-tasks package
     from django_tasks.backends.base import BaseTaskBackend
     from django_tasks.base import Task, TaskError
     from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
-    from django_tasks.signals import task_enqueued
+    from django_tasks.signals import task_enqueued, task_finished, task_started
+    from django_tasks.utils import normalize_json
 
     SOURCE = "django_tasks"
-
-
-def normalize_json(value: Any) -> Any:
-    """What Django stores of a task's arguments and return value (its own normaliser)."""
-    if SOURCE == "django.tasks":
-        from django.tasks.utils import normalize_json as normalize
-    else:
-        from django_tasks.utils import normalize_json as normalize
-    return normalize(value)
 
 
 __all__ = [
@@ -48,4 +40,6 @@ __all__ = [
     "normalize_json",
     "task_backends",
     "task_enqueued",
+    "task_finished",
+    "task_started",
 ]

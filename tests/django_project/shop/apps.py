@@ -3,3 +3,8 @@ from django.apps import AppConfig
 
 class ShopConfig(AppConfig):
     name = "shop"
+
+    def ready(self) -> None:
+        from shop import signals
+
+        signals.connect()

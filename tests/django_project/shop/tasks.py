@@ -46,3 +46,27 @@ def which_attempt(context: TaskContext, tag: str) -> dict[str, Any]:
 @task
 def returns_a_set() -> Any:
     return {1, 2}
+
+
+@task
+def unlucky() -> str:
+    return "ran anyway"  # though a task_started receiver raised (shop.signals)
+
+
+class PaymentDeclined(Exception):
+    pass
+
+
+@task
+def charge(amount: int) -> None:
+    raise PaymentDeclined(f"card declined for {amount}")
+
+
+@task
+async def charge_later(amount: int) -> None:
+    raise PaymentDeclined(f"card declined for {amount}")
+
+
+@task(backend="reports")
+def tally(n: int) -> int:
+    return n * 10

@@ -1,4 +1,4 @@
-"""Settings of the small Django site the Django backend's tests run (tests/test_django.py).
+"""Settings of the small Django site the Django backend's tests run (tests/integrations/test_django*.py).
 
 The database comes from ``FORKLIFT_DJANGO_TEST_DSN`` (a conninfo): the test's own database in
 a worker subprocess; the test process points Django at each test's database itself.
@@ -29,10 +29,18 @@ DATABASES = {
     }
 }
 
+_ATTEMPTS = int(os.environ.get("SHOP_MAX_ATTEMPTS", "3"))
+# Two backends on one database, sharing the queue name "default": each runs only its own tasks
+# (a worker picks its backend with FORKLIFT_DJANGO_BACKEND).
 TASKS = {
     "default": {
         "BACKEND": "forklift.django.ForkliftBackend",
         "QUEUES": ["default", "emails"],
-        "OPTIONS": {"max_attempts": int(os.environ.get("SHOP_MAX_ATTEMPTS", "3"))},
-    }
+        "OPTIONS": {"max_attempts": _ATTEMPTS},
+    },
+    "reports": {
+        "BACKEND": "forklift.django.ForkliftBackend",
+        "QUEUES": ["default"],
+        "OPTIONS": {"max_attempts": _ATTEMPTS},
+    },
 }
