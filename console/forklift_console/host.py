@@ -2,7 +2,8 @@
 
 Screens and widgets are written against :class:`ConsoleHost`, never against the app class: the
 app imports every screen, so a screen that imported the app would close a circle. The app is a
-``ConsoleHost`` by shape (the protocol is structural), and the tests check that it stays one.
+``ConsoleHost`` by shape (the protocol is structural); ``forklift_console.app`` has mypy check
+that it stays one.
 """
 
 from __future__ import annotations
