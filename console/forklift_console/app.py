@@ -1,10 +1,11 @@
 """The operator console: a Textual app over the operator API.
 
 Screens live in ``forklift_console.screens``; each fetches its own snapshot in a background
-thread through :class:`~forklift_console.backend.Backend`. The app owns what is shared: the
-refresh tick, the connection status shown in every header (both in
-:mod:`~forklift_console.app_refresh`), the last CLI command, actions (confirm, run, report:
-:mod:`~forklift_console.app_actions`), the keys, navigation and the command palette (here).
+thread through :class:`~forklift_console.backend.Backend`, and sees the app only as a
+:class:`~forklift_console.host.ConsoleHost`. The app owns what is shared: the refresh tick and
+the connection status shown in every header (its :class:`~forklift_console.refresher.Refresher`),
+the last CLI command, actions (confirm, run, report: its
+:class:`~forklift_console.actions.Actions`), the keys, navigation and the command palette.
 """
 
 from __future__ import annotations
@@ -13,18 +14,20 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 from textual import events
 from textual.actions import parse as parse_action
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.timer import Timer
 
-from forklift_console.app_actions import ConsoleActions
-from forklift_console.app_refresh import ConsoleRefresh
+from forklift.ops import JobFilter
+from forklift_console.actions import Actions
 from forklift_console.backend import Backend
+from forklift_console.host import ConsoleHost, DemoControls
+from forklift_console.plan import Plan
+from forklift_console.refresher import Refresher
 from forklift_console.screens.audit import AuditScreen
 from forklift_console.screens.backfills import BackfillsScreen
 from forklift_console.screens.base import ConsoleScreen
@@ -54,15 +57,7 @@ def system_clock() -> datetime:
     return datetime.now(UTC)
 
 
-class DemoControls(Protocol):
-    """What ``forklift demo`` lets the console do beyond the operator API (drain a worker)."""
-
-    def drain(self, worker_id: str) -> str: ...
-
-    def owns(self, worker_id: str) -> bool: ...
-
-
-class ConsoleApp(ConsoleActions, ConsoleRefresh, App[None]):
+class ConsoleApp(App[None]):
     CSS_PATH = str(Path(__file__).with_name("console.tcss"))
     TITLE = "forklift console"
     ENABLE_COMMAND_PALETTE = True
@@ -100,9 +95,15 @@ class ConsoleApp(ConsoleActions, ConsoleRefresh, App[None]):
         self.clock: Clock = clock or system_clock
         self.demo = demo
         self.start = start
-        self.status = Status(target=backend.target, schema=backend.operator.schema,
-                             read_only=backend.read_only, interval=interval)
         self.last_command: str | None = None
+        self.refresher = Refresher(
+            self,
+            Status(target=backend.target, schema=backend.operator.schema,
+                   read_only=backend.read_only, interval=interval),
+            now=self.now,
+            screens=self._every_screen,
+        )
+        self.actions = Actions(self, backend, ran=self._ran, repaint=self.refresher.repaint)
         self.views: dict[str, ConsoleScreen[Any]] = {
             "overview": OverviewScreen(),
             "queues": QueuesScreen(),
@@ -123,20 +124,63 @@ class ConsoleApp(ConsoleActions, ConsoleRefresh, App[None]):
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]
-        self._tick: Timer | None = None
 
     # -- clock and status -----------------------------------------------------------------------
     @property
     def read_only(self) -> bool:
         return self.backend.read_only
 
+    @property
+    def status(self) -> Status:
+        return self.refresher.status
+
     def now(self) -> datetime:
         return self.clock()
 
     def on_mount(self) -> None:
-        self._tick = self.set_interval(self.status.interval, self._refresh_tick)
-        self.set_interval(1.0, self._repaint)
+        self.refresher.start()
         self.switch_mode(self.start)
+
+    def _every_screen(self) -> Iterable[Screen[Any]]:
+        for stack in self._screen_stacks.values():
+            yield from stack
+
+    def fetch_ok(self) -> None:
+        self.refresher.fetch_ok()
+
+    def fetch_failed(self, exc: BaseException) -> None:
+        self.refresher.fetch_failed(exc)
+
+    def action_freeze(self) -> None:
+        self.refresher.freeze()
+
+    def action_faster(self) -> None:
+        self.refresher.step_rate(-1)
+
+    def action_slower(self) -> None:
+        self.refresher.step_rate(+1)
+
+    # -- actions --------------------------------------------------------------------------------
+    def propose(self, plan: Plan, after: Callable[[], None] | None = None) -> None:
+        self.actions.propose(plan, after)
+
+    def propose_bulk(
+        self, action: str, flt: JobFilter, described: str, after: Callable[[], None] | None = None
+    ) -> None:
+        self.actions.propose_bulk(action, flt, described, after)
+
+    def propose_checked(
+        self,
+        verb: str,
+        check: Callable[[Any], Any],
+        plan_of: Callable[[Any], Plan | str],
+        after: Callable[[], None] | None = None,
+    ) -> None:
+        self.actions.propose_checked(verb, check, plan_of, after)
+
+    def _ran(self, command: str) -> None:
+        """An action was done: the command echo shows its CLI equivalent."""
+        self.last_command = command
 
     def on_unmount(self) -> None:
         self.backend.close()
@@ -285,3 +329,7 @@ class ConsoleApp(ConsoleActions, ConsoleRefresh, App[None]):
         self.push_screen(
             PickScreen(f"{title}: which one?", choices, current=view.palette_current()), picked
         )
+
+
+#: The app is what its screens take it for: mypy checks this assignment against the protocol.
+_HOST: type[ConsoleHost] = ConsoleApp

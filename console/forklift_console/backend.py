@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import psycopg
 
-from forklift import DatabaseUnavailable
+from forklift import DatabaseUnavailable, ForkliftError
 from forklift.ops import Operator
 from forklift.ops.connect import describe_target
 
@@ -28,6 +28,17 @@ CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
     DatabaseUnavailable,
     OSError,
 )
+
+
+def describe_error(exc: BaseException) -> str:
+    """A failed call in one line for the operator (a banner, a notification)."""
+    if isinstance(exc, ForkliftError):
+        return exc.message
+    text = str(exc).strip().splitlines()
+    first = text[0] if text else ""
+    if isinstance(exc, CONNECTION_ERRORS):
+        return f"database unreachable: {first or type(exc).__name__}"
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 #: A refresh that has not answered after this long is cut off (its session is dropped), so a

@@ -391,7 +391,7 @@ def test_refresh_holds_while_frozen_or_while_a_dialog_is_open(
         # A load the screen started on its own (its first resume can land late under load)
         # must end first: the point is that a tick while frozen starts none.
         await wait_until_async(lambda: not screen._loading, timeout=20)
-        app._refresh_tick()
+        app.refresher.tick()
         assert not screen._loading
         await pilot.press("f")
         assert not app.status.frozen
@@ -399,7 +399,7 @@ def test_refresh_holds_while_frozen_or_while_a_dialog_is_open(
         await pilot.press("question_mark")
         await pilot.pause()
         await wait_until_async(lambda: not screen._loading, timeout=20)
-        app._refresh_tick()
+        app.refresher.tick()
         assert not screen._loading
         await pilot.press("escape")
         await pilot.press("plus")

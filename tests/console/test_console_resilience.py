@@ -97,7 +97,7 @@ def test_a_refresh_tick_that_lands_while_the_console_shuts_down_does_nothing(
 
             async def then() -> None:
                 await removal
-                app._refresh_tick()  # the timer firing between two closes
+                app.refresher.tick()  # the timer firing between two closes
                 ticked.append(app.current_mode)
 
             return then()

@@ -124,3 +124,37 @@ def test_a_table_given_rows_before_it_is_mounted_shows_them_once_mounted() -> No
             assert [str(c) for c in table.get_row("8")] == ["8", "another"]
 
     asyncio.run(main())
+
+
+def test_a_sort_order_orders_names_and_labels_its_column() -> None:
+    from forklift_console.widgets.sort_order import SortOrder
+    from forklift_console.widgets.table import Column
+
+    cols = [Column("name", "Name", 10), Column("lag", "Lag", 3)]
+    rows = [("a", ("mail", "9s")), ("b", ("audit", "70s")), ("c", ("zeta", "2s"))]
+    assert SortOrder().apply(list(rows), cols) == rows  # the screen's own order
+    by_lag = SortOrder(("lag", True))
+    assert [k for k, _ in by_lag.apply(list(rows), cols)] == ["b", "a", "c"]
+    assert [k for k, _ in SortOrder(("name", False)).apply(list(rows), cols)] == ["b", "a", "c"]
+    assert by_lag.text(cols) == "sorted by Lag ▼"
+    assert by_lag.label(cols[1]).plain == "La▼"  # too narrow for "Lag ▼": the glyph stays
+    assert by_lag.label(cols[0]).plain == "Name"
+    assert SortOrder.numeric("lag", cols, rows, server=False)
+    assert not SortOrder.numeric("name", cols, rows, server=False)
+
+
+def test_marks_say_whether_they_changed() -> None:
+    from forklift_console.widgets.marks import Marks
+
+    marks = Marks()
+    assert not marks.clear()  # nothing marked: nothing to redraw
+    marks.toggle("1")
+    marks.add("2", "3")
+    assert marks.keys == {"1", "2", "3"} and marks.cell("2") != " " and marks.cell("4") == " "
+    assert not marks.keep({"1", "2", "3", "4"})
+    assert marks.keep({"1", "2"}) and marks.keys == {"1", "2"}
+    marks.all(True)
+    assert marks.everything and not marks.keys and marks.cell("4") != " "
+    marks.toggle("4")  # marking one row by hand ends "all matching"
+    assert not marks.everything and marks.keys == {"4"}
+    assert marks.clear() and not marks.keys

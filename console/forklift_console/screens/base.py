@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar, cast
+from typing import ClassVar, Generic, TypeVar, cast
 
 from rich.text import Text
 from textual.actions import parse as parse_action
@@ -16,13 +16,11 @@ from textual.widgets import Footer
 from textual.worker import get_current_worker
 
 from forklift.ops import Operator
+from forklift_console.host import ConsoleHost
 from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.header import TABS, CommandEcho, StaleBanner, StatusBar, TabBar
 from forklift_console.widgets.rows import RowFilterError, parse_rows
 from forklift_console.widgets.table import Cell, Column, LiveTable
-
-if TYPE_CHECKING:
-    from forklift_console.app import ConsoleApp
 
 D = TypeVar("D")
 
@@ -82,8 +80,9 @@ class ConsoleScreen(Screen[None], Generic[D]):
         self._when_loaded: list[Callable[[], None]] = []
 
     @property
-    def console(self) -> ConsoleApp:
-        return cast("ConsoleApp", self.app)
+    def console(self) -> ConsoleHost:
+        """The app, as a screen sees it (the app is a :class:`ConsoleHost`)."""
+        return cast("ConsoleHost", self.app)
 
     # -- layout -------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -304,7 +303,7 @@ class ConsoleScreen(Screen[None], Generic[D]):
         # Always back to the UI thread, cancelled or not: that is where the load ends. (A
         # RuntimeError: the app is shutting down and nobody is left to show the result.)
         with contextlib.suppress(RuntimeError):
-            app.call_from_thread(self._finished, data, error, worker.is_cancelled)
+            self.app.call_from_thread(self._finished, data, error, worker.is_cancelled)
 
     def _finished(self, data: D | None, error: Exception | None, cancelled: bool) -> None:
         self._loading = False

@@ -21,9 +21,9 @@ from forklift.ops.batches import BatchDetail
 from forklift.ops.batchview import mode_label, progress_bar, rate_label, run_rate, state_text
 from forklift.ops.display import show_id
 from forklift.ops.runbook import command
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
-from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.table import Cell, Column, LiveTable
 from forklift_console.widgets.text import (

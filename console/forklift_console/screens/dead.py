@@ -20,11 +20,11 @@ from textual.widgets import DataTable, Static
 from forklift.ops import BulkReport, JobFilter, JobSummary, Operator
 from forklift.ops.dead import DeadGroup
 from forklift.ops.runbook import cli
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import bulk_report
 from forklift_console.screens.listing import FILTER_KEY, MarkedList, open_filter
-from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterLine
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (

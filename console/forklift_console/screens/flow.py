@@ -23,8 +23,8 @@ from forklift.ops import Operator
 from forklift.ops.keys import KeyDetail, KeyInfo, ValueInfo
 from forklift.ops.rates import Bucket, FlowQueue, RateInfo
 from forklift.ops.runbook import command
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
-from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import NONE, capped, duration, one_line, plain

@@ -15,12 +15,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from forklift.cli.format import plural
 from forklift.ops import Operator
 from forklift.ops.health import Health
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.widgets.table import Column, LiveTable, Row
-from forklift_console.widgets.text import duration, one_line, style_of
+from forklift_console.widgets.text import duration, one_line, plural, style_of
 
 #: Seconds between health reads (the screen may tick faster).
 EVERY = 10.0

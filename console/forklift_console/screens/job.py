@@ -17,8 +17,8 @@ from textual.widgets import ProgressBar, Static
 from forklift import LIVE_STATES, TERMINAL_STATES, JobNotFound
 from forklift.ops import ActionResult, Explanation, JobDetail, Operator
 from forklift.ops.runbook import command
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
-from forklift_console.screens.modals import Plan
 from forklift_console.widgets.text import (
     ident,
     job_state,

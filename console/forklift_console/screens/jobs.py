@@ -14,6 +14,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Input, Static
 
 from forklift.ops import JobFilter, JobPage, JobSummary, Operator, Sort
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import VERBS, JobScreen, copy_out, job_plan
 from forklift_console.screens.jobs_bulk import bulk_cli as bulk_cli  # imported from here
@@ -21,7 +22,6 @@ from forklift_console.screens.jobs_bulk import bulk_report as bulk_report
 from forklift_console.screens.jobs_bulk import ids_cli, marked_report
 from forklift_console.screens.jobs_rows import current_line, job_cells, reconciled_total
 from forklift_console.screens.listing import MarkedList
-from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterBar, FilterError, parse, to_text
 from forklift_console.widgets.table import Column, LiveTable
 from forklift_console.widgets.text import MARK

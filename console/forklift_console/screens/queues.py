@@ -25,6 +25,7 @@ from forklift.ops import (
 )
 from forklift.ops.display import show_id
 from forklift.ops.runbook import command
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.forms import (
     LimitAnswer,
@@ -35,7 +36,7 @@ from forklift_console.screens.forms import (
 )
 from forklift_console.screens.insight import LAG_ALERT_SECONDS, queue_state, window_label
 from forklift_console.screens.listing import FILTER_KEY, open_filter
-from forklift_console.screens.modals import Plan, ReasonScreen
+from forklift_console.screens.modals import ReasonScreen
 from forklift_console.widgets.filterbar import FilterLine, quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (

@@ -16,9 +16,9 @@ from textual.widgets import DataTable, Static
 from forklift.ops import Operator
 from forklift.ops.runbook import command
 from forklift.ops.schedules import RunNow, ScheduleInfo
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
-from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterLine, quote
 from forklift_console.widgets.table import Cell, Column, LiveTable
 from forklift_console.widgets.text import (

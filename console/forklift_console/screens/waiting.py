@@ -23,10 +23,10 @@ from textual.widgets import DataTable, Static
 
 from forklift.ops import ActionResult, BulkReport, JobFilter, JobPage, JobSummary, Operator, Sort
 from forklift.ops.runbook import cli
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import JobScreen
 from forklift_console.screens.listing import FILTER_KEY, MarkedList, open_filter
-from forklift_console.screens.modals import Plan
 from forklift_console.widgets.filterbar import FilterError, FilterLine, parse
 from forklift_console.widgets.table import Column, LiveTable
 from forklift_console.widgets.text import age, ident, one_line, plural, until

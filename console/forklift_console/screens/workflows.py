@@ -15,20 +15,20 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.widgets import Static
 
-from forklift.cli.format import plural
 from forklift.ops import Operator
 from forklift.ops.events import EventInfo, WaitInfo
 from forklift.ops.outbox import OutboxMessage, TopicInfo
 from forklift.ops.runbook import cli
 from forklift.ops.steps import Parked
+from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
-from forklift_console.screens.modals import Plan
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     JOB_STATES,
     badge,
     count,
     one_line,
+    plural,
     stamp,
     style_of,
 )

@@ -5,12 +5,12 @@ Every list in the console is a :class:`LiveTable`, so every list has the same to
 - ``s`` sorts by the next column and ``S`` flips the direction (a click on a header sorts by
   that column); the header names the sort with ``▲``/``▼``, not colour alone. A table whose
   rows come from the server a page at a time (``server_sort``) does not reorder its page: it
-  posts :class:`LiveTable.SortChanged` and the screen fetches in that order
-  (:mod:`forklift_console.widgets.table_sort`).
+  posts :class:`LiveTable.SortChanged` and the screen fetches in that order (the table's
+  :class:`~forklift_console.widgets.sort_order.SortOrder`).
 - a ``/`` filter (see :mod:`forklift_console.widgets.rows`), applied to each snapshot;
 - marks, on a ``markable`` table: ``space`` marks a row, ``shift+↓``/``shift+↑`` mark a range
-  as the cursor moves; the marks column shows ``✓``, :func:`marks_badge` the count
-  (:mod:`forklift_console.widgets.table_marks`).
+  as the cursor moves; the marks column shows ``✓``, :func:`marks_badge` the count (the
+  table's :class:`~forklift_console.widgets.marks.Marks`).
 
 The cursor stays on its row (by key) across a refresh, a re-sort and a new filter.
 """
@@ -18,7 +18,6 @@ The cursor stays on its row (by key) across a refresh, a re-sort and a new filte
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -27,28 +26,19 @@ from textual.message import Message
 from textual.widgets import DataTable
 from textual.widgets.data_table import CellDoesNotExist, ColumnKey, RowDoesNotExist, RowKey
 
-from forklift_console.widgets.rows import RowFilter, column_names, natural, sort_key
-from forklift_console.widgets.table_marks import MARK_COLUMN, MarksMixin
-from forklift_console.widgets.table_marks import marks_badge as marks_badge  # imported from here
-from forklift_console.widgets.table_sort import DOWN as DOWN
-from forklift_console.widgets.table_sort import UP as UP
-from forklift_console.widgets.table_sort import SortMixin
-
-Cell = Text | str
-#: A row: its key and its cells, in column order.
-Row = tuple[Hashable, Sequence[Cell]]
-
-
-@dataclass(frozen=True)
-class Column:
-    key: str
-    label: str
-    width: int | None = None
-    #: With ``server_sort``: the operator API's sort key for this column (None: not sortable).
-    sort: str | None = None
+# Screens import a table's parts from here, with the table.
+from forklift_console.widgets.columns import Cell as Cell
+from forklift_console.widgets.columns import Column as Column
+from forklift_console.widgets.columns import Row as Row
+from forklift_console.widgets.marks import MARK_COLUMN, Marks
+from forklift_console.widgets.marks import marks_badge as marks_badge
+from forklift_console.widgets.rows import RowFilter, column_names
+from forklift_console.widgets.sort_order import DOWN as DOWN
+from forklift_console.widgets.sort_order import UP as UP
+from forklift_console.widgets.sort_order import SortOrder
 
 
-class LiveTable(SortMixin, MarksMixin, DataTable[Cell]):
+class LiveTable(DataTable[Cell]):
     """Rows carry stable keys (a job id, a queue name); :meth:`sync` applies a new snapshot.
 
     When the keys come back in the same order only the changed cells are rewritten, so the
@@ -105,12 +95,10 @@ class LiveTable(SortMixin, MarksMixin, DataTable[Cell]):
         self._flex = next(
             (i for i, c in enumerate(self._columns) if c.width is None), None
         )
-        #: (column key, descending), or None for the order the screen gave.
-        self.sort_by: tuple[str, bool] | None = sort
+        # (not "sort_order": Textual's widgets keep their place among siblings in that name)
+        self.ordering = SortOrder(sort)
         self.row_filter = RowFilter()
-        self.marks: set[str] = set()
-        #: Every row shows as marked (the jobs screen's "all matching").
-        self.all_marked = False
+        self.marking = Marks()
         self.total = 0  # rows in the last snapshot, before the filter
         #: Called after each sync (the filter line's count).
         self.on_synced: list[Callable[[], None]] = []
@@ -124,7 +112,7 @@ class LiveTable(SortMixin, MarksMixin, DataTable[Cell]):
         # The flex column gets a width of its own too: DataTable's auto width is measured
         # on idle, and a row drawn before that measurement stays cached at the label's width.
         for col in self._columns:
-            self.add_column(self._label(col), key=col.key, width=col.width or self.flex_width())
+            self.add_column(self.ordering.label(col), key=col.key, width=col.width or self.flex_width())
 
     def set_columns(self, columns: Sequence[Column]) -> None:
         """Other columns in place (a compact layout at another width): the rows go, the
@@ -187,13 +175,10 @@ class LiveTable(SortMixin, MarksMixin, DataTable[Cell]):
         self.total = len(out)
         if self.row_filter:
             out = [(k, v) for k, v in out if self.row_filter.keep(v)]
-        if self.sort_by is not None and not self.server_sort:
-            column, descending = self.sort_by
-            index = next((i for i, c in enumerate(self.data_columns) if c.key == column), None)
-            if index is not None:
-                out.sort(key=lambda kv: sort_key(natural(kv[1][index]), descending))
+        if not self.server_sort:
+            out = self.ordering.apply(out, self.data_columns)
         if self.markable:
-            out = [(k, (self._mark_cell(k), *v)) for k, v in out]
+            out = [(k, (self.marking.cell(k), *v)) for k, v in out]
         return out
 
     def sync(self, rows: Sequence[Row], *, rebuild: bool = False, follow: bool = False) -> None:
@@ -249,11 +234,124 @@ class LiveTable(SortMixin, MarksMixin, DataTable[Cell]):
     def cell_value(self, key: str, column: str) -> Any:
         return self.get_cell(key, column)
 
-    def _sort_changed(self, column: str | None, descending: bool) -> None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("mark", "mark_range"):
+            return self.markable
+        return True
+
+    # -- sort ---------------------------------------------------------------------------------
+    @property
+    def sort_by(self) -> tuple[str, bool] | None:
+        """(column key, descending), or None for the order the screen gave."""
+        return self.ordering.by
+
+    def sortable(self) -> list[Column]:
+        cols = self.data_columns
+        return [c for c in cols if c.sort] if self.server_sort else cols
+
+    def set_sort(self, column: str | None, descending: bool = False) -> None:
+        """Sort by ``column`` (a column key), or None for the order the screen gives."""
+        if column is not None and column not in {c.key for c in self.sortable()}:
+            return
+        self.ordering.by = None if column is None else (column, descending)
+        for col in self._columns:
+            dt_column = self.columns.get(ColumnKey(col.key))
+            if dt_column is not None:
+                dt_column.label = self.ordering.label(col)
+        self._clear_caches()
+        self.refresh()
+        if not self.server_sort:
+            self.resync()
         self.post_message(self.SortChanged(self, column, descending))
 
-    def _marks_posted(self) -> None:
+    @property
+    def sort_text(self) -> str:
+        """``sorted by Lag ▼``, for a screen's info line; empty in the screen's own order."""
+        return self.ordering.text(self._columns)
+
+    def _numeric(self, column: str) -> bool:
+        return SortOrder.numeric(column, self.data_columns, self._rows, server=self.server_sort)
+
+    def action_sort_next(self) -> None:
+        """The next column, in its natural first direction (text A→Z, numbers high→low);
+        after the last column, back to the screen's own order."""
+        cols = [c.key for c in self.sortable()]
+        if not cols:
+            self.notify("this list cannot be sorted", severity="warning")
+            return
+        current = self.sort_by[0] if self.sort_by is not None else None
+        index = cols.index(current) + 1 if current in cols else 0
+        if index >= len(cols) and not self.server_sort:
+            self.set_sort(None)
+            self.notify("sort: the screen's own order", title="Sort")
+            return
+        column = cols[index % len(cols)]
+        self.set_sort(column, descending=self._numeric(column))
+        self.notify(self.sort_text, title="Sort")
+
+    def action_sort_reverse(self) -> None:
+        if self.sort_by is None:
+            self.action_sort_next()
+            return
+        self.set_sort(self.sort_by[0], not self.sort_by[1])
+        self.notify(self.sort_text, title="Sort")
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        column = str(event.column_key.value)
+        if self.sort_by is not None and self.sort_by[0] == column:
+            self.set_sort(column, not self.sort_by[1])
+        else:
+            self.set_sort(column, self._numeric(column) if column != MARK_COLUMN else False)
+
+    # -- marks --------------------------------------------------------------------------------
+    @property
+    def marks(self) -> set[str]:
+        """The keys of the marked rows."""
+        return self.marking.keys
+
+    @property
+    def all_marked(self) -> bool:
+        """Every row shows as marked (the jobs screen's "all matching")."""
+        return self.marking.everything
+
+    def _marks_changed(self) -> None:
+        self.resync(follow=True)
         self.post_message(self.MarksChanged(self))
+
+    def toggle_mark(self, key: str | None = None) -> None:
+        key = key or self.current_key
+        if key is None:
+            return
+        self.marking.toggle(key)
+        self._marks_changed()
+
+    def clear_marks(self) -> None:
+        if self.marking.clear():
+            self._marks_changed()
+
+    def mark_all(self, on: bool) -> None:
+        self.marking.all(on)
+        self._marks_changed()
+
+    def keep_marks(self, keys: set[str]) -> None:
+        """Forget marks on rows that no longer exist."""
+        if self.marking.keep(keys):
+            self.post_message(self.MarksChanged(self))
+
+    def action_mark(self) -> None:
+        self.toggle_mark()
+        self.action_cursor_down()
+
+    def action_mark_range(self, step: int) -> None:
+        """Mark the row under the cursor, move, mark the next: a range, as text is selected."""
+        key = self.current_key
+        if key is None:
+            return
+        row = max(0, min(len(self._keys) - 1, self.cursor_row + step))
+        self.marking.add(key, self._keys[row])
+        self.move_cursor(row=row, animate=False)
+        self._marks_changed()
 
     # -- filter -------------------------------------------------------------------------------
     def filter_names(self) -> dict[str, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 _SPARK = "▁▂▃▄▅▆▇█"
 
@@ -42,8 +43,6 @@ def stamp(at: datetime | str | None) -> str:
         try:
             at = datetime.fromisoformat(at)
         except ValueError:
-            from forklift.cli.kit import safe
-
             return safe(at)
     return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
@@ -55,3 +54,21 @@ def state(s: str) -> str:
 def plural(n: int, one: str, many: str | None = None) -> str:
     """``1 job``, ``3 jobs``, ``1,200 jobs``: never ``job(s)``."""
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
+def ident(value: Any) -> str:
+    """An identifier (queue, kind, tag, name, worker, actor) for Rich: nothing hidden, no markup."""
+    from rich.markup import escape
+
+    from forklift.ops.display import show_id
+
+    return escape(show_id(value))
+
+
+def safe(value: Any) -> str:
+    """Free text from jobs (messages, args) for Rich: controls and bidi out, markup escaped."""
+    from rich.markup import escape
+
+    from forklift.ops.display import clean_text
+
+    return escape(clean_text(value))

@@ -40,6 +40,10 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 import typer
 from typer.core import TyperGroup
 
+# Text for Rich lives with the rest of the formatting; commands import it from here too.
+from forklift.cli.format import ident as ident
+from forklift.cli.format import safe as safe
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -130,24 +134,6 @@ err = _Lazy(stderr=True)
 def emit_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, default=str, indent=2) + "\n")
     sys.stdout.flush()
-
-
-def ident(value: Any) -> str:
-    """An identifier (queue, kind, tag, name, worker, actor) for Rich: nothing hidden, no markup."""
-    from rich.markup import escape
-
-    from forklift.ops.display import show_id
-
-    return escape(show_id(value))
-
-
-def safe(value: Any) -> str:
-    """Free text from jobs (messages, args) for Rich: controls and bidi out, markup escaped."""
-    from rich.markup import escape
-
-    from forklift.ops.display import clean_text
-
-    return escape(clean_text(value))
 
 
 # -- errors ----------------------------------------------------------------------------------
