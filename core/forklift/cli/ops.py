@@ -71,15 +71,29 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
     for col in ("worker", "state", "queues", "slots", "heartbeat", "drain", "leader"):
         w.add_column(col, overflow="fold")
     for x in workers:
-        st = "[yellow]draining[/]" if x.state == "draining" else "[green]running[/]"
-        if x.stale:
-            st = "[red]stale[/]"
         drain = ""
-        if x.drain_remaining_seconds is not None:
+        if x.state == "draining" and x.drain_remaining_seconds is not None:
             drain = f"drain cutoff in {seconds(max(0.0, x.drain_remaining_seconds))}"
-        w.add_row(ident(x.id), st, ", ".join(ident(q) for q in x.queues), f"{x.in_use}/{x.slots}",
-                  f"{seconds(x.heartbeat_age_seconds)} ago", drain, "★" if x.leader else "")
+        w.add_row(ident(x.id), worker_state(x), ", ".join(ident(q) for q in x.queues),
+                  f"{x.in_use}/{x.slots}", f"{seconds(x.heartbeat_age_seconds)} ago", drain,
+                  "★" if x.leader else "")
     return w
+
+
+#: Colour of each worker state; a state the table does not know is shown as it is, uncoloured.
+_STATE_STYLE = {"running": "green", "draining": "yellow", "exited": "dim"}
+
+
+def worker_state(x: WorkerInfo) -> str:
+    """The state word --json gives, so text and JSON agree; how it exited, or that it is stale
+    (no heartbeat for a while, the row not yet marked), in brackets after it."""
+    word = x.state
+    if x.state == "exited" and x.exit_reason:
+        word += f" ({x.exit_reason})"
+    elif x.stale:
+        return f"[red]{word} (stale)[/]"
+    style = _STATE_STYLE.get(x.state)
+    return f"[{style}]{word}[/]" if style else ident(word)
 
 
 @command()
