@@ -24,6 +24,7 @@ from forklift._base.json import (
     storable,
     to_json_text,
 )
+from forklift._jobs.typeddict_error import TypedDictNeedsTypingExtensions
 from forklift._jobs.unknown import find_unknown, structured_nodes, top_unknown
 
 if TYPE_CHECKING:
@@ -130,12 +131,22 @@ class Codec:
 
     def __init__(self, tp: Any, *, what: str = "payload") -> None:
         # pydantic loads when a kind is declared, not before
-        from pydantic import TypeAdapter, ValidationError
+        from pydantic import PydanticUserError, TypeAdapter, ValidationError
 
         self._invalid = ValidationError
         self.type = tp
         self.what = what
-        self.adapter: TypeAdapter[Any] = TypeAdapter(tp)
+        try:
+            self.adapter: TypeAdapter[Any] = TypeAdapter(tp)
+        except PydanticUserError as exc:
+            if exc.code != "typed-dict-version":
+                raise
+            raise TypedDictNeedsTypingExtensions(
+                f"{what} type {getattr(tp, '__name__', tp)!s} is or holds a typing.TypedDict,"
+                " which pydantic validates only on Python 3.12 and later: define it with"
+                " typing_extensions.TypedDict instead (from typing_extensions import TypedDict)",
+                what=what, fix="typing_extensions.TypedDict",
+            ) from None
         #: Whether None is a valid value that dumps to JSON null (a handler returning nothing).
         self.accepts_none = self._accepts_none()
         # Whether validation can drop a field at all, and if so only at the top: then a set
