@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from forklift.ops import PruneReport, Stats, WorkerInfo
 
 
+#: The largest id a row can have (a bigint): a larger one is a usage error, not a query.
+ID_MAX = 2**63 - 1
+
+
 # -- stats ---------------------------------------------------------------------------------
 def stats_tables(s: Stats, width: int | None = None) -> Group:
     from rich.console import Group
@@ -156,9 +160,8 @@ def audit(
     since: Annotated[
         str | None, typer.Option(help="Only since this time: ISO 8601 or a duration ago (1d).")
     ] = None,
-    before_id: Annotated[
-        int | None, typer.Option(help="Page: entries older than this audit id.")
-    ] = None,
+    before_id: Annotated[int | None, typer.Option(
+        min=1, max=ID_MAX, help="Page: entries older than this audit id.")] = None,
 ) -> None:
     """The audit trail: who did what to which jobs or queues, when, and how it ended."""
     entries = cx.op.audit(limit=limit, actor=actor_filter, action=action, since=since,
