@@ -66,7 +66,7 @@ def test_backfills_commands(dsn: str, conn: psycopg.Connection[Any]) -> None:
 
     assert "rate 0.5/s" in ok(run(dsn, "backfills", "rate", "bf.items", "0.5")).stdout
     bad = run(dsn, "backfills", "rate", "bf.items", "0")
-    assert bad.exit_code == 1 and "rate must be" in bad.stderr
+    assert bad.exit_code == 2 and "usage_error" in bad.stderr and "above 0" in bad.stderr
     assert "paused" in ok(run(dsn, "backfills", "pause", "bf.items", "--reason", "peak hours")).stdout
     shown = json.loads(ok(run(dsn, "backfills", "show", "bf.items", "--json")).stdout)
     assert shown["state"] == "paused" and shown["paused_by"] == "cli" and shown["eta"] == "—"

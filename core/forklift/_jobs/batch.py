@@ -49,9 +49,10 @@ class BatchLimits:
 class Callback:
     """A job to enqueue when a batch settles.
 
-    Its payload is ``args`` when given (validated at submit), else the batch summary (a
-    :class:`BatchSummary`; the kind's payload type must accept it). Either way the summary is in
-    the callback job's ``ctx.meta["batch"]``.
+    Its payload is ``args`` when given (validated at submit), else the batch summary, a dict
+    shaped as :class:`BatchSummary` (a TypedDict: a callback typed with it reads
+    ``summary["state"]``); the kind's payload type must accept it. Either way the summary is in
+    the callback job's ``ctx.meta["batch"]``, as a dict.
     """
 
     kind: Any  # a kind name or a JobKind
@@ -61,7 +62,7 @@ class Callback:
 
 
 class BatchSummary(TypedDict):
-    """What a callback receives: the batch as it settled."""
+    """What a callback receives: the batch as it settled, as a dict (a TypedDict is one)."""
 
     batch_id: int
     state: str

@@ -24,6 +24,19 @@ backfills_app = typer.Typer(help="Paced backfills: start, watch, pause, resume, 
 Name = Annotated[str, typer.Argument(help="The name it was declared with.")]
 
 
+def _pages_per_second(value: float | None) -> float | None:
+    """A pace the backfill can take, or a usage error (exit 2) before anything runs, as for
+    every other out-of-range option (NaN included: it compares false)."""
+    if value is None:
+        return None
+    from forklift._features.backfill.backfill import MAX_RATE
+
+    if not 0 < value <= MAX_RATE:
+        raise typer.BadParameter(
+            f"pages per second, above 0 and at most {MAX_RATE:g}, not {value:g}")
+    return value
+
+
 def _rate(value: float | None) -> str:
     return "—" if value is None else f"{value:g}/s"
 
@@ -110,7 +123,8 @@ def backfills_start(
     from_cursor: Annotated[str | None, typer.Option(
         "--from", help="Cursor to start from (JSON, or a plain string; default: the beginning).")] = None,
     rate: Annotated[float | None, typer.Option(
-        "--rate", help="Pages per second (default: as declared); a live run takes it too.")] = None,
+        "--rate", callback=_pages_per_second,
+        help="Pages per second (default: as declared); a live run takes it too.")] = None,
     force: Annotated[bool, typer.Option(
         "--force", help="Run again a backfill that completed (or replace a failed run).")] = False,
     app_spec: RecordApp = None,
@@ -160,7 +174,9 @@ def backfills_cancel(cx: Call, name: Name) -> None:
 @backfills_app.command("rate")
 @command(acts=True)
 def backfills_rate(
-    cx: Call, name: Name, rate: Annotated[float, typer.Argument(help="Pages per second.")]
+    cx: Call,
+    name: Name,
+    rate: Annotated[float, typer.Argument(callback=_pages_per_second, help="Pages per second.")],
 ) -> None:
     """Change the pace of the live run, from its next page."""
     cx.done(cx.act(lambda op: op.set_backfill_rate(name, rate, reason=cx.reason)), backfill_line)

@@ -43,7 +43,8 @@ def list_cmd(
     ] = None,
     caller: Annotated[str | None, typer.Option("--caller", help="Only this caller's.")] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")] = 50,
-    before: Annotated[int | None, typer.Option(help="The page below this batch id.")] = None,
+    before: Annotated[int | None, typer.Option(
+        min=1, max=2**63 - 1, help="The page below this batch id.")] = None,
 ) -> None:
     """Batches, newest first, with progress, rate and ETA."""
     found = cx.op.batches(state=state, caller=caller, limit=limit, before_id=before)
@@ -118,7 +119,8 @@ def show_cmd(
         list[str] | None,
         typer.Option("--state", "-s", help="Only targets in these states (waiting, dead, ...)."),
     ] = None,
-    after: Annotated[int, typer.Option(help="Targets after this index.")] = -1,
+    after: Annotated[int, typer.Option(
+        min=-1, max=2**31 - 1, help="Targets after this index.")] = -1,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Targets to show.")] = 50,
     watch: Annotated[bool, typer.Option("--watch", "-w", help="Redraw until it finishes.")] = False,
     interval: Annotated[float, typer.Option(min=0.2, help="Seconds between redraws.")] = 1.0,

@@ -22,6 +22,9 @@ Args = Annotated[
     typer.Option("--args", help="The payload: JSON, @file to read it from a file, - for stdin."),
 ]
 
+#: The longest --delay: ten years (a job's run_at must stay a time PostgreSQL can store).
+MAX_DELAY = 10 * 365.25 * 86400.0
+
 
 def read_args(text: str, cx: Call) -> Any:
     """The payload from ``--args``: JSON text, ``@path`` or ``-`` (stdin)."""
@@ -48,10 +51,11 @@ def enqueue(
     kind: Annotated[str, typer.Argument(help="The job kind's declared name.")],
     args: Args = "{}",
     queue: Annotated[str | None, typer.Option(help="Queue (default: the kind's).")] = None,
-    delay: Annotated[float | None, typer.Option(min=0.0, help="Seconds from now.")] = None,
-    priority: Annotated[
-        int | None, typer.Option(help="Lower runs first (default: the kind's).")
+    delay: Annotated[
+        float | None, typer.Option(min=0.0, max=MAX_DELAY, help="Seconds from now.")
     ] = None,
+    priority: Annotated[int | None, typer.Option(
+        min=-32768, max=32767, help="Lower runs first (default: the kind's).")] = None,
     unique_key: Annotated[str | None, typer.Option(help="At most one live job per key.")] = None,
     app_spec: AppOpt = None,
 ) -> None:

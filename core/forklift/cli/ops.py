@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from forklift.ops import PruneReport, Stats, WorkerInfo
 
 
+#: The largest id a row can have (a bigint): a larger one is a usage error, not a query.
+ID_MAX = 2**63 - 1
+
+
 # -- stats ---------------------------------------------------------------------------------
 def stats_tables(s: Stats, width: int | None = None) -> Group:
     from rich.console import Group
@@ -71,15 +75,29 @@ def workers_table(workers: list[WorkerInfo]) -> Table:
     for col in ("worker", "state", "queues", "slots", "heartbeat", "drain", "leader"):
         w.add_column(col, overflow="fold")
     for x in workers:
-        st = "[yellow]draining[/]" if x.state == "draining" else "[green]running[/]"
-        if x.stale:
-            st = "[red]stale[/]"
         drain = ""
-        if x.drain_remaining_seconds is not None:
+        if x.state == "draining" and x.drain_remaining_seconds is not None:
             drain = f"drain cutoff in {seconds(max(0.0, x.drain_remaining_seconds))}"
-        w.add_row(ident(x.id), st, ", ".join(ident(q) for q in x.queues), f"{x.in_use}/{x.slots}",
-                  f"{seconds(x.heartbeat_age_seconds)} ago", drain, "★" if x.leader else "")
+        w.add_row(ident(x.id), worker_state(x), ", ".join(ident(q) for q in x.queues),
+                  f"{x.in_use}/{x.slots}", f"{seconds(x.heartbeat_age_seconds)} ago", drain,
+                  "★" if x.leader else "")
     return w
+
+
+#: Colour of each worker state; a state the table does not know is shown as it is, uncoloured.
+_STATE_STYLE = {"running": "green", "draining": "yellow", "exited": "dim"}
+
+
+def worker_state(x: WorkerInfo) -> str:
+    """The state word --json gives, so text and JSON agree; how it exited, or that it is stale
+    (no heartbeat for a while, the row not yet marked), in brackets after it."""
+    word = x.state
+    if x.state == "exited" and x.exit_reason:
+        word += f" ({x.exit_reason})"
+    elif x.stale:
+        return f"[red]{word} (stale)[/]"
+    style = _STATE_STYLE.get(x.state)
+    return f"[{style}]{word}[/]" if style else ident(word)
 
 
 @command()
@@ -142,9 +160,8 @@ def audit(
     since: Annotated[
         str | None, typer.Option(help="Only since this time: ISO 8601 or a duration ago (1d).")
     ] = None,
-    before_id: Annotated[
-        int | None, typer.Option(help="Page: entries older than this audit id.")
-    ] = None,
+    before_id: Annotated[int | None, typer.Option(
+        min=1, max=ID_MAX, help="Page: entries older than this audit id.")] = None,
 ) -> None:
     """The audit trail: who did what to which jobs or queues, when, and how it ended."""
     entries = cx.op.audit(limit=limit, actor=actor_filter, action=action, since=since,

@@ -24,7 +24,10 @@ events_app = typer.Typer(
     no_args_is_help=True,
 )
 Limit = Annotated[int, typer.Option(min=1, max=1000, help="At most this many.")]
-Before = Annotated[int | None, typer.Option("--before", help="The page below this id.")]
+#: The largest id a row can have (a bigint): a larger one is a usage error, not a query.
+ID_MAX = 2**63 - 1
+Before = Annotated[int | None, typer.Option("--before", min=1, max=ID_MAX,
+                                            help="The page below this id.")]
 
 
 def _table(*columns: str) -> Table:
@@ -76,7 +79,9 @@ def list_cmd(
 @command(acts=True, confirms=True)
 def retry_cmd(
     cx: Call,
-    ids: Annotated[list[int] | None, typer.Argument(help="Dead message ids.")] = None,
+    ids: Annotated[
+        list[int] | None, typer.Argument(min=1, max=ID_MAX, help="Dead message ids.")
+    ] = None,
     topic: Annotated[str | None, typer.Option(help="Every dead message of this topic.")] = None,
 ) -> None:
     """Send dead messages again, in their topic's order."""

@@ -23,7 +23,8 @@ _SELECT = """
 SELECT w.id, w.host, w.pid, w.state, w.queues, w.slots, w.in_use, w.started_at, w.heartbeat_at,
        extract(epoch FROM now() - w.heartbeat_at)::float8 AS heartbeat_age,
        w.drain_deadline,
-       extract(epoch FROM w.drain_deadline - now())::float8 AS drain_remaining,
+       CASE WHEN w.state = 'draining'
+            THEN extract(epoch FROM w.drain_deadline - now())::float8 END AS drain_remaining,
        coalesce(l.worker_id = w.id, false) AS leader,
        w.version, w.restarts,
        coalesce(ARRAY(SELECT jsonb_object_keys(w.kinds) ORDER BY 1), '{}') AS kinds,
@@ -42,7 +43,7 @@ class WorkerInfo(Shape):
     id: str
     host: str
     pid: int
-    #: running, draining or exited
+    #: running, draining or exited (``exit_reason`` tells how: drained, lease_lost, killed)
     state: str
     queues: list[str]
     slots: int
@@ -51,7 +52,8 @@ class WorkerInfo(Shape):
     heartbeat_at: datetime
     heartbeat_age_seconds: float
     drain_deadline: datetime | None
-    #: Seconds until the drain cutoff (negative once past it); None unless draining.
+    #: Seconds until the drain cutoff (negative once past it); None unless draining (an exited
+    #: worker keeps its drain_deadline, but nothing counts down to it any more).
     drain_remaining_seconds: float | None
     leader: bool
     version: str | None
@@ -65,17 +67,17 @@ class WorkerInfo(Shape):
     exit_reason: str | None
     #: No heartbeat for STALE_AFTER seconds: probably dead, its row not pruned yet.
     stale: bool
-
-    @property
-    def live(self) -> bool:
-        return not self.stale and self.state != "exited"
+    #: Running or draining with a fresh heartbeat: it claims or finishes jobs now. A field, not
+    #: a property, so the JSON shape carries it too.
+    live: bool
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> WorkerInfo:
         """A row of LIST_SQL or ALL_SQL."""
         stale = row[3] != "exited" and float(row[9]) > STALE_AFTER
-        return cls(**dict(zip([f for f in cls.__dataclass_fields__ if f != "stale"], row,
-                              strict=True)), stale=stale)
+        live = row[3] in ("running", "draining") and not stale
+        names = [f for f in cls.__dataclass_fields__ if f not in ("stale", "live")]
+        return cls(**dict(zip(names, row, strict=True)), stale=stale, live=live)
 
 
 def list_workers(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[WorkerInfo]:
