@@ -17,8 +17,9 @@ with the model of the design's invariants:
 - attempts are counted as the design says: a claim counts one, a snooze or a rescue of an
   attempt that never started gives it back, a requeue starts over, never past max_attempts.
 
-Each example runs in a fresh database cloned from the migrated template. The product's
-functions are called through ``job_model_ops`` (one module to edit when they move).
+Each run starts in a fresh database cloned from the migrated template (the harness's
+``_databases``, which makes the ``dsn`` fixture's). The product's functions are called through
+``job_model_ops`` (one module to edit when they move).
 """
 
 from __future__ import annotations
@@ -502,7 +503,9 @@ def bound(create: Callable[[], str], drop: Callable[[str], None],
         "SETTLE_SQL": None if settle_sql is None else staticmethod(settle_sql)})
 
 
-# Deterministic for CI; each example is a fresh database, so no example database either.
+# Deterministic for CI. No example database: each run starts from a fresh database anyway, and
+# a stored failure would make the planted test replay it instead of searching. No explain
+# phase: it replays variants of a failure, each a run on a fresh database, for minutes.
 MODEL_SETTINGS = settings(max_examples=40, stateful_step_count=30, derandomize=True,
                           deadline=None, database=None,
                           phases=[Phase.explicit, Phase.generate, Phase.shrink],
@@ -530,7 +533,8 @@ def test_the_model_finds_a_settle_without_its_fence(_databases: Any) -> None:
         FORKLIFT_MODEL_PLANT=unfenced pytest -p no:randomly \\
             tests/core/test_job_model.py::test_the_job_model_holds
 
-    (Here shrinking is skipped: finding the bug is what this test asserts.)
+    It takes a few minutes there: each step of the shrinking replays a run on a fresh
+    database. Here shrinking is skipped: finding the bug is what this test asserts.
     """
     planted = settings(MODEL_SETTINGS, max_examples=200, report_multiple_bugs=False,
                        phases=[Phase.explicit, Phase.generate])
