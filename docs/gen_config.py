@@ -115,9 +115,9 @@ def signature_rows(func: Any, described: dict[str, str]) -> list[str]:
 
 
 def render() -> str:
-    from forklift import Forklift, Worker
-
     from gen_cli import commands, render_command
+
+    from forklift import Forklift, Worker
 
     worker_cmd = next(cmd for path, cmd in commands() if path == ["forklift", "worker"])
     out = [

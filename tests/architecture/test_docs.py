@@ -23,6 +23,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -272,9 +273,8 @@ def _check_parses(argv: list[str]) -> str | None:
         if word == "--":
             break
         token = word.strip("[]").split("=", 1)[0]
-        if token.startswith("--") or re.fullmatch(r"-[A-Za-z]", token):
-            if token not in opts:
-                return f"'forklift {' '.join(path)}' has no option {token}"
+        if (token.startswith("--") or re.fullmatch(r"-[A-Za-z]", token)) and token not in opts:
+            return f"'forklift {' '.join(path)}' has no option {token}"
     return None
 
 
@@ -372,7 +372,11 @@ def test_python_blocks_run(page: Path, dsn: str, tmp_path: Path,
     monkeypatch.setenv("FORKLIFT_DSN", dsn)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    namespace: dict[str, Any] = {"__name__": f"docs_{page.stem}"}
+    # The page's blocks run as one module, registered so that dataclasses and pydantic can
+    # resolve the names its annotations use.
+    module = types.ModuleType(f"docs_page_{page.stem.replace('-', '_')}")
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace: dict[str, Any] = module.__dict__
     loaded = set(sys.modules)
     try:
         for block in blocks(page):
@@ -391,12 +395,14 @@ def test_python_blocks_run(page: Path, dsn: str, tmp_path: Path,
         if page.name == "tutorial.md":
             _tutorial_told_the_truth(dsn)
     finally:
+        for holder in [namespace, *(sys.modules[n].__dict__ for n in set(sys.modules) - loaded
+                                    if str(getattr(sys.modules[n], "__file__", "")).startswith(
+                                        str(tmp_path)))]:
+            app = holder.get("app")
+            if app is not None and hasattr(app, "close"):
+                app.close()
         for name in set(sys.modules) - loaded:
-            module = sys.modules.get(name)
-            if module is not None and str(getattr(module, "__file__", "")).startswith(str(tmp_path)):
-                app = getattr(module, "app", None)
-                if app is not None and hasattr(app, "close"):
-                    app.close()
+            if str(getattr(sys.modules[name], "__file__", "")).startswith(str(tmp_path)):
                 del sys.modules[name]
 
 
