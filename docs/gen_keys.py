@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import re
 from typing import Any
 
 __all__ = ["bindings", "render"]
@@ -79,6 +80,15 @@ def _title(module: str, cls: str) -> str:
     return " ".join(doc.split())
 
 
+def _heading(cls: str) -> str:
+    """``DeadScreen`` -> ``Dead``, ``ConsoleApp`` -> ``Every screen``: what the reader sees."""
+    if cls.endswith("App"):
+        return "Every screen"
+    words = re.findall(r"[A-Z][a-z]*", cls.lstrip("_"))
+    words = [w for w in words if w != "Screen"] or words
+    return " ".join([words[0], *(w.lower() for w in words[1:])])
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -96,7 +106,7 @@ def render() -> str:
     ]
     for module, cls, keys in bindings():
         where = module.removeprefix("forklift_console.")
-        out += [f"## {cls} (`{where}`)", ""]
+        out += [f"## {_heading(cls)} (`{where}.{cls}`)", ""]
         title = _title(module, cls)
         if title:
             out += [title, ""]
