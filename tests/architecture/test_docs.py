@@ -219,7 +219,7 @@ NOT_RUN_IN: dict[str, str] = {
 def _reason_of(block: Block) -> str | None:
     if block.marker and block.marker[0] == "not run":
         return block.marker[1]
-    if str(block.path.relative_to(ROOT)) in NOT_RUN_IN:
+    if block.path.is_relative_to(ROOT) and str(block.path.relative_to(ROOT)) in NOT_RUN_IN:
         return NOT_RUN_IN[str(block.path.relative_to(ROOT))]
     if block.path.name == "README.md":
         return README_NOT_RUN.get((block.lang, block.first_line))
@@ -230,9 +230,13 @@ def _commands(block: Block) -> list[list[str]]:
     """The ``forklift`` command lines of a shell block, as argument lists (after ``forklift``)."""
     out = []
     for raw in block.body.split("\n"):
-        if not raw.startswith("$ "):
+        if raw.startswith("$ "):
+            line = raw[2:]
+        elif block.lang in ("", "text") and raw.startswith("forklift "):
+            line = raw  # a listing of commands without prompts
+        else:
             continue
-        for part in re.split(r"\s(?:\|\||&&|\|)\s", raw[2:]):
+        for part in re.split(r"\s(?:\|\||&&|\|)\s", line):
             try:
                 words = shlex.split(part, comments=True)
             except ValueError:
@@ -299,9 +303,10 @@ def test_every_block_runs_or_says_why_not() -> None:
 
 
 def test_shell_blocks_parse() -> None:
+    """Every forklift command shown, run or not, names commands and options that exist."""
     problems = []
     for block in all_blocks():
-        if _reason_of(block) or block.lang not in ("console", "bash", "shell", "sh"):
+        if block.lang not in ("console", "bash", "shell", "sh", "", "text"):
             continue
         for argv in _commands(block):
             why = _check_parses(argv)
@@ -423,3 +428,19 @@ def test_no_page_speaks_of_how_forklift_was_built() -> None:
                 if hit:
                     problems.append(f"{page.relative_to(ROOT)}:{number}: '{hit.group(0)}'")
     assert not problems, "\n".join(problems)
+
+
+def test_the_parse_check_catches_what_drifts(tmp_path: Path) -> None:
+    assert _check_parses(["worker", "--app", "m:app", "--concurrency", "4"]) is None
+    assert _check_parses(["jobs", "list", "[--state", "dead]", "--json"]) is None
+    assert "no option --concurency" in (_check_parses(["worker", "--concurency", "4"]) or "")
+    assert "no command" in (_check_parses(["jobs", "lsit"]) or "")
+    marked = blocks_of(tmp_path, "<!-- not run: x -->\n```console\n$ forklift stats\n```\n")
+    assert marked[0].marker == ("not run", "x") and _reason_of(marked[0]) == "x"
+    assert _commands(marked[0]) == [["stats"]]
+
+
+def blocks_of(folder: Path, text: str) -> list[Block]:
+    path = folder / "probe.md"
+    path.write_text(text, encoding="utf-8")
+    return blocks(path)
