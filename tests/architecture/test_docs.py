@@ -444,3 +444,46 @@ def blocks_of(folder: Path, text: str) -> list[Block]:
     path = folder / "probe.md"
     path.write_text(text, encoding="utf-8")
     return blocks(path)
+
+
+#: Dotted names in the pages that are not Python: tables, a setting, a logger, span attributes.
+NOT_PYTHON = {
+    "forklift.jobs", "forklift.jobs_history", "forklift.settings", "forklift.queues_seen",
+    "forklift.job", "forklift.job.kind",
+}
+PYTHON_NAME = re.compile(r"`(forklift(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\([^`]*\))?`")
+
+
+def _resolves(name: str) -> bool:
+    import importlib
+
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_python_name_the_pages_give_exists() -> None:
+    """``forklift.ops.connect``, ``forklift.logs.configure``...: a page cannot name an API that
+    moved or went away, nor a private module."""
+    problems = []
+    for page in pages():
+        if page == DOCS / "architecture.md":
+            continue
+        for m in PYTHON_NAME.finditer(page.read_text(encoding="utf-8")):
+            name = m.group(1)
+            if name in NOT_PYTHON:
+                continue
+            if any(p.startswith("_") and not p.endswith("__") for p in name.split(".")):
+                problems.append(f"{page.relative_to(ROOT)}: {name} is private")
+            elif not _resolves(name):
+                problems.append(f"{page.relative_to(ROOT)}: {name} does not exist")
+    assert not problems, "\n".join(problems)
