@@ -11,6 +11,10 @@
   database and required to succeed (a ``forklift worker`` line after ``<!-- run: worker ... -->``
   runs as a process until no job is left, then gets SIGTERM); or any block after
   ``<!-- not run: REASON -->``, which must give its reason.
+  Every ``forklift`` command shown, run or not, is checked against the command the same way.
+- The generated references cover the code: every CLI group and command, every keyword of
+  ``Forklift`` and ``Worker``, every environment variable the source reads.
+- Every ``forklift.*`` Python name a page gives exists and is public.
 - No page speaks of how forklift was built (issues, rounds, stops, work sessions).
 """
 
