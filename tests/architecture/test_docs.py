@@ -491,3 +491,17 @@ def test_every_python_name_the_pages_give_exists() -> None:
             elif not _resolves(name):
                 problems.append(f"{page.relative_to(ROOT)}: {name} does not exist")
     assert not problems, "\n".join(problems)
+
+
+def test_every_operator_call_the_pages_give_exists() -> None:
+    """``op.requeue_many(...)``, ``Operator().keys()``: the operator API the guides teach."""
+    from forklift.ops import Operator
+
+    call = re.compile(r"(?:\bOperator(?:\([^)]*\))?|\bop)\.([a-z_]+)")
+    problems = [
+        f"{page.relative_to(ROOT)}: Operator.{m.group(1)}"
+        for page in pages() if page != DOCS / "architecture.md"
+        for m in call.finditer(page.read_text(encoding="utf-8"))
+        if not hasattr(Operator, m.group(1))
+    ]
+    assert not problems, "\n".join(problems)
