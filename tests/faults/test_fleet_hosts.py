@@ -14,14 +14,12 @@ connections hang, as on a real partition. Needs root and ``ip netns``; skipped o
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import secrets
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +29,7 @@ import psycopg
 import pytest
 from helpers import wait_until
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from relay import Relay
 
 pytestmark = pytest.mark.slow
 
@@ -47,50 +46,6 @@ def _can_make_namespaces() -> str | None:
         return f"ip netns add failed: {done.stderr.decode(errors='replace').strip()}"
     subprocess.run(["ip", "netns", "del", name], check=False)
     return None
-
-
-class Relay:
-    """TCP on 0.0.0.0:port -> the server's Unix socket, in a thread of its own."""
-
-    def __init__(self, unix_path: str) -> None:
-        self.unix_path = unix_path
-        self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.port = 0
-        self.thread = threading.Thread(target=self._run, daemon=True, name="fleet-relay")
-        self.thread.start()
-        if not self.ready.wait(10):
-            raise RuntimeError("the relay did not start")
-
-    def _run(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        server = self.loop.run_until_complete(
-            asyncio.start_server(self._client, host="0.0.0.0", port=0))
-        self.port = server.sockets[0].getsockname()[1]
-        self.ready.set()
-        self.loop.run_forever()
-        server.close()
-
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            up_reader, up_writer = await asyncio.open_unix_connection(self.unix_path)
-        except OSError:
-            writer.close()
-            return
-
-        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
-            with contextlib.suppress(OSError, asyncio.IncompleteReadError):
-                while data := await src.read(65536):
-                    dst.write(data)
-                    await dst.drain()
-            with contextlib.suppress(OSError):
-                dst.close()
-
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
 
 
 @dataclass

@@ -104,3 +104,7 @@ def test_a_worker_logs_json_lines_with_job_and_worker_fields_and_never_payloads(
     # A handler's own line, logged on the worker's loop, carries the worker too.
     [handler] = [x for x in lines if x["logger"] == "eco.handler"]
     assert handler["worker_id"] == worker_id
+    # Every line the worker writes carries it, those of the signal handler and the shutdown too.
+    worker_lines = [x for x in lines if x["logger"].startswith("forklift")]
+    assert any(x["message"] == "drain requested: no more claims" for x in worker_lines)
+    assert [x["message"] for x in worker_lines if x.get("worker_id") != worker_id] == []

@@ -18,16 +18,15 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from forklift._app.app import JobKind
 from forklift._app.context import JobContext, Progress
 from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import settle
 from forklift._worker.execute import progress_json, run_attempt, stopped
 from forklift._worker.runner import BURST, InContext
+from forklift._worker.running import Running
 
 if TYPE_CHECKING:
     from forklift._app.app import Forklift
@@ -35,28 +34,6 @@ if TYPE_CHECKING:
     from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
-
-
-@dataclass
-class Running:
-    job: claims.Claimed
-    kind: JobKind[Any, Any] | None
-    ctx: JobContext
-    lease_deadline: float  # monotonic time the lease runs out unless renewed
-    began: float  # monotonic time the attempt started
-    #: A buffered job's start, not yet recorded (the heartbeater's record_starts).
-    unrecorded: bool
-    #: The runner running the handler, while it runs (what an interrupt cancels).
-    task: asyncio.Task[None] | None = None
-    timer: asyncio.TimerHandle | None = None
-    progress: str | None = None
-    partial: str | None = None
-    dirty: bool = False
-    finished: bool = False
-    lost: bool = False  # the lease is gone: nothing more may be written for this attempt
-    released: bool = False  # the drain wrote its outcome; whatever the thread returns is moot
-    #: The context the attempt's task runs in (a start hook may set one, e.g. a trace span).
-    context: contextvars.Context | None = None
 
 
 class Slots(Protocol):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from forklift._db.session import DB_ERRORS
@@ -29,11 +30,18 @@ if TYPE_CHECKING:
     from forklift._worker import settle
     from forklift._worker.attempts import Attempts
     from forklift._worker.config import WorkerConfig
-    from forklift._worker.producer import Waiting
     from forklift._worker.state import WorkerState
 
 log = logging.getLogger("forklift.worker")
 
+
+
+@dataclass
+class Waiting:
+    """A claimed job in the local buffer: its lease is held, its handler not yet started."""
+
+    job: claims.Claimed
+    lease_deadline: float
 
 class ClaimRound:
     # The producer's state this mixin reads and writes (set in Producer.__init__).

@@ -20,16 +20,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from forklift._base.words import plural
-from forklift._db.session import DB_ERRORS, Session
+from forklift._db.session import Session
 from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import registry
 from forklift._worker.execute import stopped
-from forklift._worker.util import wait_any, why
+from forklift._worker.util import bounded, wait_any
 
 #: Most seconds from the final writes' deadline to the end of Worker.run(): recording the exit
 #: and resigning (at least 0.5 s each), closing sessions (1 s), cancelling loops (1.5 s).
@@ -46,15 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("forklift.worker")
 
 
-async def bounded(what: str, session: Session, op: Callable[[Any], Awaitable[Any]],
-                  timeout: float) -> None:
-    """Run a final write with a deadline; a failure is logged and the shutdown moves on."""
-    try:
-        await session.run(op, timeout=max(0.1, timeout))
-    except DB_ERRORS as exc:
-        log.warning("%s did not finish (%s); moving on", what, why(exc))
-
-
 class DrainCoordinator:
     def __init__(self, config: WorkerConfig, state: WorkerState, *, attempts: Attempts,
                  producer: Producer, completer: Completer, claim_db: Session, beat_db: Session,
@@ -69,15 +59,19 @@ class DrainCoordinator:
         self.elector = elector  # resigns at the end, when this worker may lead
         self.lifecycle = lifecycle
 
+    def _landed(self, ok: bool) -> None:
+        if not ok:
+            self.state.unsettled = True
+
     async def release_waiting(self) -> None:
         """Give back every buffered job at once, so other workers can take it."""
         waiting = self.producer.take_waiting()
         if not waiting:
             return
-        await bounded(
+        self._landed(await bounded(
             f"releasing {plural(len(waiting), 'claimed job')} that had not started", self.claim_db,
             lambda c: claims.release(c, self.config.schema, waiting), min(2.0, self.config.final_timeout),
-        )
+        ))
 
     async def run(self, completer_task: asyncio.Task[None]) -> None:
         running = self.attempts.running
@@ -118,14 +112,14 @@ class DrainCoordinator:
                 self.completer.outcomes.append(outcome)
         deadline = time.monotonic() + self.config.final_timeout
         await self.completer.stop(completer_task, deadline)
-        await self.completer.flush(deadline=deadline)
+        self._landed(await self.completer.flush(deadline=deadline))
         # Even past the deadline each of these gets a moment: on a healthy server it is plenty.
         how = "lease_lost" if self.state.stats.lease_lost else "drained"
         self.state.exited = True  # the heartbeater stops touching the row
-        await bounded(
+        self._landed(await bounded(
             "recording the exit", self.beat_db,
             lambda c: registry.exited(c, self.config.schema, self.state.id, how),
             max(0.5, deadline - time.monotonic()),
-        )
+        ))
         if self.elector is not None:
             await self.elector.resign(max(0.5, deadline - time.monotonic()))

@@ -28,7 +28,7 @@ from forklift._db.session import DB_ERRORS, Session
 from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import settle
-from forklift._worker.claim_round import ClaimRound
+from forklift._worker.claim_round import ClaimRound, Waiting
 from forklift._worker.config import PREFETCH_HORIZON, PREFETCH_MAX
 from forklift._worker.idle import IdleMark
 from forklift._worker.util import wait_any, why
@@ -77,14 +77,6 @@ class CompletionRate:
         elif new / self.WINDOW > self.rate:
             self.rate = new / self.WINDOW
         return self.rate
-
-
-@dataclass
-class Waiting:
-    """A claimed job in the local buffer: its lease is held, its handler not yet started."""
-
-    job: claims.Claimed
-    lease_deadline: float
 
 
 class Outcomes(Protocol):

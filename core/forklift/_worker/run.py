@@ -12,6 +12,12 @@ from forklift._worker.worker import Worker
 
 log = logging.getLogger("forklift.worker")
 
+#: The exit code of a worker whose drain could not write everything it owed before its final
+#: deadline (outcomes, released jobs, its exit on the row): those jobs are rescued when their
+#: leases expire, so nothing is lost, but the drain was not clean. 0 is a clean drain, 1 a
+#: worker that could not start (unreachable database, outdated schema).
+EXIT_UNSETTLED = 3
+
 
 def run_worker(worker: Worker) -> int:
     """Run a worker until SIGTERM/SIGINT (drain; a second signal skips the wait). Exit code.
@@ -38,12 +44,15 @@ def run_worker(worker: Worker) -> int:
     except ForkliftError as exc:  # unreachable database, outdated schema: one line, exit 1
         log.error("%s", exc.message)
         code = 1
+    if code == 0 and worker.state.unsettled:
+        code = EXIT_UNSETTLED
     stuck = [t for t in asyncio.all_tasks(loop) if not t.done()]
     threads = [t for t in threading.enumerate()
                if t.name.startswith("forklift-job") and t.is_alive()]
     if stuck or threads:
         if stuck:
-            log.warning("leaving %s that ignored cancellation", plural(len(stuck), "task"))
+            log.warning("leaving %s that ignored cancellation", plural(len(stuck), "task"),
+                        extra={"worker_id": worker.state.id})
         logging.shutdown()
         os._exit(code)
     loop.run_until_complete(loop.shutdown_asyncgens())

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from forklift._db.session import Session
 
 if TYPE_CHECKING:
-    from forklift._worker.attempts import Running
+    from forklift._worker.running import Running
 
 __all__ = ["OP_TIMEOUT", "WorkerState", "WorkerStats"]
 
@@ -49,6 +49,9 @@ class WorkerState:
         self.kinds = kinds
         self.reregister = False  # kinds changed since the row was written
         self.exited = False  # the drain recorded the exit on the row
+        #: A final write of the drain did not land (outcomes, releases, the exit record): the
+        #: process exits with EXIT_UNSETTLED so an orchestrator can tell it from a clean drain.
+        self.unsettled = False
         self.stats = WorkerStats()
         self.is_leader = False
         self.held: dict[int, int] = {}  # fence -> job id: every lease we still need

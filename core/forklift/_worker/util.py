@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from forklift._db.session import DB_ERRORS, Session
+
+log = logging.getLogger("forklift.worker")
 
 
 def why(exc: BaseException) -> str:
@@ -19,3 +26,15 @@ async def wait_any(*events: asyncio.Event, timeout: float | None) -> None:
     finally:
         for w in waiters:
             w.cancel()
+
+
+async def bounded(what: str, session: Session, op: Callable[[Any], Awaitable[Any]],
+                  timeout: float) -> bool:
+    """Run a final write with a deadline; a failure is logged and the shutdown moves on.
+    Whether the write landed (the drain reports the exit code from it)."""
+    try:
+        await session.run(op, timeout=max(0.1, timeout))
+    except DB_ERRORS as exc:
+        log.warning("%s did not finish (%s); moving on", what, why(exc))
+        return False
+    return True

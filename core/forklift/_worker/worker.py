@@ -206,10 +206,12 @@ class Worker:
     def drain(self) -> None:
         """Begin a graceful drain; a second call skips the wait for in-flight jobs."""
         self._drain_requests += 1
+        # A signal handler runs outside the worker's tasks: name the worker on the record.
+        who = {"worker_id": self.state.id}
         if self._drain_requests == 1:
-            log.info("drain requested: no more claims")
+            log.info("drain requested: no more claims", extra=who)
         else:
-            log.info("drain requested again: not waiting for in-flight jobs")
+            log.info("drain requested again: not waiting for in-flight jobs", extra=who)
             self.state.skip_wait.set()
         self.state.stop_claiming.set()
         self.producer.stop()

@@ -1,0 +1,39 @@
+"""An attempt in one of the worker's slots: its job, handler context, lease and what is left
+to write for it. Shared by the services that start, renew, interrupt and settle attempts."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from forklift._jobs.claimed import Claimed
+
+if TYPE_CHECKING:
+    from forklift._app.context import JobContext
+    from forklift._app.kind import JobKind
+
+__all__ = ["Running"]
+
+
+@dataclass
+class Running:
+    job: Claimed
+    kind: JobKind[Any, Any] | None
+    ctx: JobContext
+    lease_deadline: float  # monotonic time the lease runs out unless renewed
+    began: float  # monotonic time the attempt started
+    #: A buffered job's start, not yet recorded (the heartbeater's record_starts).
+    unrecorded: bool
+    #: The runner running the handler, while it runs (what an interrupt cancels).
+    task: asyncio.Task[None] | None = None
+    timer: asyncio.TimerHandle | None = None
+    progress: str | None = None
+    partial: str | None = None
+    dirty: bool = False
+    finished: bool = False
+    lost: bool = False  # the lease is gone: nothing more may be written for this attempt
+    released: bool = False  # the drain wrote its outcome; whatever the thread returns is moot
+    #: The context the attempt's task runs in (a start hook may set one, e.g. a trace span).
+    context: contextvars.Context | None = None
