@@ -408,11 +408,14 @@ class Forklift:
         See README, "Paced backfills".
         """
         from forklift._features.backfill import backfill as _backfill
+        from forklift._features.backfill import run as _run
 
         def attach(target: Any) -> Backfill:
-            return _backfill.declare(self, name, target, read=read, total=total,
-                                     page_size=page_size, rate=rate, max_attempts=max_attempts,
-                                     retry=retry, clock=clock)
+            declared = _backfill.declare(self, name, target, read=read, total=total,
+                                         page_size=page_size, rate=rate,
+                                         max_attempts=max_attempts, retry=retry, clock=clock)
+            _run.ensure_runner(self)  # the kind that runs every backfill's pages
+            return declared
 
         return attach
 

@@ -7,7 +7,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, get_type_hints
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, get_type_hints
 
 from forklift import hooks as _hooks
 from forklift import otel as _otel
@@ -22,12 +22,12 @@ from forklift._jobs.payload import Codec, to_json_text
 if TYPE_CHECKING:
     import psycopg
 
-    from forklift._app.app import Forklift
     from forklift._app.context import JobContext
+    from forklift._app.enqueue import Enqueuer
     from forklift._db.steps import Steps
     from forklift._features.flow.keys import Key, Rate
 
-__all__ = ["ErrorsMode", "Extra", "JobKind"]
+__all__ = ["ErrorsMode", "Extra", "JobKind", "KindApp"]
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -90,12 +90,31 @@ def _codec(tp: Any, name: str, what: str) -> Codec:
         raise ConfigError(f"the {what} type of handler {name} cannot be validated: {first}") from None
 
 
+class KindApp(Protocol):
+    """What a kind needs of the app that declared it (``Forklift`` is one): its schema and
+    payload cap, the enqueuer that stores its jobs (private to the app layer), and the app's
+    bulk enqueue."""
+
+    schema: str
+    payload_limit: int
+
+    _enqueuer: Enqueuer
+
+    def enqueue_rows(
+        self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None
+    ) -> list[int]: ...
+
+    async def enqueue_rows_async(
+        self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None
+    ) -> list[int]: ...
+
+
 class JobKind(Generic[P, R]):
     """A declared kind of job: its handler, payload and result types and its defaults."""
 
     def __init__(
         self,
-        app: Forklift,
+        app: KindApp,
         fn: Callable[..., Any],
         *,
         name: str,

@@ -56,7 +56,6 @@ from forklift._features.backfill.pace import (
 )
 from forklift._features.host import Host
 from forklift._jobs import insert as _enq
-from forklift._jobs.attempt import Attempt
 
 __all__ = [
     "MAX_RATE",
@@ -245,7 +244,6 @@ def declare(
                 f"backfill {name!r}: read, process and total are plain functions (they run in"
                 " a worker thread, inside the page's transaction)"
             )
-    _ensure_runner(app)
     definition = Backfill(
         name=name, read=read, process=process, total=total, page_size=page_size,
         rate=float(rate), max_attempts=max_attempts,
@@ -256,23 +254,6 @@ def declare(
     return definition
 
 
-@dataclass
-class RunRef:
-    run: int
-
-
-def _ensure_runner(app: BackfillHost) -> None:
-    if RUNNER_KIND in app.kinds:
-        return
-
-    def run_backfill(ctx: Attempt, ref: RunRef) -> dict[str, Any]:
-        from forklift._features.backfill.run import Runner
-
-        return Runner(app, ctx, ref.run).run()
-
-    app.job(
-        name=RUNNER_KIND, queue=RUNNER_QUEUE, max_attempts=5, failure_codes=["unknown_backfill"]
-    )(run_backfill)
 
 
 SYNC_SQL = """

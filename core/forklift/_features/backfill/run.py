@@ -18,6 +18,8 @@ from forklift._db.connections import connect
 from forklift._db.sqltext import render
 from forklift._features.backfill.backfill import (
     POLL_EVERY,
+    RUNNER_KIND,
+    RUNNER_QUEUE,
     SLICE,
     SNOOZE_AFTER,
     Backfill,
@@ -29,7 +31,7 @@ from forklift._features.backfill.backfill import (
 from forklift._jobs import insert as _enq
 from forklift._jobs.attempt import Attempt
 
-__all__ = ["Runner"]
+__all__ = ["RunRef", "Runner", "ensure_runner"]
 
 log = logging.getLogger("forklift.backfill")
 
@@ -233,3 +235,21 @@ class Runner:
                 return job.id
         except _Superseded:
             return None
+
+
+@dataclass
+class RunRef:
+    run: int
+
+
+def ensure_runner(app: BackfillHost) -> None:
+    """Declare the kind that runs every backfill's pages, once per app."""
+    if RUNNER_KIND in app.kinds:
+        return
+
+    def run_backfill(ctx: Attempt, ref: RunRef) -> dict[str, Any]:
+        return Runner(app, ctx, ref.run).run()
+
+    app.job(
+        name=RUNNER_KIND, queue=RUNNER_QUEUE, max_attempts=5, failure_codes=["unknown_backfill"]
+    )(run_backfill)
