@@ -62,3 +62,4 @@ def test_a_typing_typeddict_is_refused_at_declaration_naming_the_fix(tp: Any) ->
     with pytest.raises(ConfigError) as at_import:
         Forklift().job(name="typeddict.old")(old)
     assert "typing_extensions.TypedDict" in at_import.value.message
+    assert at_import.value.code == "use_typing_extensions_typeddict"

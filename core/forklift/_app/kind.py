@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, get_
 
 from forklift import hooks as _hooks
 from forklift import otel as _otel
-from forklift._base.errors import ConfigError, InvalidOption
+from forklift._base.errors import ConfigError, ForkliftError, InvalidOption
 from forklift._base.names import check_name, check_tags
 from forklift._base.retry import Backoff
 from forklift._features.flow import keys as _keys
@@ -85,6 +85,8 @@ def _handler_params(fn: Callable[..., Any], name: str) -> list[str]:
 def _codec(tp: Any, name: str, what: str) -> Codec:
     try:
         return Codec(tp, what=what)
+    except ForkliftError:
+        raise  # already says what to do, with its own code
     except Exception as exc:  # pydantic refuses some types only when asked to build a schema
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"the {what} type of handler {name} cannot be validated: {first}") from None
