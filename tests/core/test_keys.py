@@ -422,10 +422,10 @@ def test_a_starting_worker_sends_its_first_claim_once_its_keys_are_recorded(
     from apps.basic import running_worker
     from helpers import wait_until
 
-    from forklift._worker import claim_round
+    from forklift._worker import producer as claim_round
 
     events: list[str] = []
-    record, claim_once = declare.record, claim_round.ClaimRound._claim_once
+    record, claim_once = declare.record, claim_round.Producer._claim_once
 
     async def recording(*args: Any) -> int:
         changed = await record(*args)
@@ -437,7 +437,7 @@ def test_a_starting_worker_sends_its_first_claim_once_its_keys_are_recorded(
         return await claim_once(self, n)
 
     monkeypatch.setattr(declare, "record", recording)
-    monkeypatch.setattr(claim_round.ClaimRound, "_claim_once", claiming)
+    monkeypatch.setattr(claim_round.Producer, "_claim_once", claiming)
     job = flow_keys.solo.enqueue(Work("one")).id
     with running_worker(app, queues=["keyed"], poll_interval=30.0):
         wait_until(lambda: conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
