@@ -159,6 +159,29 @@ def test_a_lost_commit_of_a_bulk_is_an_unknown_outcome_naming_each_unique_key(
     assert len(app.enqueue_many(items[:2])) == 2 and held_jobs(conn) == 2
 
 
+# -- a batch -------------------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_lost_commit_of_a_batch_is_an_unknown_outcome_and_the_same_submit_is_safe(
+    app: Forklift, conn: psycopg.Connection[Any], mode: str
+) -> None:
+    hold_inserts(conn, at_commit=True)
+    targets = [Item(1), Item(2), Item(3)]
+    call: Callable[[], Any] = (
+        (lambda: app.batch(KIND, targets, caller="importer")) if mode == "sync"
+        else in_loop(app, lambda: app.batch_async(KIND, targets, caller="importer")))
+    error = cut_off(conn, call)
+    assert isinstance(error, EnqueueOutcomeUnknown), repr(error)
+    assert error.detail["caller"] == "importer" and error.detail["jobs"] == 3
+    assert error.detail["key"]  # derived from the targets when none is given
+    assert "may exist" in error.message and "submit it again" in error.message
+    assert held_jobs(conn) == 0  # one transaction: here none landed
+    # The retry the message advises stores the batch once.
+    first, reused = app.batch(KIND, targets, caller="importer")
+    again, reused_again = app.batch(KIND, targets, caller="importer")
+    assert (reused, reused_again, again.id) == (False, True, first.id)
+    assert held_jobs(conn) == 3
+
+
 # -- not a lost commit -------------------------------------------------------------------------
 def test_a_connection_lost_before_the_commit_is_the_drivers_error(
     app: Forklift, conn: psycopg.Connection[Any]

@@ -11,9 +11,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from forklift import hooks as _hooks
-from forklift._app.enqueue import Enqueuer
+from forklift._app.enqueue import Enqueuer, batch_outcome_unknown
 from forklift._app.kind import ErrorsMode, Extra, JobKind, as_delay
-from forklift._base.errors import ConfigError, KindAlreadyDeclared, UnknownKind
+from forklift._base.errors import (
+    ConfigError,
+    EnqueueOutcomeUnknown,
+    KindAlreadyDeclared,
+    UnknownKind,
+)
 from forklift._base.retry import Backoff
 from forklift._db import config
 from forklift._db.pools import Pools
@@ -288,10 +293,14 @@ class Forklift:
 
     # -- batches (see forklift._features.batches) ------------------------------------------------
     def _batch_steps(self, kind: str | JobKind[Any, Any], targets: Iterable[Any],
-                     options: dict[str, Any]) -> Steps[tuple[Batch, bool]]:
+                     options: dict[str, Any]
+                     ) -> tuple[Steps[tuple[Batch, bool]], Callable[[], EnqueueOutcomeUnknown]]:
+        """The submit's unit of work, and the error a lost commit of it raises."""
         from forklift._features import batches as _batches
 
-        return _batches.submit_steps(_batches.prepare(self, kind, targets, **options))
+        plan = _batches.prepare(self, kind, targets, **options)
+        return _batches.submit_steps(plan), lambda: batch_outcome_unknown(
+            plan.caller, plan.key, len(plan.targets))
 
     def batch(
         self,
@@ -313,10 +322,10 @@ class Forklift:
         subclass (``too_many_targets``, ``caller_busy``, ``busy``) or an EnqueueRefused for a bad
         target, storing nothing. With ``conn=`` it joins the caller's transaction.
         """
-        steps = self._batch_steps(kind, targets, dict(
+        steps, unknown = self._batch_steps(kind, targets, dict(
             caller=caller, mode=mode, max_parallel=max_parallel, key=key,
             on_complete=on_complete, on_success=on_success, meta=meta))
-        return self._run(steps, conn, "savepoint")
+        return self._enqueuer.run(steps, conn, "savepoint", unknown)
 
     async def batch_async(
         self,
@@ -333,10 +342,10 @@ class Forklift:
         conn: psycopg.AsyncConnection[Any] | None = None,
     ) -> tuple[Batch, bool]:
         """:meth:`batch` for asyncio."""
-        steps = self._batch_steps(kind, targets, dict(
+        steps, unknown = self._batch_steps(kind, targets, dict(
             caller=caller, mode=mode, max_parallel=max_parallel, key=key,
             on_complete=on_complete, on_success=on_success, meta=meta))
-        return await self._run_async(steps, conn, "savepoint")
+        return await self._enqueuer.run_async(steps, conn, "savepoint", unknown)
 
     def get_batch(self, batch_id: int) -> Batch | None:
         """One batch by id, or None."""

@@ -70,6 +70,17 @@ def outcome_unknown(rows: Sequence[Row], *, bulk: bool) -> EnqueueOutcomeUnknown
         f" may exist, or none (one transaction); {how}", unique_keys=keys, jobs=len(rows))
 
 
+def batch_outcome_unknown(caller: str, key: str, targets: int) -> EnqueueOutcomeUnknown:
+    """The error for a lost commit of a batch submit: it may exist, and how to retry safely.
+    A submit is idempotent per (caller, key) within the batch TTL (the key is derived from the
+    targets when none is given), so the same submit again returns the stored batch."""
+    return EnqueueOutcomeUnknown(
+        f"the connection failed as a batch of {targets} targets for {caller!r} committed: it"
+        " may exist, with all its jobs, or not at all (one transaction); submit it again as it"
+        " was (same caller, kind and targets, or the same key): a stored batch is returned"
+        " (reused) and nothing is stored twice", caller=caller, key=key, jobs=targets)
+
+
 class Enqueuer:
     """The app's path for storing new jobs: its own pooled connection, or the caller's.
 
@@ -86,6 +97,19 @@ class Enqueuer:
               conn: psycopg.Connection[Any] | None = None, tx: Tx = "none") -> T:
         """Run ``steps``, which store ``rows``; a commit whose reply was lost raises
         EnqueueOutcomeUnknown (on the app's connection only)."""
+        return self.run(steps, conn, tx, lambda: outcome_unknown(rows, bulk=bulk))
+
+    async def store_async(self, steps: Steps[T], rows: Sequence[Row], *, bulk: bool,
+                          conn: psycopg.AsyncConnection[Any] | None = None,
+                          tx: Tx = "none") -> T:
+        """:meth:`store` for asyncio."""
+        return await self.run_async(steps, conn, tx, lambda: outcome_unknown(rows, bulk=bulk))
+
+    def run(self, steps: Steps[T], conn: psycopg.Connection[Any] | None, tx: Tx,
+            unknown: Callable[[], EnqueueOutcomeUnknown]) -> T:
+        """Run a unit of work that stores new jobs (one, many, a batch); when the app's own
+        connection is lost at its commit, raise ``unknown()`` (the caller's connection is the
+        caller's to judge)."""
         if conn is not None:
             return drive(conn, steps, tx)
         with self._pool().connection() as own:
@@ -93,13 +117,12 @@ class Enqueuer:
                 return drive(own, steps, tx)
             except psycopg.Error as exc:
                 if own.broken and _at_commit(steps, tx):
-                    raise outcome_unknown(rows, bulk=bulk) from exc
+                    raise unknown() from exc
                 raise
 
-    async def store_async(self, steps: Steps[T], rows: Sequence[Row], *, bulk: bool,
-                          conn: psycopg.AsyncConnection[Any] | None = None,
-                          tx: Tx = "none") -> T:
-        """:meth:`store` for asyncio."""
+    async def run_async(self, steps: Steps[T], conn: psycopg.AsyncConnection[Any] | None,
+                        tx: Tx, unknown: Callable[[], EnqueueOutcomeUnknown]) -> T:
+        """:meth:`run` for asyncio."""
         if conn is not None:
             return await drive_async(conn, steps, tx)
         pool = await self._async_pool()
@@ -108,5 +131,5 @@ class Enqueuer:
                 return await drive_async(own, steps, tx)
             except psycopg.Error as exc:
                 if own.broken and _at_commit(steps, tx):
-                    raise outcome_unknown(rows, bulk=bulk) from exc
+                    raise unknown() from exc
                 raise
