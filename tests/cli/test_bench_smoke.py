@@ -166,3 +166,17 @@ def test_without_a_configured_server_the_bench_runs_on_a_throwaway_one_and_remov
     assert list(home.iterdir()) == []
     outside = root_base / "embedded"
     assert not outside.exists() or list(outside.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_the_fleet_scenario_runs_only_when_named_and_reports_each_count(dsn: str) -> None:
+    assert "fleet" in SCENARIOS
+    assert not [k for k in registry.figure_keys() if k.startswith("fleet_")]  # not in a full run
+    report = run_bench(dsn, scenarios=["fleet"], sizes=tiny_sizes())
+    assert report.errors == {}
+    assert [f.key for f in report.figures] == ["fleet_2w", "fleet_4w", "fleet_8w", "fleet_16w"]
+    for f in report.figures:
+        assert f.forklift is not None and f.forklift > 0 and f.reference is not None, f
+        assert f.ok is None and f.verdict == "", f  # reported, not judged
+        # claim, complete, heartbeat and listen at least, and one worker leads
+        assert f.detail["connections_per_worker"] >= 4, f

@@ -20,7 +20,8 @@ Only = Annotated[
     str | None,
     typer.Option("--only", help="Comma-separated scenarios: e2e, c1, enqueue, enqueue_16, bulk,"
                                 " latency, e2e_4w, e2e_2w, stats, claim_backlog, memory, flow_keyed,"
-                                " flow_fair, wake, unused (default: all)."),
+                                " flow_fair, wake, unused (default: all of these); fleet (1-16"
+                                " worker processes, run only when named)."),
 ]
 
 
@@ -36,7 +37,8 @@ def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None) ->
 
     from forklift.cli import bench as b
 
-    names = [n.strip() for n in only.split(",") if n.strip()] if only else list(b.SCENARIOS)
+    names = ([n.strip() for n in only.split(",") if n.strip()] if only
+             else [s.name for s in b.registry.scenarios() if s.default])
     unknown = sorted(set(names) - set(b.SCENARIOS))
     if unknown or not names:
         what = (f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"

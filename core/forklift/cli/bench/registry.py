@@ -38,19 +38,23 @@ class Scenario:
     figures: tuple[str, ...]
     order: int
     run: Run
+    #: Part of a run that names no scenarios; an opt-in one runs only when named (--only).
+    default: bool = True
 
 
 _REGISTERED: dict[str, Scenario] = {}
 _loaded = False
 
 
-def scenario(name: str, *, figures: tuple[str, ...], order: int = 100) -> Callable[[Run], Run]:
-    """Register ``run`` as the scenario ``name``, reporting ``figures`` (their keys)."""
+def scenario(name: str, *, figures: tuple[str, ...], order: int = 100,
+             default: bool = True) -> Callable[[Run], Run]:
+    """Register ``run`` as the scenario ``name``, reporting ``figures`` (their keys);
+    ``default=False``: only when named (a long measurement a full run leaves out)."""
 
     def register(run: Run) -> Run:
         if name in _REGISTERED and _REGISTERED[name].run is not run:
             raise ValueError(f"bench scenario {name!r} is registered twice")
-        _REGISTERED[name] = Scenario(name, figures, order, run)
+        _REGISTERED[name] = Scenario(name, figures, order, run, default)
         return run
 
     return register
@@ -69,5 +73,5 @@ def scenarios() -> list[Scenario]:
 
 
 def figure_keys() -> tuple[str, ...]:
-    """Every figure key the registered scenarios report, in run order."""
-    return tuple(k for s in scenarios() for k in s.figures)
+    """Every figure key the scenarios of a full run report, in run order."""
+    return tuple(k for s in scenarios() if s.default for k in s.figures)
