@@ -129,6 +129,14 @@ def serve(port: int, host: str = "0.0.0.0") -> None:
     enable()
 
 
+def exposition() -> tuple[int, str, bytes]:
+    """The ``/metrics`` page: (status, content type, body), for a server of one's own (the
+    worker's probe server answers it beside ``/healthz`` and ``/readyz`` on one port)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return 200, CONTENT_TYPE_LATEST, generate_latest(registry)
+
+
 def asgi_app() -> Callable[..., Any]:
     """An ASGI app serving :data:`registry` (mount it at ``/metrics``)."""
     from prometheus_client import make_asgi_app
