@@ -1,6 +1,8 @@
 """Prometheus metrics of a worker (extra ``metrics``: ``prometheus-client``).
 
-``forklift worker --metrics-port 9464`` serves ``/metrics``; an app that runs its own worker or
+``forklift worker --metrics-port 9464`` serves ``/metrics`` (beside the worker's ``/healthz`` and
+``/readyz`` probes, one server for the three, unless ``--health-port`` moves the probes; the page
+itself is :func:`exposition`); an app that runs its own worker or
 web server calls :func:`enable` and exposes :data:`registry` itself (``asgi_app()`` for ASGI,
 ``prometheus_client.generate_latest(registry)`` anywhere else). Importing this module changes
 nothing; a worker records metrics only when they were enabled before it started.

@@ -86,6 +86,20 @@ def test_both_answer_200_on_a_healthy_worker_beside_metrics(
     assert get(port, "/nothing")[0] == 404
 
 
+def test_with_both_ports_the_probes_go_to_the_health_port(
+    conn: psycopg.Connection[Any], procs: Procs
+) -> None:
+    health, metrics = free_port(), free_port()
+    w = start(procs, "--metrics-port", str(metrics), "--health-port", str(health))
+    registered(conn, w)
+    wait_until(lambda: answered(health, "/readyz", 200), timeout=20,
+               message=lambda: f"readyz: {get(health, '/readyz')}")
+    assert answered(health, "/healthz", 200) is not None
+    assert get(health, "/metrics")[0] == 404
+    status, page, _ = get(metrics, "/metrics")
+    assert status == 200 and isinstance(page, str) and "forklift_jobs_settled" in page
+
+
 def test_readyz_drops_during_a_drain_while_healthz_stays_up(
     conn: psycopg.Connection[Any], procs: Procs, tmp_path: Path
 ) -> None:
@@ -185,3 +199,39 @@ def test_a_health_port_that_cannot_be_had_fails_at_start(
         w = start(procs, "--health-port", str(port))
         assert w.popen.wait(30) != 0
     assert f"--health-port {port}" in w.log()
+
+
+def test_a_service_stuck_restarting_fails_liveness_until_it_settles() -> None:
+    """In process: the supervisor's restart counts, as the probes' loop reads them."""
+    from forklift._worker.config import WorkerConfig
+    from forklift._worker.probe_server import ProbeServer
+    from forklift._worker.probes import RESTART_WINDOW, RESTARTS_STUCK, Probes
+    from forklift._worker.state import WorkerState
+
+    state = WorkerState(kinds=[], concurrency=1)
+    server = ProbeServer(0, "127.0.0.1")
+    restarts: dict[str, int] = {"listener": 1}
+    probes = Probes(WorkerConfig(schema="forklift", queues=("q",), lease=3.0), state,
+                    server=server, restarts=restarts)
+    try:
+        now = time.monotonic()
+        state.loop_seen = now
+        probes._watch_restarts(now)
+        assert probes.health().ok  # one restart is a hiccup
+        restarts["listener"] = RESTARTS_STUCK
+        probes._watch_restarts(now + 1)
+        verdict = probes.health()
+        assert not verdict.ok and "listener" in verdict.reasons[0]
+        status, _, body = verdict.answer()
+        assert status == 503 and json.loads(body)["status"] == "failing"
+        state.loop_seen = now + RESTART_WINDOW + 2
+        probes._watch_restarts(now + RESTART_WINDOW + 2)  # no restart since: settled
+        assert probes.stuck == ()
+        # Readiness names each reason: not checked, not started, no round trip, a failed one.
+        reasons = probes.readiness().reasons
+        assert reasons[:3] == ["schema not checked yet", "starting",
+                               "database: no round trip yet"]
+        state.schema_current, state.db_error = True, "TimeoutError: heartbeat did not answer"
+        assert any("heartbeat did not answer" in r for r in probes.readiness().reasons)
+    finally:
+        server.stop()
