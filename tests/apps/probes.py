@@ -1,6 +1,6 @@
 """An app for the probe tests (tests/worker/test_probes.py): a handler that blocks the event
-loop, and one that holds its slot until the test removes a file (no database of its own, so a
-frozen server leaves it alone)."""
+loop with a busy wait, and one that holds its slot until the test removes a file (no database
+of its own, so a frozen server leaves it alone)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,11 @@ app = Forklift()
 
 @app.job(name="probes.block", queue="probes", max_attempts=1)
 async def block(ctx: JobContext, args: dict[str, Any]) -> None:
-    """Blocks the worker's event loop: a sync sleep inside an async handler."""
-    time.sleep(float(args["seconds"]))  # noqa: ASYNC251 - the point: the loop stops
+    """Blocks the worker's event loop and hogs the CPU: a busy wait inside an async handler
+    (holding the interpreter but for its switch interval)."""
+    end = time.monotonic() + float(args["seconds"])
+    while time.monotonic() < end:
+        pass
 
 
 @app.job(name="probes.hold", queue="probes", max_attempts=1)

@@ -123,7 +123,7 @@ def test_readyz_drops_during_a_drain_while_healthz_stays_up(
     assert w.popen.wait(30) == 0
 
 
-def test_both_answer_in_time_while_a_handler_blocks_the_loop(
+def test_both_answer_in_time_while_a_handler_hogs_the_loop(
     conn: psycopg.Connection[Any], procs: Procs
 ) -> None:
     port = free_port()
