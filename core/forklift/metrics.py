@@ -1,6 +1,8 @@
 """Prometheus metrics of a worker (extra ``metrics``: ``prometheus-client``).
 
-``forklift worker --metrics-port 9464`` serves ``/metrics``; an app that runs its own worker or
+``forklift worker --metrics-port 9464`` serves ``/metrics`` (beside the worker's ``/healthz`` and
+``/readyz`` probes, one server for the three, unless ``--health-port`` moves the probes; the page
+itself is :func:`exposition`); an app that runs its own worker or
 web server calls :func:`enable` and exposes :data:`registry` itself (``asgi_app()`` for ASGI,
 ``prometheus_client.generate_latest(registry)`` anywhere else). Importing this module changes
 nothing; a worker records metrics only when they were enabled before it started.
@@ -46,6 +48,10 @@ flush_size = Histogram("forklift_flush_size", "Outcomes written by one settle st
                        buckets=_SIZES, registry=registry)
 depth = Gauge("forklift_queue_depth", "Jobs by queue and state (sampled by the leader)",
               ["queue", "state"], registry=registry)
+desired_workers = Gauge(
+    "forklift_queue_desired_workers",
+    "Workers each queue needs now: the autoscaling signal, the SQL function desired_workers with"
+    " its defaults (sampled by the leader with the depth)", ["queue"], registry=registry)
 
 
 class _Bounded:
@@ -129,6 +135,14 @@ def serve(port: int, host: str = "0.0.0.0") -> None:
     enable()
 
 
+def exposition() -> tuple[int, str, bytes]:
+    """The ``/metrics`` page: (status, content type, body), for a server of one's own (the
+    worker's probe server answers it beside ``/healthz`` and ``/readyz`` on one port)."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+    return 200, CONTENT_TYPE_LATEST, generate_latest(registry)
+
+
 def asgi_app() -> Callable[..., Any]:
     """An ASGI app serving :data:`registry` (mount it at ``/metrics``)."""
     from prometheus_client import make_asgi_app
@@ -168,11 +182,18 @@ def attach(life: lifecycle.Lifecycle) -> None:
 
 
 def _sample_depth(schema: str) -> Callable[[Any], Any]:
-    """The leader samples depth by queue and state, one statement for every queue."""
+    """The leader samples depth by queue and state, one statement for every queue; then the
+    autoscaling signal of each queue, one statement for all of them (each count in it capped,
+    at most MAX_LABELS queues): a bounded cost every DEPTH_EVERY seconds, none per job."""
     from forklift._db.sqltext import render
+    from forklift.ops import scale
     from forklift.ops.stats import COUNTS_SQL
 
     sql = render(COUNTS_SQL, schema)
+    # The queues `forklift queues scale` lists, with the defaults it and op.queues.scale() use.
+    signal_sql = render(
+        "SELECT name, {s}.desired_workers(name, NULL, %s, %s) FROM ("
+        + scale._QUEUES_SQL + f") q ORDER BY name LIMIT {MAX_LABELS}", schema)
 
     async def sample(conn: Any) -> None:
         cur = await conn.execute(sql)
@@ -185,6 +206,14 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
         for labels in _depth_labels():
             if labels not in seen:
                 depth.labels(*labels).set(0.0)  # emptied since the last sample
+        cur = await conn.execute(signal_sql, (scale.DEFAULT_MAX, scale.DEFAULT_TARGET))
+        listed = {_queues(str(queue)): float(n) for queue, n in await cur.fetchall()}
+        for queue, n in listed.items():
+            desired_workers.labels(queue).set(n)
+        for metric in desired_workers.collect():
+            for sample_ in metric.samples:
+                if sample_.labels["queue"] not in listed:
+                    desired_workers.remove(sample_.labels["queue"])  # gone since the last sample
 
     return sample
 

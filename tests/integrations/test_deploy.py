@@ -5,9 +5,15 @@ ones the worker serves, and each autoscaler's query returns forklift's signal.""
 from __future__ import annotations
 
 import inspect
+import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
+import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +22,7 @@ import pytest
 import typer.main
 import yaml
 from apps.ops import insert_job
+from helpers import wait_until
 
 from forklift import Worker
 from forklift._worker.drain import TEARDOWN_BOUND
@@ -122,6 +129,69 @@ def test_the_probes_use_the_port_the_worker_serves_them_on() -> None:
     assert paths == {"/healthz", "/readyz"}
     for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
         assert worker[probe]["httpGet"]["port"] == "probes"
+
+
+def _swap_port(args: list[str], name: str, port: int) -> list[str]:
+    """``args`` with flag ``name``'s value replaced by ``port``."""
+    swapped, skip = [], False
+    for i, word in enumerate(args):
+        if skip:
+            skip = False
+        elif word.startswith(f"{name}="):
+            swapped.append(f"{name}={port}")
+        elif word == name and i + 1 < len(args):
+            swapped += [name, str(port)]
+            skip = True
+        else:
+            swapped.append(word)
+    return swapped
+
+
+@needs_kubectl
+def test_a_worker_run_with_the_manifests_args_serves_their_probes(dsn: str, tmp_path: Path) -> None:
+    """The Deployment's probes, asked of a worker started with its container's args: each path
+    answers 200 on the port the probes name (here moved to a free port: 9100 may be taken on
+    the machine running the tests)."""
+    (deployment,) = [d for d in render("base") if d["kind"] == "Deployment"]
+    (worker,) = deployment["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: p["containerPort"] for p in worker["ports"]}
+    probes = [worker[p]["httpGet"] for p in ("livenessProbe", "readinessProbe", "startupProbe")]
+    (named,) = {p["port"] for p in probes}
+    flag_name = next(f for f in ("--health-port", "--metrics-port")
+                     if flag(worker["args"], f) is not None)
+    assert int(flag(worker["args"], flag_name) or 0) == ports[named]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    args = [*_swap_port(worker["args"], flag_name, port), "--app", "apps.probes:app",
+            "--queues", "probes"]
+    log = tmp_path / "worker.log"
+    env = dict(os.environ, FORKLIFT_DSN=dsn, PYTHONUNBUFFERED="1")
+    with open(log, "wb") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "forklift.cli.main", *args],
+                                cwd=ROOT / "tests", env=env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        for path in {p["path"] for p in probes}:
+            wait_until(lambda path=path: _status(port, path) == 200, timeout=30,  # type: ignore[misc]
+                       message=lambda path=path: f"{path}: {_status(port, path)}\n"  # type: ignore[misc]
+                       f"{log.read_text(errors='replace')[-3000:]}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+def _status(port: int, path: str) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as r:
+            return int(r.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
 
 
 @needs_kubectl

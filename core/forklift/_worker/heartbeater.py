@@ -115,9 +115,11 @@ class Heartbeater:
                 self.state.reregister = False
                 await self.beat_db.run(self.register)
         except DB_ERRORS as exc:
+            self.state.db_error = why(exc)  # the readiness probe's: cut off from the database
             if not self.state.closing:
                 log.warning("heartbeat failed (%s)", why(exc))
             return
+        self.state.db_seen, self.state.db_error = time.monotonic(), None
         running, waiting = self.attempts.running, self.producer.waiting
         for fence in held:
             # An attempt missing from the running set has an outcome waiting to be written; if

@@ -70,6 +70,12 @@ class WorkerState:
         self.listening = False  # a listener takes wake-ups (NOTIFY) for this worker
         self.dsn = ""
         self.sessions: list[Session] = []
+        # Read by the probes' thread (forklift._worker.probes), so plain values, never awaited.
+        self.schema_current = False  # checked at start
+        self.loop_seen = 0.0  # monotonic time the event loop last ran the probes' tick
+        #: monotonic time of the last successful round trip of the heartbeat session
+        self.db_seen: float | None = None
+        self.db_error: str | None = None  # why the last heartbeat failed; None after a success
 
     def session(self, purpose: str, timeout: float = OP_TIMEOUT, *, inline: bool = False
                 ) -> Session:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -232,8 +233,10 @@ class Worker:
         state.loop = asyncio.get_running_loop()
         state.connect(app.dsn)
         await asyncio.to_thread(self._check_schema)
+        state.schema_current = True
         lifecycle.attach(self.lifecycle)  # logs, hooks, tracing, metrics: only what is in use
         await self._beat_db.run(self.register, timeout=OP_TIMEOUT)
+        state.db_seen = time.monotonic()
         listen_dsn = pooler.listen_dsn(state.dsn, config.listen_dsn)
         state.listening = listen_dsn is not None
         self.listener = listener = Listener(

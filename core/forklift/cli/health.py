@@ -1,7 +1,8 @@
 """`forklift health [horizon|set]`: the database's health as forklift depends on it.
 
 ``forklift health`` prints tables, indexes, connections, lock waits and the horizon holder with
-the alerts (exit 0; with ``--fail-on-alert`` exit 1 when there is one, for a cron check);
+the alerts (exit 0; with ``--fail-on-alert`` exit 1 when there is one); ``forklift health
+--json`` exits with the report's level, 0 ok, 1 warning, 2 critical, for a cron monitor;
 ``forklift health horizon`` shows who holds back vacuum and the command that ends it;
 ``forklift health set NAME VALUE`` changes a threshold (audited).
 """
@@ -67,15 +68,20 @@ def health_cmd(
     ctx: typer.Context,
     threshold: ThresholdOpt = None,
     fail_on_alert: Annotated[
-        bool, typer.Option("--fail-on-alert", help="Exit 1 when there is an alert.")
+        bool, typer.Option("--fail-on-alert", help="Exit 1 when there is an alert (with --json:"
+                           " the level's exit code, as always).")
     ] = False,
 ) -> None:
     """Tables (dead rows, last vacuum and analyze, HOT ratio), indexes, NOTIFY queue,
-    connections by purpose, lock waits, the xmin-horizon holder, and alerts with what to do."""
+    connections by purpose, lock waits, the xmin-horizon holder, and alerts with what to do.
+
+    With --json it exits 0 (ok), 1 (warning) or 2 (critical): the report's "level"."""
     if ctx.invoked_subcommand is not None:
         return
     report = cx.op.health(overrides=_parse(threshold, cx.as_json))
     cx.show(report, print_health)
+    if cx.as_json:
+        raise typer.Exit(report.exit_code)
     if fail_on_alert and report.alerts:
         raise typer.Exit(1)
 
@@ -117,7 +123,9 @@ def print_health(r: Health) -> None:
     if not r.alerts:
         out.print("[green]no alerts[/]")
     for a in r.alerts:
-        out.print(f"[bold red]{a.code}[/] {safe(a.message)}\n  [bold]do:[/] {safe(a.action)}")
+        colour = "bold red" if a.level == "critical" else "bold yellow"
+        out.print(f"[{colour}]{a.level}[/] [bold]{a.code}[/] {safe(a.message)}\n"
+                  f"  [bold]do:[/] {safe(a.action)}")
 
 
 def _holder(x: HorizonHolder) -> str:

@@ -1,4 +1,4 @@
-"""`forklift queues list|explain|pause|resume|limit|rate|fair` and `forklift workers list`."""
+"""`forklift queues list|explain|pause|resume|limit|rate|fair|scale` and `forklift workers list`."""
 
 from __future__ import annotations
 
@@ -12,8 +12,9 @@ from forklift.cli.kit import Call, command, ident, out, safe
 
 if TYPE_CHECKING:
     from forklift.ops import QueueInfo
+    from forklift.ops.scale import QueueScale
 
-queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit, rate, fair.",
+queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit, rate, fair, scale.",
                          no_args_is_help=True)
 workers_app = typer.Typer(help="Workers: who runs what, heartbeats, drains.", no_args_is_help=True)
 
@@ -159,6 +160,57 @@ def queues_fair(
     q = cx.act(lambda op: op.set_fair(name, word in ("on", "true", "yes"), reason=cx.reason,
                                       create=create))
     cx.done(q, lambda q: f"queue {ident(q.name)}: fair share {'on' if q.fair else 'off'}")
+
+
+@queues_app.command("scale")
+@command()
+def queues_scale(
+    cx: Call,
+    names: Annotated[list[str] | None, typer.Argument(
+        metavar="[QUEUE]...", help="Queues (default: every queue with a row or a live worker).",
+        show_default=False)] = None,
+    per_worker: Annotated[int | None, typer.Option(
+        "--per-worker", min=1, help="Slots one worker brings (default: the queue's live"
+        " workers' --concurrency, else 10).")] = None,
+    max_workers: Annotated[int, typer.Option(
+        "--max", min=0, help="Most workers to ask for.")] = 100,
+    target: Annotated[float, typer.Option(
+        "--target", min=0.0, help="Seconds within which the waiting jobs should be cleared"
+        " (above 0).")] = 30.0,
+) -> None:
+    """How many workers each queue needs now: the autoscaling signal (the same number the
+    KEDA query and the forklift_queue_desired_workers gauge give), with its inputs."""
+    if not target > 0:
+        raise cx.usage(f"--target must be above 0 seconds, not {target:g}")
+    found = cx.op.queues.scale(names or None, per_worker=per_worker, max_workers=max_workers,
+                               target=target)
+    if cx.as_json:
+        cx.show([q.to_json() for q in found])
+        return
+    _print_scale(found, cx.op.schema, per_worker, max_workers, target)
+
+
+def _print_scale(found: list[QueueScale], schema: str, per_worker: int | None,
+                 max_workers: int, target: float) -> None:
+    from rich.table import Table
+
+    from forklift.ops.scale import scaler_query
+
+    if not found:
+        out.print("no queues: nothing has a row or a live worker yet")
+        return
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("queue", "desired", "per_worker", "running", "waiting", "rate"):
+        t.add_column(col, justify="left" if col == "queue" else "right")
+    for q in found:
+        t.add_row(ident(q.queue), str(q.desired), str(q.per_worker), str(q.running),
+                  str(q.waiting), "–" if q.rate is None else f"{q.rate:.2f}/s")
+    out.print(t)
+    out.print("")
+    out.print("KEDA postgresql trigger (targetQueryValue: 1), query per queue:")
+    for q in found:
+        out.print(safe(scaler_query(q.queue, schema=schema, per_worker=per_worker,
+                                    max_workers=max_workers, target=target)), soft_wrap=True)
 
 
 @workers_app.command("list")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from types import ModuleType
+from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
 from forklift.cli.kit import AppOpt, Call, DryRun, Dsn, Schema, command, out
+
+if TYPE_CHECKING:
+    from forklift._worker.probe_server import ProbeServer
 
 Queues = Annotated[
     str | None,
@@ -32,7 +36,10 @@ def worker(
     log_format: Annotated[Literal["text", "json"], typer.Option(
         help="Log lines as text, or json: one JSON object a line (forklift.logs).")] = "text",
     metrics_port: Annotated[int | None, typer.Option(
-        min=1, max=65535, help="Serve Prometheus /metrics on this port (extra metrics).")] = None,
+        min=1, max=65535, help="Serve Prometheus /metrics on this port (extra metrics), and"
+        " the /healthz and /readyz probes unless --health-port is given.")] = None,
+    health_port: Annotated[int | None, typer.Option(
+        min=1, max=65535, help="Serve the /healthz and /readyz probes on this port.")] = None,
 ) -> None:
     """Run jobs: claim, execute, retry, until SIGTERM (drain) or a second signal (skip the wait)."""
     import logging
@@ -44,8 +51,7 @@ def worker(
         raise cx.usage(f"--log-level must be DEBUG, INFO, WARNING, ERROR or CRITICAL, not"
                        f" {log_level!r} (try: forklift worker --help)")
     logs.configure(format=log_format, level=log_level)
-    if metrics_port is not None:
-        _serve_metrics(metrics_port)
+    probes = _serve(metrics_port, health_port)
     target = load_app(app_spec)
     if schema:
         from forklift.ops.connect import check_schema
@@ -62,10 +68,33 @@ def worker(
         drain_timeout=drain_timeout,
         poll_interval=poll_interval,
     )
+    if probes is not None:
+        from forklift._worker.probes import Probes
+
+        w.add_service(Probes(w.config, w.state, server=probes, restarts=w.supervisor.restarts))
     raise typer.Exit(run_worker(w))
 
 
-def _serve_metrics(port: int) -> None:
+def _serve(metrics_port: int | None, health_port: int | None) -> ProbeServer | None:
+    """Bind the ports asked for (failing at start, naming the flag): the probes on
+    ``--health-port``, else beside ``/metrics`` on ``--metrics-port`` (one server answering the
+    three paths). The probes are served once the worker runs."""
+    from forklift._worker.probe_server import ProbeServer
+
+    if metrics_port is None:
+        return None if health_port is None else ProbeServer(health_port, flag="--health-port")
+    metrics = _metrics()
+    if health_port is not None and health_port != metrics_port:
+        probes = ProbeServer(health_port, flag="--health-port")
+        metrics.serve(metrics_port)
+        return probes
+    probes = ProbeServer(metrics_port, flag="--metrics-port")
+    probes.route("/metrics", metrics.exposition)
+    metrics.enable()
+    return probes
+
+
+def _metrics() -> ModuleType:
     from forklift import ConfigError
 
     try:
@@ -73,7 +102,7 @@ def _serve_metrics(port: int) -> None:
     except ImportError as exc:
         raise ConfigError(f"--metrics-port needs the metrics extra (pip install"
                           f" 'forklift[metrics]'): {exc}") from None
-    metrics.serve(port)
+    return metrics
 
 
 @command()

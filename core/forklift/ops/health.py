@@ -26,6 +26,8 @@ from forklift.ops.settings import InvalidSetting, Setting
 from forklift.ops.shape import Shape
 
 __all__ = [
+    "CRITICAL_FACTOR",
+    "LEVELS",
     "PREFIX",
     "THRESHOLDS",
     "Alert",
@@ -64,6 +66,15 @@ THRESHOLDS: dict[str, Setting] = {s.name: s for s in (
     Setting("horizon_xids", 1_000_000, 0, 2e9,
             "...or held back by more than this many transactions (slots included)"),
 )}
+
+#: The levels of a report, best first; ``forklift health --json`` exits with the index (0, 1, 2).
+LEVELS = ("ok", "warning", "critical")
+#: An alert is critical when what it measures is this many times past its threshold (a horizon
+#: held or a lock waited on that long), and at once for the two that make enqueues or
+#: connections fail: a NOTIFY queue 90% full, connections at 95% of the usable ones.
+CRITICAL_FACTOR = 10.0
+NOTIFY_CRITICAL = 0.9
+CONNECTIONS_CRITICAL = 0.95
 
 TABLES_SQL = """
 SELECT relname::text, n_live_tup, n_dead_tup, n_tup_upd, n_tup_hot_upd, n_mod_since_analyze,
@@ -191,6 +202,8 @@ class Alert(Shape):
     message: str
     #: What to do about it.
     action: str
+    #: warning: worth a look; critical: forklift fails, or soon will, until someone acts.
+    level: str = "warning"
 
 
 @dataclass(frozen=True)
@@ -207,10 +220,17 @@ class Health(Shape):
     #: The retention windows the leader prunes by (forklift retention show).
     retention: _retention.Retention
     alerts: list[Alert] = field(default_factory=list)
+    #: The worst alert's level, or ``ok`` (one of :data:`LEVELS`).
+    level: str = "ok"
 
     @property
     def ok(self) -> bool:
         return not self.alerts
+
+    @property
+    def exit_code(self) -> int:
+        """0 ok, 1 warning, 2 critical: what ``forklift health --json`` exits with."""
+        return LEVELS.index(self.level)
 
     def table(self, name: str) -> TableHealth | None:
         return next((t for t in self.tables if t.table == name), None)
@@ -265,7 +285,13 @@ def health(
     holders = _horizon.holders(conn, ctx)
     h = Health(tables, indexes, connections, float(row[4]), waits, holders, limits,
                _retention.show(conn, ctx))
-    return replace(h, alerts=alerts(h))
+    found = alerts(h)
+    return replace(h, alerts=found, level=level(found))
+
+
+def level(found: list[Alert]) -> str:
+    """The worst level among ``found``: ``ok`` when there is none."""
+    return max((a.level for a in found), key=LEVELS.index, default="ok")
 
 
 def alerts(h: Health) -> list[Alert]:
@@ -277,6 +303,8 @@ def alerts(h: Health) -> list[Alert]:
         far = holder.xid_age is not None and holder.xid_age > t["horizon_xids"]
         if not (old or far):
             continue
+        critical = ((holder.age_seconds or 0) > CRITICAL_FACTOR * t["horizon_seconds"]
+                    or (holder.xid_age or 0) > CRITICAL_FACTOR * t["horizon_xids"])
         who = holder.name if holder.pid is None else f"pid {holder.pid}"
         age = f"{holder.age_seconds:,.0f}s, " if holder.age_seconds is not None else ""
         found.append(Alert(
@@ -285,6 +313,7 @@ def alerts(h: Health) -> list[Alert]:
             f" {holder.state or '?'}) holds the xmin horizon: {age}{holder.xid_age or 0:,}"
             " transactions back; vacuum cannot remove dead jobs meanwhile",
             holder.action + " (details: forklift health horizon)",
+            "critical" if critical else "warning",
         ))
     for tab in h.tables:
         if tab.dead_rows >= t["dead_tuple_min"] and tab.dead_ratio > t["dead_tuple_ratio"]:
@@ -313,6 +342,7 @@ def alerts(h: Health) -> list[Alert]:
             f"the NOTIFY queue is {h.notify_queue_usage:.0%} full; at 100% every enqueue fails",
             "a session that LISTENs is not reading its notifications (often one stuck in a long"
             " transaction): find it in pg_stat_activity and end it",
+            "critical" if h.notify_queue_usage >= NOTIFY_CRITICAL else "warning",
         ))
     c = h.connections
     if c.ratio > t["connections_ratio"]:
@@ -323,6 +353,7 @@ def alerts(h: Health) -> list[Alert]:
             f" (forklift here: {mine})",
             "fewer worker processes (raise --concurrency instead), a pooler in front of the"
             " clients, or raise max_connections",
+            "critical" if c.ratio >= CONNECTIONS_CRITICAL else "warning",
         ))
     for w in h.lock_waits:
         if w.waiting_seconds > t["lock_wait_seconds"]:
@@ -333,5 +364,7 @@ def alerts(h: Health) -> list[Alert]:
                 "find what the blocker does: SELECT pid, state, query FROM pg_stat_activity"
                 f" WHERE pid = ANY(ARRAY{w.blocked_by or [0]}); end it with"
                 " pg_terminate_backend(pid) if it must not hold the lock",
+                "critical" if w.waiting_seconds > CRITICAL_FACTOR * t["lock_wait_seconds"]
+                else "warning",
             ))
     return found

@@ -1,13 +1,16 @@
 """``op.queues``: list and explain queues; pause, resume, concurrency limit, rate and fair
-share; the flow claim's view of them (limits, rates, fair share, backlog)."""
+share; the flow claim's view of them (limits, rates, fair share, backlog); the autoscaling
+signal (how many workers each needs)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from forklift.ops import explain as _explain
 from forklift.ops import queues as _queues
 from forklift.ops import rates as _rates
+from forklift.ops import scale as _scale
 from forklift.ops._clients.client import FeatureClient
 
 __all__ = ["QueuesClient"]
@@ -64,6 +67,19 @@ class QueuesClient(FeatureClient):
 
     def flow(self, queue: str) -> _rates.QueueFlow:
         return self._session.run(_rates.queue_flow, queue)
+
+    def scale(
+        self,
+        queues: Sequence[str] | None = None,
+        *,
+        per_worker: int | None = None,
+        max_workers: int = _scale.DEFAULT_MAX,
+        target: float = _scale.DEFAULT_TARGET,
+    ) -> list[_scale.QueueScale]:
+        """The autoscaling signal per queue (default: every queue with a row or a live worker):
+        workers wanted, from the SQL function a KEDA scaler queries (forklift.ops.scale)."""
+        return self._session.run(_scale.scale, None if queues is None else [*queues],
+                                 per_worker=per_worker, max_workers=max_workers, target=target)
 
     # Last: below this definition, ``list`` in an annotation would name the method.
     def list(self) -> list[_queues.QueueInfo]:
