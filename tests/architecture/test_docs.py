@@ -15,6 +15,9 @@
 - The generated references cover the code: every CLI group and command, every keyword of
   ``Forklift`` and ``Worker``, every environment variable the source reads.
 - Every ``forklift.*`` Python name a page gives exists and is public.
+- The README stays a short front page: at most 250 lines, its first block the two commands
+  that set up and test a clone, its links pointing at files or at pages the navigation lists,
+  its performance ratios those of the performance page.
 - No page, like no other text of the project, speaks of how forklift was built: that check is
   ``test_words.py``.
 """
@@ -433,3 +436,68 @@ def test_every_operator_call_the_pages_give_exists() -> None:
         if not hasattr(Operator, m.group(1))
     ]
     assert not problems, "\n".join(problems)
+
+
+# -- the README's links -------------------------------------------------------------------------------
+
+
+def _nav_pages() -> set[str]:
+    """The pages mkdocs.yml's navigation lists (the strict build requires each to exist)."""
+    return set(re.findall(r":\s*([\w/.-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text("utf-8"),
+                          re.M))
+
+
+def test_the_readme_links_to_what_exists() -> None:
+    """Each relative link and image of the README names a file of the checkout, or a docs
+    page the site's navigation lists; and the links into the docs cover every how-to guide
+    the README promises (its 'What you get')."""
+    text = README.read_text("utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert targets, "the README links to the docs"
+    problems = []
+    for target in targets:
+        if re.match(r"[a-z]+://", target):
+            continue
+        if (ROOT / target).exists():
+            continue
+        if target.startswith("docs/") and target.removeprefix("docs/") in _nav_pages():
+            continue  # a page the navigation lists: the strict build checks it exists
+        problems.append(target)
+    assert not problems, f"the README links to nothing: {problems}"
+    assert "docs/explanation/guarantees.md" in targets
+    assert "docs/explanation/performance.md" in targets
+
+
+def test_the_readme_is_short_and_starts_with_its_two_commands() -> None:
+    text = README.read_text("utf-8")
+    assert len(text.split("\n")) <= 250
+    first = blocks(README)[0]
+    assert first.line < text.index("\n## ") and first.lang == "console"
+    commands = [line.split("#", 1)[0].strip() for line in first.body.split("\n")]
+    assert commands[:2] == ["$ pip install -e '.[dev]'", "$ pytest -n auto -q"]
+
+
+def _ratios(text: str) -> dict[str, str]:
+    """figure key -> ratio, from the Markdown table whose header has a column ``ratio...``
+    and whose rows name the figure's key as `key`."""
+    out: dict[str, str] = {}
+    column = None
+    for line in text.split("\n"):
+        if not line.startswith("|"):
+            column = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if column is None:
+            column = next((i for i, c in enumerate(cells) if c.startswith("ratio")), None)
+            continue
+        key = re.search(r"`(\w+)`", cells[0])
+        if key and column < len(cells) and re.fullmatch(r"\d+\.\d+", cells[column]):
+            out.setdefault(key.group(1), cells[column])
+    return out
+
+
+def test_the_readme_figures_are_the_performance_page_figures() -> None:
+    shown = _ratios(README.read_text("utf-8"))
+    measured = _ratios((DOCS / "explanation" / "performance.md").read_text("utf-8"))
+    assert len(shown) >= 5, shown
+    assert {k: measured.get(k) for k in shown} == shown
