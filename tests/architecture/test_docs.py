@@ -496,8 +496,17 @@ def _ratios(text: str) -> dict[str, str]:
     return out
 
 
+def _verdicts(text: str) -> dict[str, str]:
+    """figure key -> PASS or SHORT, from the rows of a Markdown table that say which."""
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"^\|[^|\n]*`(\w+)`[^\n]*\|\s*(PASS|SHORT)\s*\|\s*$", text, re.M)}
+
+
 def test_the_readme_figures_are_the_performance_page_figures() -> None:
-    shown = _ratios(README.read_text("utf-8"))
-    measured = _ratios((DOCS / "explanation" / "performance.md").read_text("utf-8"))
+    readme = README.read_text("utf-8")
+    page = (DOCS / "explanation" / "performance.md").read_text("utf-8")
+    shown, measured = _ratios(readme), _ratios(page)
     assert len(shown) >= 5, shown
     assert {k: measured.get(k) for k in shown} == shown
+    verdicts = _verdicts(page)
+    assert {k: verdicts.get(k) for k in shown} == _verdicts(readme)
