@@ -515,7 +515,7 @@ class Scene:
     keys: tuple[str, ...] = ()
     read_only: bool = False
     no_color: bool = False
-    #: What the scene shows, in words (the README's screenshots are of the live demo:
+    #: What the scene shows, in words (the docs' screenshots are of the live demo:
     #: scripts/screenshots.py).
     alt: str | None = None
 

@@ -187,7 +187,7 @@ class ConsoleApp(App[None]):
 
     # -- disabled keys ------------------------------------------------------------------------
     def on_key(self, event: events.Key) -> None:
-        """A key whose action is disabled says why (17.9), before Textual drops it silently.
+        """A key whose action is disabled says why, before Textual drops it silently.
         (This runs before the app's own key handling, which is where bindings are looked up.)"""
         active = self.screen.active_bindings.get(event.key)
         if active is None or active.enabled:
@@ -306,7 +306,7 @@ class ConsoleApp(App[None]):
         self, mode: str, view: ConsoleScreen[Any], action: str, title: str = ""
     ) -> None:
         """Run a screen's action from the palette. One that acts on a row asks which row
-        first (17.11: the palette opened elsewhere must not act on whatever row that screen
+        first (the palette opened elsewhere must not act on whatever row that screen
         happened to have highlighted)."""
         _, name, _ = parse_action(action)
         if self.current_mode != mode:

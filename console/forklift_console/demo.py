@@ -86,7 +86,7 @@ def run_demo(*, headless: bool, jobs: int, concurrency: int, dsn: str | None) ->
 
 
 def console_app(app: Forklift, engine: DemoEngine) -> ConsoleApp:
-    """The console as ``forklift demo`` opens it (scripts/screenshots.py takes the README's
+    """The console as ``forklift demo`` opens it (scripts/screenshots.py takes the docs'
     screenshots of this one, header and refresh rate included)."""
     from forklift_console.app import ConsoleApp
     from forklift_console.backend import Backend
@@ -105,7 +105,7 @@ DRAIN_TIMEOUT = 20.0
 #: Seconds after a drained worker exits before its replacement starts (a rolling restart).
 RESTART_AFTER = 5.0
 #: The demo submits a batch of report targets at start and then every this many producer
-#: rounds (a quarter second each), so the Batches screen has something to show (17.19).
+#: rounds (a quarter second each), so the Batches screen has something to show.
 BATCH_EVERY = 240
 BATCH_TARGETS = 24
 

@@ -194,7 +194,7 @@ def slow_sync(ctx: JobContext, h: HoldSync) -> dict[str, Any]:
     return hold_sync.fn(ctx, HoldSync(gate=h.gate, cooperative=False))  # type: ignore[no-any-return]
 
 
-# -- the edges of issue 11: cooperative stops, crashes, stubborn handlers ------------------------
+# -- the worker's edges: cooperative stops, crashes, stubborn handlers -------------------------
 @dataclass
 class Coop:
     gate: str = ""
@@ -203,7 +203,7 @@ class Coop:
 
 @app.job(name="faults.coop", max_attempts=3, timeout=30)
 def coop(ctx: JobContext, c: Coop) -> dict[str, Any]:
-    """Works in steps until its gate opens; stops when told, the way README says to."""
+    """Works in steps until its gate opens; stops when told, the way the docs say to."""
     note(ctx, "start")
     steps = 0
     while not gate_open(c.gate):

@@ -5,7 +5,7 @@ Handlers talk to the test through tables of the test database's ``public`` schem
 per time a handler held a lock: key, token, when it started and ended), and a downstream store
 that refuses stale holders: ``fenced_store`` keeps, per key, the value and the token of its
 newest write, and takes a write only under a token at least as new (``store_writes`` records
-every attempt and whether it was taken). That store is the pattern the README documents.
+every attempt and whether it was taken). That store is the pattern docs/how-to/flow-control.md teaches.
 """
 
 from __future__ import annotations

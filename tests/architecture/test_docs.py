@@ -15,7 +15,11 @@
 - The generated references cover the code: every CLI group and command, every keyword of
   ``Forklift`` and ``Worker``, every environment variable the source reads.
 - Every ``forklift.*`` Python name a page gives exists and is public.
-- No page speaks of how forklift was built (issues, rounds, stops, work sessions).
+- The README stays a short front page: at most 250 lines, its first block the two commands
+  that set up and test a clone, its links pointing at files or at pages the navigation lists,
+  its performance ratios those of the performance page.
+- No page, like no other text of the project, speaks of how forklift was built: that check is
+  ``test_words.py``.
 """
 
 from __future__ import annotations
@@ -38,63 +42,11 @@ from helpers import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
+README = ROOT / "README.md"
 sys.path.insert(0, str(DOCS))
 
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)(?P<attrs>[^\n]*)$")
 MARKER = re.compile(r"^\s*<!--\s*(?P<what>not run|run|file)\s*:\s*(?P<arg>.*?)\s*-->\s*$")
-
-#: README.md is not edited here (it is being cut down to a short page); its blocks that cannot
-#: run carry their reasons in this table, keyed by language and first line, until they go.
-README_NOT_RUN: dict[tuple[str, str], str] = {
-    ("console", "$ pip install -e '.[dev]'"): "installs the package and runs the whole suite",
-    ("python", "# myapp/jobs.py"): "a fragment: smtp_send and the mail server are the reader's",
-    ("python", '@app.job(queue="mail", extra="ignore")        # tolerate fields older producers still send'): "a fragment of the module above",
-    ("python", '@app.job(name="reports.rebuild", timeout=600)'): "a fragment: Rebuild and build are the reader's",
-    ("python", 'digest.enqueue({"user": 7, "items": items}, unique_key="digest:7", delay=300,'): "a fragment: the digest kind is the reader's",
-    ("python", 'app = Forklift("postgresql://app@db/prod?application_name=billing&options=-c%20search_path%3Dbilling",'): "needs the reader's production database",
-    ("python", "from forklift.ops import JobFilter, Operator"): "acts on the reader's queues (job 4211, queue mail)",
-    ("python", 'after = op.dry_run(lambda o: o.pause("mail", for_="30m"))   # the QueueInfo a pause would leave'): "a fragment: op comes from the block above",
-    ("python", "from forklift.ops.display import shell_quote, show_id"): "shown output; docs/how-to/operating.md runs the same lines",
-    ("json", "{"): "an example of output, not input",
-    ("", "forklift console [--dsn DSN] [--schema NAME] [--actor NAME] [--read-only] [--refresh 2s]"): "a synopsis with placeholders",
-    ("", 'queue:mail state:dead,retryable kind:send_email tag:vip batch:42 id:100..200 "text in args or errors"'): "console filter syntax, typed in the console",
-    ("", "forklift jobs retry 240 241 242 243 244 245 246 247 248 --yes"): "commands as the console shows them, for jobs of the demo",
-    ("python", "from forklift import Forklift"): "a fragment: Page, FetchResult and pages are the reader's",
-    ("python", "from forklift import Forklift, JobContext"): "a fragment: billing.close_day is declared elsewhere",
-    ("python", "import psycopg"): "needs the reader's accounts table and DSN",
-    ("python", "from datetime import timedelta"): "needs an orders table and a publisher",
-    ("python", 'data = await ctx.wait_for_event("order.paid", match={"order": 42}, timeout=timedelta(days=1))'): "a fragment of a handler",
-    ("python", 'extract = etl_extract.enqueue({"day": "2026-12-01"})'): "a fragment: the etl kinds are the reader's",
-    ("python", "@app.job()"): "needs the reader's webhook URL and orders table",
-    ("python", "from forklift import Key, Rate"): "a fragment: app comes from the reader's module",
-    ("python", '@app.job(queue="vendor", rate=Rate(100, per=1))                 # 100 starts a second, fleet-wide'): "a fragment: Call and Place are the reader's",
-    ("python", "from forklift import LockLost, LockNotAcquired"): "a fragment: the store and the report are the reader's",
-    ("sql", "CREATE TABLE balances (account bigint PRIMARY KEY, total numeric NOT NULL, token bigint NOT NULL);"): "a pattern with named parameters for the reader's driver",
-    ("python", "# settings.py"): "needs a Django project",
-    ("ini", "[pytest]"): "configuration for the reader's project",
-    ("python", "# test_jobs.py"): "tests for the reader's own app (myapp.jobs)",
-    ("python", "import forklift.logs"): "configures logging for the whole process",
-    ("python", "from opentelemetry import trace"): "a fragment: send_email is the reader's",
-    ("python", '@app.job(queue="mail")'): "a fragment: alert and stats are the reader's",
-    ("", "forklift bench                      # a throwaway embedded server (fsync on), every scenario"): "the benchmark takes minutes",
-    ("console", "$ python tests/benchmarks/bench_stats.py"): "a benchmark: loads a million jobs and takes minutes",
-    ("console", "$ pytest -n auto -q"): "runs forklift's whole test suite",
-}
-
-#: Words about how forklift was built, not about the product; each with the uses that are fine.
-INTERNAL = [
-    re.compile(r"\bissues?\b", re.I),
-    re.compile(r"\bround(?:s)? (?:one|two|three|four|five|\d+)\b", re.I),
-    re.compile(r"\b(?:first|second|third|fourth|this|that|previous|last)[- ]round(?:'s)?\b", re.I),
-    re.compile(r"\bstop(?:'s)? \d+\b", re.I),
-    re.compile(r"\b(?:this|that|previous|last|next|each|every) stop(?:'s)?\b", re.I),
-    re.compile(r"\b(?:across|over|between|those|these|two|several) stops\b", re.I),
-    re.compile(r"\bwork(?:ing)? sessions?\b", re.I),
-    re.compile(r"\b(?:this|that|previous|last|next|each) (?:work )?session's\b", re.I),
-    re.compile(r"\bticket #?\d+\b", re.I),
-]
-ALLOWED = [re.compile(r"HTTP session", re.I)]
-
 
 @dataclass(frozen=True)
 class Block:
@@ -146,7 +98,7 @@ def pages() -> list[Path]:
 
 
 def all_blocks() -> list[Block]:
-    return [b for p in [*pages(), ROOT / "README.md"] for b in blocks(p)]
+    return [b for p in [*pages(), README] for b in blocks(p)]
 
 
 # -- the build -----------------------------------------------------------------------------------
@@ -225,8 +177,6 @@ def _reason_of(block: Block) -> str | None:
         return block.marker[1]
     if block.path.is_relative_to(ROOT) and str(block.path.relative_to(ROOT)) in NOT_RUN_IN:
         return NOT_RUN_IN[str(block.path.relative_to(ROOT))]
-    if block.path.name == "README.md":
-        return README_NOT_RUN.get((block.lang, block.first_line))
     return None
 
 
@@ -297,7 +247,7 @@ def test_every_block_runs_or_says_why_not() -> None:
             continue
         if _reason_of(block):
             continue
-        if block.lang == "python" and block.path.name != "README.md":
+        if block.lang == "python":
             continue  # executed by test_python_blocks_run
         if block.lang in ("console", "bash", "shell", "sh") and _commands(block):
             continue  # checked by test_shell_blocks_parse
@@ -321,7 +271,7 @@ def test_shell_blocks_parse() -> None:
 
 def _runnable_pages() -> list[Path]:
     return [
-        p for p in pages()
+        p for p in [*pages(), README]
         if any(b.lang == "python" and not _reason_of(b) for b in blocks(p))
         or any(b.marker and b.marker[0] in ("run", "file") for b in blocks(p))
     ]
@@ -374,7 +324,7 @@ def _run_cli(argv: list[str], where: str) -> None:
     assert result.exit_code == 0, f"{where}: forklift {' '.join(argv)}\n{result.output}"
 
 
-@pytest.mark.parametrize("page", _runnable_pages(), ids=lambda p: str(p.relative_to(DOCS)))
+@pytest.mark.parametrize("page", _runnable_pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_python_blocks_run(page: Path, dsn: str, tmp_path: Path,
                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The page's blocks in order: python executed, files written, commands run."""
@@ -413,25 +363,6 @@ def test_python_blocks_run(page: Path, dsn: str, tmp_path: Path,
         for name in set(sys.modules) - loaded:
             if str(getattr(sys.modules[name], "__file__", "")).startswith(str(tmp_path)):
                 del sys.modules[name]
-
-
-# -- words ------------------------------------------------------------------------------------------
-
-
-def test_no_page_speaks_of_how_forklift_was_built() -> None:
-    problems = []
-    for page in pages():
-        if page.name == "architecture.md" and page.parent == DOCS:
-            continue  # maintained elsewhere, included as it is
-        for number, line in enumerate(page.read_text(encoding="utf-8").split("\n"), 1):
-            clean = line
-            for allowed in ALLOWED:
-                clean = allowed.sub("", clean)
-            for pattern in INTERNAL:
-                hit = pattern.search(clean)
-                if hit:
-                    problems.append(f"{page.relative_to(ROOT)}:{number}: '{hit.group(0)}'")
-    assert not problems, "\n".join(problems)
 
 
 def test_the_parse_check_catches_what_drifts(tmp_path: Path) -> None:
@@ -505,3 +436,77 @@ def test_every_operator_call_the_pages_give_exists() -> None:
         if not hasattr(Operator, m.group(1))
     ]
     assert not problems, "\n".join(problems)
+
+
+# -- the README's links -------------------------------------------------------------------------------
+
+
+def _nav_pages() -> set[str]:
+    """The pages mkdocs.yml's navigation lists (the strict build requires each to exist)."""
+    return set(re.findall(r":\s*([\w/.-]+\.md)\s*$", (ROOT / "mkdocs.yml").read_text("utf-8"),
+                          re.M))
+
+
+def test_the_readme_links_to_what_exists() -> None:
+    """Each relative link and image of the README names a file of the checkout, or a docs
+    page the site's navigation lists; and the links into the docs cover every how-to guide
+    the README promises (its 'What you get')."""
+    text = README.read_text("utf-8")
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    assert targets, "the README links to the docs"
+    problems = []
+    for target in targets:
+        if re.match(r"[a-z]+://", target):
+            continue
+        if (ROOT / target).exists():
+            continue
+        if target.startswith("docs/") and target.removeprefix("docs/") in _nav_pages():
+            continue  # a page the navigation lists: the strict build checks it exists
+        problems.append(target)
+    assert not problems, f"the README links to nothing: {problems}"
+    assert "docs/explanation/guarantees.md" in targets
+    assert "docs/explanation/performance.md" in targets
+
+
+def test_the_readme_is_short_and_starts_with_its_two_commands() -> None:
+    text = README.read_text("utf-8")
+    assert len(text.split("\n")) <= 250
+    first = blocks(README)[0]
+    assert first.line < text.index("\n## ") and first.lang == "console"
+    commands = [line.split("#", 1)[0].strip() for line in first.body.split("\n")]
+    assert commands[:2] == ["$ pip install -e '.[dev]'", "$ pytest -n auto -q"]
+
+
+def _ratios(text: str) -> dict[str, str]:
+    """figure key -> ratio, from the Markdown table whose header has a column ``ratio...``
+    and whose rows name the figure's key as `key`."""
+    out: dict[str, str] = {}
+    column = None
+    for line in text.split("\n"):
+        if not line.startswith("|"):
+            column = None
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if column is None:
+            column = next((i for i, c in enumerate(cells) if c.startswith("ratio")), None)
+            continue
+        key = re.search(r"`(\w+)`", cells[0])
+        if key and column < len(cells) and re.fullmatch(r"\d+\.\d+", cells[column]):
+            out.setdefault(key.group(1), cells[column])
+    return out
+
+
+def _verdicts(text: str) -> dict[str, str]:
+    """figure key -> PASS or SHORT, from the rows of a Markdown table that say which."""
+    return {m.group(1): m.group(2) for m in re.finditer(
+        r"^\|[^|\n]*`(\w+)`[^\n]*\|\s*(PASS|SHORT)\s*\|\s*$", text, re.M)}
+
+
+def test_the_readme_figures_are_the_performance_page_figures() -> None:
+    readme = README.read_text("utf-8")
+    page = (DOCS / "explanation" / "performance.md").read_text("utf-8")
+    shown, measured = _ratios(readme), _ratios(page)
+    assert len(shown) >= 5, shown
+    assert {k: measured.get(k) for k in shown} == shown
+    verdicts = _verdicts(page)
+    assert {k: verdicts.get(k) for k in shown} == _verdicts(readme)

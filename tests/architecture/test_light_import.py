@@ -1,5 +1,5 @@
 """``import forklift`` is light, and an app that only declares kinds and enqueues loads
-neither the worker nor any UI library (issue 12, item 2). Checked in fresh interpreters."""
+neither the worker nor any UI library. Checked in fresh interpreters."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The public API is exactly ``forklift.__all__``, every name in it imports, and the README
-documents it (issue 12, item 5).
+"""The public API is exactly ``forklift.__all__``, every name in it imports, and the docs
+document it: the how-to guides and the reference pages (those generated from the code
+included) name every public name, and what the guides call on an app or a kind exists.
 
 Public: ``forklift`` (its ``__all__``), ``forklift.ops`` (the operator API, its ``__all__``)
 and ``forklift.embedded`` (the embedded server). Everything else under ``forklift`` starts
@@ -19,20 +20,53 @@ import forklift
 from forklift import Forklift, JobKind
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text("utf-8")
+DOCS = ROOT / "docs"
 CORE = ROOT / "core" / "forklift"
 PUBLIC_MODULES = {"__init__", "embedded", "ops",
-                  # the ecosystem integrations (README: Django tasks, Testing your jobs, ...)
+                  # the ecosystem integrations (guides: Django tasks, Testing your jobs, ...)
                   "django", "testing", "logs", "hooks", "metrics", "otel",
                   # the `forklift` command (`python -m forklift.cli`)
                   "cli"}
 
 
-def section(title: str) -> str:
-    """The README's ``## title`` section, up to the next section of the same level."""
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start: end if end >= 0 else len(README)]
+def page(name: str) -> str:
+    """One page of the docs, as its reader gets it: a reference page generated from the code
+    (``reference/configuration.md``...) is rendered, the others are read."""
+    sys.path.insert(0, str(DOCS))
+    try:
+        import gen_pages
+
+        if name in gen_pages.GENERATED:
+            return gen_pages.render(name)
+    finally:
+        sys.path.remove(str(DOCS))
+    return (DOCS / name).read_text("utf-8")
+
+
+def guides_and_reference() -> list[str]:
+    """Every how-to guide and every reference page, generated ones included."""
+    names = [str(p.relative_to(DOCS)) for p in sorted((DOCS / "how-to").rglob("*.md"))]
+    names += [str(p.relative_to(DOCS)) for p in sorted((DOCS / "reference").rglob("*.md"))]
+    sys.path.insert(0, str(DOCS))
+    try:
+        import gen_pages
+
+        names += [n for n in gen_pages.GENERATED if n not in names]
+    finally:
+        sys.path.remove(str(DOCS))
+    return [page(n) for n in names]
+
+
+def documented_in(texts: list[str] | tuple[str, ...]) -> set[str]:
+    """The names written as code in any of ``texts`` (each page read on its own, so that one
+    page's stray backtick cannot pair with the next page's)."""
+    return set().union(*(_documented(t) for t in texts))
+
+
+#: Where the job API is taught: declaring kinds, the app object, enqueueing, and the
+#: configuration reference (every keyword of ``Forklift``).
+JOB_API = ("how-to/kinds.md", "how-to/enqueueing.md")
+CONFIGURATION = "reference/configuration.md"
 
 
 def test_all_lists_each_name_once_and_each_resolves() -> None:
@@ -92,9 +126,9 @@ def _documented(text: str) -> set[str]:
     return found
 
 
-def test_every_public_name_is_documented_in_the_readme() -> None:
-    # The job API section and what it links (guarantees, configuration, batches, cron...).
-    documented = _documented(README)
+def test_every_public_name_is_documented_in_the_docs() -> None:
+    # The guides and the reference pages (configuration, failure codes, JSON shapes...).
+    documented = documented_in(guides_and_reference())
     missing = sorted(n for n in forklift.__all__ if n != "__version__" and n not in documented)
     assert missing == []
 
@@ -104,26 +138,26 @@ def _public_members(cls: type) -> set[str]:
 
 
 def test_the_app_and_kind_api_is_documented_where_the_job_api_is() -> None:
-    text = section("The job API") + section("Configuration")
-    documented = _documented(text)
+    documented = documented_in([page(n) for n in (*JOB_API, CONFIGURATION)])
     params = set(inspect.signature(Forklift.__init__).parameters) - {"self"}
     members = _public_members(Forklift) | _public_members(JobKind) | params
     # Documented with their features (Batches, Cron schedules, Paced backfills).
     elsewhere = {"batch", "batch_async", "get_batch", "batch_limits", "periodic", "schedule",
                  "backfill", "lock", "on", "outbox", "publish_event", "publish_event_async"}
+    guides = documented_in(guides_and_reference())
     for name in elsewhere:
-        assert name in _documented(README), name
+        assert name in guides, name
     missing = sorted(members - elsewhere - documented)
     assert missing == []
 
 
 def test_the_documented_api_exists() -> None:
-    # The other direction: what the job API section calls on an app or a kind is real.
-    text = section("The job API")
+    # The other direction: what the job API guides call on an app or a kind is real.
+    text = "\n".join(page(n) for n in JOB_API)
     called = set(re.findall(r"\b(?:app|kind|send_email)\.([a-z_]+)\(", text))
-    assert called, "the section shows calls"
+    assert called, "the guides show calls"
     real = _public_members(Forklift) | _public_members(JobKind)
     assert sorted(called - real) == []
     # (Elsewhere `forklift.x` may name a table of the schema.)
-    for name in re.findall(r"`forklift\.([A-Za-z_]+)", text + section("Configuration")):
+    for name in re.findall(r"`forklift\.([A-Za-z_]+)", text + page(CONFIGURATION)):
         assert hasattr(forklift, name) or importlib.util.find_spec(f"forklift.{name}"), name

@@ -24,7 +24,7 @@ from forklift.cli.bench import (
     tiny_sizes,
 )
 
-#: The performance issue's table, in its order, then the figures kept from the first round.
+#: The main performance table, in its order, then the further figures the bench reports.
 KEYS = ["e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000", "bulk",
         "latency_p50", "latency_p99", "e2e_4w", "stats_1m", "claim_backlog",
         "e2e_2w", "db_cpu", "memory", "flow_keyed", "flow_fair", "wake", "e2e_unused"]

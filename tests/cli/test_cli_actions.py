@@ -1,5 +1,5 @@
-"""Every CLI action: --dry-run everywhere (it rehearses and changes nothing), and the defects of
-issue 17.17: enqueue honours read-only and takes --schema/--actor and @file/stdin payloads,
+"""Every CLI action: --dry-run everywhere (it rehearses and changes nothing), and the edges of
+the actions: enqueue honours read-only and takes --schema/--actor and @file/stdin payloads,
 `queues pause --for 0` is refused, `backfills start --rate` on a live run takes the rate, the
 worker takes --schema."""
 

@@ -1,4 +1,4 @@
-"""What the CLI prints for people: identifiers with nothing hidden (11.10), free text cleaned,
+"""What the CLI prints for people: identifiers with nothing hidden, free text cleaned,
 and piped output laid out without wrapping."""
 
 from __future__ import annotations

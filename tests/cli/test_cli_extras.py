@@ -128,7 +128,7 @@ def test_the_json_path_loads_neither_rich_nor_textual(
     assert "forklift_console.app" not in loaded and "forklift.cli.bench" not in loaded
 
 
-#: What `forklift stats --json` has no use for (issue 12: its start-up is at most ~2x that of
+#: What `forklift stats --json` has no use for (so that its start-up stays at most ~2x that of
 #: `python -c "import psycopg"`): the UI libraries, Pydantic (typer's option parsing), the
 #: worker, the command groups, the operator modules other than the stats (and the role check
 #: every Operator makes).

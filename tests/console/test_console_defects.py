@@ -1,6 +1,6 @@
-"""Issue 17's console defects, one Pilot test each, against a real seeded PostgreSQL.
+"""The console's edges, one Pilot test each, against a real seeded PostgreSQL.
 
-Each test names the defect it pins (17.N) and fails on the console before its fix.
+Each test is named for the behaviour it pins, one that a console without it would fail.
 """
 
 from __future__ import annotations
@@ -76,8 +76,8 @@ def add_reports(conn: psycopg.Connection[Any], n: int) -> None:
         )
 
 
-# -- 17.1 ---------------------------------------------------------------------------------------
-def test_17_1_the_jobs_count_agrees_with_the_rows_shown(
+# -- the jobs count -------------------------------------------------------------------------------
+def test_the_jobs_count_agrees_with_the_rows_shown(
     dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
 ) -> None:
     """The count is recounted on its own clock (frozen here, so never): rows that outgrew or
@@ -102,8 +102,8 @@ def test_17_1_the_jobs_count_agrees_with_the_rows_shown(
     drive(make_app(dsn), scenario)
 
 
-# -- 17.9 ---------------------------------------------------------------------------------------
-def test_17_9_a_disabled_key_says_why(dsn: str, seeded: Seeded) -> None:
+# -- disabled keys say why ------------------------------------------------------------------------
+def test_a_disabled_key_says_why(dsn: str, seeded: Seeded) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
         app.push_screen(JobScreen(seeded.ids["lagging"]))
         job = await on_screen(app, JobScreen)
@@ -116,7 +116,7 @@ def test_17_9_a_disabled_key_says_why(dsn: str, seeded: Seeded) -> None:
     drive(make_app(dsn), scenario)
 
 
-def test_17_9_a_write_key_in_read_only_says_why(dsn: str, seeded: Seeded) -> None:
+def test_a_write_key_in_read_only_says_why(dsn: str, seeded: Seeded) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
         jobs = await filtered(app, pilot, "state:dead")
         jobs.query_one("#jobs", LiveTable).focus()
@@ -127,8 +127,8 @@ def test_17_9_a_write_key_in_read_only_says_why(dsn: str, seeded: Seeded) -> Non
     drive(make_app(dsn, read_only=True), scenario)
 
 
-# -- 17.10 --------------------------------------------------------------------------------------
-def test_17_10_a_rejected_filter_does_not_stay_in_the_filter_line(
+# -- a rejected filter ----------------------------------------------------------------------------
+def test_a_rejected_filter_does_not_stay_in_the_filter_line(
     dsn: str, seeded: Seeded
 ) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
@@ -147,8 +147,8 @@ def test_17_10_a_rejected_filter_does_not_stay_in_the_filter_line(
     drive(make_app(dsn), scenario)
 
 
-# -- 17.11 --------------------------------------------------------------------------------------
-def test_17_11_a_palette_row_action_from_elsewhere_asks_which_row(
+# -- palette row actions --------------------------------------------------------------------------
+def test_a_palette_row_action_from_elsewhere_asks_which_row(
     dsn: str, seeded: Seeded
 ) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
@@ -175,8 +175,8 @@ def test_17_11_a_palette_row_action_from_elsewhere_asks_which_row(
     drive(make_app(dsn), scenario)
 
 
-# -- 17.13 --------------------------------------------------------------------------------------
-def test_17_13_jobs_at_80_columns_gives_the_error_column_room(dsn: str, seeded: Seeded) -> None:
+# -- narrow terminals -----------------------------------------------------------------------------
+def test_jobs_at_80_columns_gives_the_error_column_room(dsn: str, seeded: Seeded) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
         jobs = await filtered(app, pilot, f"id:{seeded.ids['hostile']}")
         table = jobs.query_one("#jobs", LiveTable)
@@ -199,8 +199,8 @@ def test_17_13_jobs_at_80_columns_gives_the_error_column_room(dsn: str, seeded: 
     drive(make_app(dsn), scenario, size=(80, 24))
 
 
-# -- 17.14 --------------------------------------------------------------------------------------
-def test_17_14_without_colour_the_cursor_row_and_disabled_keys_still_read(
+# -- without colour -------------------------------------------------------------------------------
+def test_without_colour_the_cursor_row_and_disabled_keys_still_read(
     dsn: str, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
@@ -219,8 +219,8 @@ def test_17_14_without_colour_the_cursor_row_and_disabled_keys_still_read(
     drive(make_app(dsn), scenario)
 
 
-# -- 17.8 ---------------------------------------------------------------------------------------
-def test_17_8_queues_show_failing_and_no_worker(dsn: str, conn: psycopg.Connection[Any]) -> None:
+# -- queues that fail or have no worker -----------------------------------------------------------
+def test_queues_show_failing_and_no_worker(dsn: str, conn: psycopg.Connection[Any]) -> None:
     """A queue where every job dies reads failing, not active; work waiting with no live worker
     listening reads no worker at once, not active until the lag passes a minute."""
     now = datetime.now(UTC)
@@ -245,8 +245,8 @@ def test_17_8_queues_show_failing_and_no_worker(dsn: str, conn: psycopg.Connecti
     drive(make_app(dsn, now=now), scenario)
 
 
-# -- 17.15 --------------------------------------------------------------------------------------
-def test_17_15_a_worker_that_exited_stays_listed_with_when_and_how(
+# -- exited workers -------------------------------------------------------------------------------
+def test_a_worker_that_exited_stays_listed_with_when_and_how(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
     now = datetime.now(UTC)
@@ -279,7 +279,7 @@ def test_17_15_a_worker_that_exited_stays_listed_with_when_and_how(
     drive(make_app(dsn, now=now), scenario)
 
 
-def test_17_13_workers_queues_are_not_cut_at_120_columns(dsn: str, seeded: Seeded) -> None:
+def test_workers_queues_are_not_cut_at_120_columns(dsn: str, seeded: Seeded) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
         await pilot.press("5")
         workers = await on_screen(app, WorkersScreen)
@@ -300,7 +300,7 @@ ALL_TABS = ("1 Overview", "2 Queues", "3 Jobs", "4 Dead letters", "5 Workers", "
             "7 Batches", "8 Schedules", "9 Backfills")
 
 
-def test_17_13_tab_labels_stay_whole_beside_a_filter_and_a_colon_screen(
+def test_tab_labels_stay_whole_beside_a_filter_and_a_colon_screen(
     dsn: str, seeded: Seeded
 ) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
@@ -319,7 +319,7 @@ def test_17_13_tab_labels_stay_whole_beside_a_filter_and_a_colon_screen(
     drive(make_app(dsn), scenario, size=(120, 36))
 
 
-def test_17_13_the_header_keeps_the_schema_at_80_columns(dsn: str, seeded: Seeded) -> None:
+def test_the_header_keeps_the_schema_at_80_columns(dsn: str, seeded: Seeded) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
         await pilot.press("2")
         await loaded(app, await on_screen(app, QueuesScreen))
@@ -330,7 +330,7 @@ def test_17_13_the_header_keeps_the_schema_at_80_columns(dsn: str, seeded: Seede
     drive(make_app(dsn), scenario, size=(80, 24))
 
 
-def test_17_13_the_dead_letters_footer_fits_at_80_columns(dsn: str, seeded: Seeded) -> None:
+def test_the_dead_letters_footer_fits_at_80_columns(dsn: str, seeded: Seeded) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
         await pilot.press("4")
         await loaded(app, await on_screen(app, DeadScreen))
@@ -365,7 +365,7 @@ def column_texts(table: LiveTable) -> dict[str, tuple[int, int]]:
     ("batches", "batches", ("Rate", "ETA"), "Caller"),
     ("schedules", "schedules", ("Next", "Outcome"), "Zone"),
 ])
-def test_17_13_screens_7_to_9_keep_their_last_columns_in_view_at_80_columns(
+def test_screens_7_to_9_keep_their_last_columns_in_view_at_80_columns(
     dsn: str, conn: psycopg.Connection[Any], start: str, table_id: str, kept: tuple[str, ...],
     wide_only: str,
 ) -> None:
@@ -388,8 +388,8 @@ def test_17_13_screens_7_to_9_keep_their_last_columns_in_view_at_80_columns(
     drive(long_runs_app(dsn, conn, start), scenario, size=(80, 24))
 
 
-# -- 17.2 ---------------------------------------------------------------------------------------
-def test_17_2_enter_on_a_dead_letter_group_lists_exactly_its_jobs(
+# -- a dead-letter group's jobs -------------------------------------------------------------------
+def test_enter_on_a_dead_letter_group_lists_exactly_its_jobs(
     dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
 ) -> None:
     """The SMTP group (code "error", 5 jobs) shares its kind with the mailbox_full group (9):
@@ -433,7 +433,7 @@ async def alert_lines(app: ConsoleApp, words: str) -> list[str]:
     return lines
 
 
-def test_17_18_a_lagging_queue_alert_counts_workers_and_slots_in_words(
+def test_a_lagging_queue_alert_counts_workers_and_slots_in_words(
     dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
 ) -> None:
     # reports lags (its oldest available job waited 4 minutes); one worker listens on it.

@@ -1,4 +1,4 @@
-"""Identifiers that hide characters (issue 11.10): the console shows them with visible escapes,
+"""Identifiers that hide characters: the console shows them with visible escapes,
 and a dialog, its CLI line and the action all name exactly the object the operator picked."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 17's on-call tasks, each in at most three keys once its screen is open, driven with
+"""The on-call tasks, each in at most three keys once its screen is open, driven with
 Pilot against a real, seeded PostgreSQL.
 
 Every key pressed after the screen's number key is counted (a typed confirmation's digits

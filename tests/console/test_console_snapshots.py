@@ -6,7 +6,7 @@ also holds :func:`console_seed.seed_long_runs`' batches, schedules and backfills
 Deterministic: a fresh database (fixed ids) seeded relative to a frozen instant, the console's
 clock frozen at that instant, and the database's ``now()`` frozen there too, so the server's
 windows, ages and countdowns agree with it. Refresh ticks are an hour apart; each snapshot is
-taken once its screen has loaded. (The README's screenshots are of the live demo instead:
+taken once its screen has loaded. (The docs' screenshots are of the live demo instead:
 scripts/screenshots.py.) After a deliberate change: ``pytest --snapshot-update``, then look at
 the SVGs before committing them.
 """

@@ -1,4 +1,5 @@
-"""A batch callback's summary is a dict with BatchSummary's keys, as the README documents it."""
+"""A batch callback's summary is a dict with BatchSummary's keys, as the batches guide
+(docs/how-to/batches.md) documents it."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from helpers import wait_until
 
 from forklift import BatchSummary, Forklift
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "batches.md"
 FAST = {"concurrency": 4, "lease": 5.0, "poll_interval": 0.2, "leader_interval": 0.1}
 
 
@@ -26,25 +27,23 @@ def app(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[Forklift]:
         yield bound_app
 
 
-def batches_section() -> str:
-    text = README.read_text()
-    start = text.index("\n## Batches")
-    return text[start:text.index("\n## ", start + 1)]
+def batches_guide() -> str:
+    return GUIDE.read_text("utf-8")
 
 
-def readme_summary_keys() -> list[str]:
-    found = re.search(r"\(`BatchSummary`: ([^;]+);", batches_section())
-    assert found, "the README lists BatchSummary's keys in its Batches section"
+def documented_summary_keys() -> list[str]:
+    found = re.search(r"\(`BatchSummary`: ([^;]+);", batches_guide())
+    assert found, "the batches guide lists BatchSummary's keys"
     return re.findall(r"`(\w+)`", found.group(1))
 
 
-def test_the_readme_reads_the_summary_as_the_dict_it_is() -> None:
-    section = batches_section()
+def test_the_guide_reads_the_summary_as_the_dict_it_is() -> None:
+    section = batches_guide()
     assert re.search(r"`BatchSummary` is a `TypedDict`", section)
     assert 'summary["state"]' in section
     # Keys are read, never attributes (but where it says not to).
     assert not re.search(r"\bsummary\.\w", section.replace("not `summary.state`", ""))
-    assert readme_summary_keys() == list(typing.get_type_hints(BatchSummary))
+    assert documented_summary_keys() == list(typing.get_type_hints(BatchSummary))
 
 
 def test_a_callback_receives_the_summary_as_a_dict_of_the_documented_keys(
@@ -57,6 +56,6 @@ def test_a_callback_receives_the_summary_as_a_dict_of_the_documented_keys(
                          timeout=30)
     (seen,) = got
     # The handler json-dumped what it was given: only a dict (not an object) gets through.
-    assert sorted(seen["summary"]) == sorted(readme_summary_keys())
+    assert sorted(seen["summary"]) == sorted(documented_summary_keys())
     assert seen["summary"]["state"] == "done" and seen["summary"]["batch_id"] == batch.id
     assert seen["meta"]["batch"] == seen["summary"]

@@ -1,5 +1,5 @@
-"""forklift's sessions keep the user's DSN settings (issue 11, item 5), and the async enqueue
-pool is created once however many tasks race for it (item 6). Real server, real backends."""
+"""forklift's sessions keep the user's DSN settings, and the async enqueue pool is created once
+however many tasks race for it. Real server, real backends."""
 
 from __future__ import annotations
 

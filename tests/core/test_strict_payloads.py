@@ -1,4 +1,4 @@
-"""Strict payloads and the unique-key conflict policies (issue 11, item 9).
+"""Strict payloads and the unique-key conflict policies.
 
 An unknown or misspelt payload field is refused at enqueue, naming it (a kind may opt out with
 ``extra="ignore"``); at run time unknown fields are ignored, so jobs queued before a deploy

@@ -1,4 +1,4 @@
-"""The worker's edges (issue 11), with real worker subprocesses and real signals: poison jobs,
+"""The worker's edges, with real worker subprocesses and real signals: poison jobs,
 attempts charged only for runs, handlers that stop when told, and handlers that will not stop."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def _running_unstarted(db: psycopg.Connection[Any], ids: list[int]) -> list[int]
     return [r[0] for r in rows]
 
 
-# -- 11.2: a poison job ---------------------------------------------------------------------------
+# -- a poison job ---------------------------------------------------------------------------------
 def test_a_job_that_kills_its_process_backs_off_and_goes_dead_worker_lost_after_three(
     db: psycopg.Connection[Any], procs: faults.Procs
 ) -> None:
@@ -108,7 +108,7 @@ def _at(entry: dict[str, Any]) -> Any:
     return datetime.fromisoformat(entry["at"])
 
 
-# -- 11.14: an attempt is charged only when its handler starts --------------------------------
+# -- an attempt is charged only when its handler starts -------------------------------------------
 def test_buffered_jobs_of_a_killed_worker_get_their_attempt_back_and_run_at_once(
     db: psycopg.Connection[Any], procs: faults.Procs
 ) -> None:
@@ -157,7 +157,7 @@ def test_a_buffered_job_that_started_is_charged_when_its_worker_is_killed(
     assert faults.job(db, first)["state"] == "completed"
 
 
-# -- 11.3: a handler that stops when told -----------------------------------------------------
+# -- a handler that stops when told ---------------------------------------------------------------
 @pytest.mark.parametrize("how", ["return", "raise"])
 def test_a_handler_stopped_by_the_drain_is_released_not_completed(
     db: psycopg.Connection[Any], procs: faults.Procs, how: str
@@ -176,7 +176,7 @@ def test_a_handler_stopped_by_the_drain_is_released_not_completed(
         assert job["partial"]["stopped"] is True  # what it returned: its partial result
 
 
-# -- 11.17: async handlers that ignore their cancellation --------------------------------------
+# -- async handlers that ignore their cancellation ------------------------------------------------
 def test_a_worker_whose_async_handlers_ignore_cancellation_exits_and_nobody_runs_them_meanwhile(
     db: psycopg.Connection[Any], procs: faults.Procs
 ) -> None:

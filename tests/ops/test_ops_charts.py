@@ -110,7 +110,7 @@ def test_charts_refuse_a_bad_window_and_queue(dsn: str) -> None:
 
 
 # -- the plan: bounded by the window, not by the history --------------------------------------
-#: History rows outside the window (set CHART_PLAN_ROWS=1000000 for the README's check).
+#: History rows outside the window (CHART_PLAN_ROWS=1000000 checks the plan at a million rows).
 HISTORY = int(os.environ.get("CHART_PLAN_ROWS", "40000"))
 IN_WINDOW = 600
 

@@ -1,5 +1,5 @@
-"""Operator.kind_stats counts failed attempts per queue and kind (issue 17: the per-kind
-failure rate): a kind that fails often but succeeds on retry shows it, though none died."""
+"""Operator.kind_stats counts failed attempts per queue and kind (the per-kind failure rate):
+a kind that fails often but succeeds on retry shows it, though none died."""
 
 from __future__ import annotations
 

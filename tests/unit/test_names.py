@@ -1,4 +1,4 @@
-"""Identifiers never hide characters (issue 11, item 10, the library side).
+"""Identifiers never hide characters (the library side; the console's is in tests/console).
 
 Queue names, kinds, tags, schedule and backfill names, unique keys and batch callers/keys are
 refused where they enter, by one checker, when they hold a control, format, line or paragraph

@@ -1,4 +1,4 @@
-"""The unicode and JSON family at enqueue and in results (issue 11, items 8, 15 and 16).
+"""The unicode and JSON family at enqueue and in results.
 
 Every value is either refused with a typed error that names the field, storing nothing, or
 stored exactly as sent: never altered on the way in, never stored and then refused.

@@ -1,4 +1,4 @@
-"""The worker's edges (issue 11) that need no process to die: claim order of the local buffer,
+"""The worker's edges that need no process to die: claim order of the local buffer,
 pauses and limits against buffered jobs, undecodable rows, the signal deciding an outcome,
 rescue in bounded batches, and the history of exited workers."""
 
@@ -51,7 +51,7 @@ def _buffered(conn: psycopg.Connection[Any], ids: list[int]) -> bool:
     return n == (len(ids),) and not _starts(conn, ids)
 
 
-# -- 11.7: the buffer ---------------------------------------------------------------------------
+# -- the buffer------ -----------------------------------------------------------------------------
 def test_buffered_jobs_start_in_claim_order(app: Forklift, conn: psycopg.Connection[Any]) -> None:
     with running_worker(app, concurrency=1, **PREFETCH):
         _warm(conn)
@@ -113,7 +113,7 @@ def test_a_limited_queue_gets_no_buffer_so_an_idle_worker_takes_its_share(
             wait_until(lambda: faults.all_in(conn, ids, "completed"), timeout=30)
 
 
-# -- 11.15: a row the worker cannot decode -----------------------------------------------------
+# -- a row the worker cannot decode ---------------------------------------------------------------
 def test_an_undecodable_row_fails_alone(app: Forklift, conn: psycopg.Connection[Any]) -> None:
     bad = conn.execute(
         "INSERT INTO forklift.jobs (kind, args) VALUES"
@@ -135,7 +135,7 @@ def test_an_undecodable_row_fails_alone(app: Forklift, conn: psycopg.Connection[
     assert [faults.job(conn, i)["attempt"] for i in mates] == [1, 1, 1, 1]
 
 
-# -- 11.3: the signal decides ------------------------------------------------------------------
+# -- the signal decides ---------------------------------------------------------------------------
 def test_a_handler_that_returns_after_its_timeout_fails_timeout(
     app: Forklift, conn: psycopg.Connection[Any]
 ) -> None:
@@ -160,7 +160,7 @@ def test_raise_if_cancelled_ends_cancelled_when_an_operator_cancels(
     assert [w for _, _, w in faults.notes(conn, job_id)] == ["start", "saw-cancel:cancelled"]
 
 
-# -- 11.2 / 11.14: the rescue statement -----------------------------------------------------------
+# -- the rescue statement -------------------------------------------------------------------------
 EXPIRED = """
 INSERT INTO forklift.jobs (kind, state, attempt, lost, worker_id, fence, lease_expires_at,
                            attempted_at, retry)
@@ -205,7 +205,7 @@ def test_rescue_refunds_an_unstarted_attempt_once_in_a_row(
     assert got[again] == (1, 2, False)
 
 
-# -- 17.15: exited workers stay listed ----------------------------------------------------------
+# -- exited workers stay listed -------------------------------------------------------------------
 def test_a_silent_worker_is_marked_killed_and_history_is_pruned_after_its_window(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:

@@ -113,7 +113,7 @@ class BackfillsScreen(ConsoleScreen[list[BackfillInfo]]):
 
     def layout_columns(self, narrow: bool) -> list[Column]:
         """At 80 columns the sparkline and the counts give way (the detail below has both),
-        so the pace and the ETA stay in view (17.13: they were off-screen)."""
+        so the pace and the ETA stay in view (they would be off-screen)."""
         return [
             Column("state", "State", 11),
             Column("name", "Backfill", None),

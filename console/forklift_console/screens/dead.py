@@ -232,7 +232,8 @@ class DeadScreen(MarkedList, ConsoleScreen[DeadLetters]):
         self.marked_table.clear_marks()
 
     def action_open(self) -> None:
-        """enter: exactly this group's jobs (17.2: ``state:dead kind:K`` was wider)."""
+        """enter: exactly this group's jobs (``state:dead kind:K`` would be wider: it holds the
+        kind's other groups too)."""
         g = self.selected()
         if g is not None:
             self.console.show_jobs(f"group:{g.id}", came_from="dead")

@@ -88,8 +88,8 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
             yield Static(id="current")
 
     def _columns(self) -> list[Column]:
-        """At 80 columns the queue and attempt columns give their room to the error (17.13:
-        it was ~12 characters); the line under the table names them for the highlighted job."""
+        """At 80 columns the queue and attempt columns give their room to the error (it
+        would have ~12 characters otherwise); the line under the table names them for the highlighted job."""
         self._narrow = self.is_narrow()
         wide = not self._narrow
         # Each sortable column names the operator API's sort key: the server orders the whole

@@ -54,7 +54,7 @@ def current_line(job: JobSummary | None, width: int) -> Text:
 
 def reconciled_total(page: JobPage, first: int, count: tuple[int, bool] | None
                      ) -> tuple[int, bool]:
-    """The count reconciled with the rows shown (17.1: "jobs 1-11 of 2"): the last page
+    """The count reconciled with the rows shown (never "jobs 1-11 of 2"): the last page
     gives the exact number; with more pages there are more than the rows so far. A count
     that says otherwise is out of date. ``first``: the rows before this page; ``count``: the
     last (count, capped) read, else the page's own."""

@@ -62,7 +62,7 @@ class OverviewData:
 
 def fetch_overview(op: Operator) -> OverviewData:
     # One snapshot: the counts, the workers' slots and the running jobs listed beside them
-    # agree (issue 17.16: "Slots 8/10" beside "In flight (12)").
+    # agree (never "Slots 8/10" beside "In flight (12)").
     with op.snapshot():
         snapshot = op.stats()
         running = op.jobs(JobFilter(states=("running",)), limit=RUNNING_LIMIT, count=False).jobs

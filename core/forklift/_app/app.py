@@ -192,7 +192,7 @@ class Forklift:
         and so is the return annotation for the result. ``extra="ignore"`` drops payload
         fields the type does not declare instead of refusing them at enqueue.
         ``concurrency=[Key(...)]`` and ``rate=Rate(...)``: limits across the fleet, per key
-        value (README, "Flow control").
+        value (docs: how-to/flow-control.md).
         ``lease_expiries`` is how many attempts in a row may end by lease expiry (the process
         running the job died) before the job goes ``dead`` with ``worker_lost``.
         """
@@ -368,7 +368,7 @@ class Forklift:
 
         Ticks are computed in ``tz``; ``policy`` says what happens to ticks missed while no
         worker ran (``skip``: run the latest once; ``catch_up``: each, at most
-        ``max_catch_up``). See README, "Cron schedules".
+        ``max_catch_up``). See docs/how-to/cron.md.
         """
 
         def attach(kind: JobKind[P, R]) -> JobKind[P, R]:
@@ -414,7 +414,7 @@ class Forklift:
 
         Decorate the process function (passing ``read=``), or a class with ``read`` and
         ``process`` (and optionally ``total``) methods. ``rate`` is pages per second.
-        See README, "Paced backfills".
+        See docs/how-to/backfills.md.
         """
         from forklift._features.backfill import backfill as _backfill
         from forklift._features.backfill import run as _run

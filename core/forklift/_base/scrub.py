@@ -47,7 +47,7 @@ FAILURE_CODES: Final[dict[str, str]] = {
     "internal_error": "Fail raised with a code the kind did not declare, or an unstorable outcome",
     "handler_exit": "the handler raised a BaseException such as SystemExit or KeyboardInterrupt",
 }
-"""The runner's own failure codes, with a one-line description each (printed by the README)."""
+"""The runner's own failure codes, with a one-line description each (listed in the failure-codes reference)."""
 
 
 # --------------------------------------------------------------------------------------------

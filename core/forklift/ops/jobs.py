@@ -156,7 +156,7 @@ def list_jobs(
         f"SELECT {LIST_COLUMNS} FROM {{s}}.jobs t WHERE {where}"
         f" ORDER BY {order.order_by()} LIMIT %s"
     )
-    # The page and its count read one snapshot, so they agree (17.1: "jobs 1-11 of 2").
+    # The page and its count read one snapshot, so they agree (never "jobs 1-11 of 2").
     own = count and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
     with conn.transaction() if own else contextlib.nullcontext():
         if own:

@@ -42,7 +42,7 @@ class Setting:
     default: float
     low: float
     high: float
-    #: What the number means, with its unit; shown by the CLI and README.
+    #: What the number means, with its unit; shown by the CLI and the docs.
     help: str
 
     def check(self, value: float) -> float:

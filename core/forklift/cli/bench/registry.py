@@ -13,7 +13,7 @@ in ``forklift/cli/bench/scenarios/``::
         return [Figure("fair_share", "...", "jobs/s", mine, theirs, "plain loop",
                        rule=Target("ratio>=", 0.9))]
 
-``--only fair_share`` then runs it, a full run includes it, and its figures follow the issue's
+``--only fair_share`` then runs it, a full run includes it, and its figures follow the main
 table in the report (in ``order``, then name). Nothing else needs editing.
 """
 

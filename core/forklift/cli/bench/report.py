@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-#: The figures of the performance issue's table, in its order; a scenario's other figures
+#: The figures of the main performance table, in its order; a scenario's other figures
 #: follow them (first these three, then any a later scenario module registers).
 TABLE_KEYS: tuple[str, ...] = (
     "e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000", "bulk",
@@ -155,7 +155,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 def ordered(figures: list[Figure], registered: tuple[str, ...]) -> list[Figure]:
-    """The issue's table first, in its order, then the extra figures, then any others."""
+    """The main table first, in its order, then the extra figures, then any others."""
     order: dict[str, int] = {}
     for key in (*TABLE_KEYS, *EXTRA_KEYS, *registered):
         order.setdefault(key, len(order))

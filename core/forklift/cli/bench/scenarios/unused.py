@@ -1,4 +1,4 @@
-"""Bench scenario ``unused``: what features a job does not use cost it (issues 13 and 14).
+"""Bench scenario ``unused``: what features a job does not use cost it.
 
 The same no-op jobs (``bench.noop``, on a queue with no limits) run end to end through one
 worker process twice over, in one run: a worker of the bench's plain app, and a worker of an
@@ -10,7 +10,7 @@ changes during the run weighs on both sides of each ratio alike.
 
 The keyed and rate-limited kinds sit on a queue of their own, which the featured worker serves
 too: a queue holding a kind with keys or a rate is claimed by the flow claim, all its jobs
-alike (README, "Flow control"), so the measured queue is the one with no limits.
+alike (docs/how-to/flow-control.md), so the measured queue is the one with no limits.
 """
 
 from __future__ import annotations
@@ -80,8 +80,8 @@ def worker_main() -> None:
 # Two ABBA rounds, the second mirrored: each side runs first, last and in between as often as
 # the other, and runs 0-1, 2-3, 4-5 and 6-7 each pair one run of each side. Runs of one side in
 # one bench run differ by 6 to 36% on this shared machine, more than the 5% the figure must
-# resolve, and the machine's speed drifts within a run: each side's best of four (the figure
-# until stop 25) picked whichever side ran in the fastest moment (one plain run at 31,685
+# resolve, and the machine's speed drifts within a run: each side's best of four (how the figure
+# was once taken) picked whichever side ran in the fastest moment (one plain run at 31,685
 # jobs/s, its other three at 22,790-26,819; read 0.87 while its pairs read 0.86-1.20).
 ORDER = ("plain", "featured", "featured", "plain", "featured", "plain", "plain", "featured")
 

@@ -1,9 +1,9 @@
-"""Every JSON shape the README shows for a command's ``--json`` output, read against the real
-output of that command on a seeded database: each key it shows exists, with a value of the type
-it shows (values themselves are examples; null in the output stands for a figure that does not
-exist yet, as the README says).
+"""Every JSON shape the how-to guides show for a command's ``--json`` output, read against the
+real output of that command on a seeded database: each key they show exists, with a value of the
+type they show (values themselves are examples; null in the output stands for a figure that does
+not exist yet, as the guides say).
 
-The README writes shapes two ways: the fenced ```json block of ``stats --json``, and inline
+The guides write shapes two ways: the fenced ```json block of ``stats --json``, and inline
 sketches such as ``{"jobs": [{"id", "queue"}], "count": 42}`` where a bare key says only that
 it exists, ``...`` stands for more, ``{...}`` for any object and ``a | b`` for either.
 """
@@ -25,13 +25,19 @@ from typer.testing import CliRunner
 from forklift.cli.main import app as cli
 from forklift.ops import Operator
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+#: The pages that show ``--json`` output: the how-to guides (the JSON reference is generated
+#: from the code, so it cannot drift; the guides' examples can).
+GUIDES = Path(__file__).resolve().parents[2] / "docs" / "how-to"
 
 
-# -- the README's sketches, parsed ---------------------------------------------------------------
+def guides_text() -> str:
+    return "\n\n".join(p.read_text("utf-8") for p in sorted(GUIDES.rglob("*.md")))
+
+
+# -- the guides' sketches, parsed ----------------------------------------------------------------
 @dataclass(frozen=True)
 class Anything:
-    """A value whose type the README does not show (``{...}``, ``[ids]``, ``null``)."""
+    """A value whose type the guides do not show (``{...}``, ``[ids]``, ``null``)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ class Obj:
 
 
 class Sketch:
-    """A recursive-descent reader of the README's JSON sketches (JSON is one of them)."""
+    """A recursive-descent reader of the guides' JSON sketches (JSON is one of them)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -153,9 +159,9 @@ def sketch(text: str) -> Any:
 
 # -- the check ----------------------------------------------------------------------------------
 def mismatches(shown: Any, real: Any, where: str = "$") -> list[str]:
-    """What the README shows that the real output lacks or types otherwise."""
+    """What the guides show that the real output lacks or types otherwise."""
     if isinstance(shown, Anything) or (real is None and not isinstance(shown, (Obj, dict, list))):
-        return []  # null: a figure that does not exist yet (the README says so)
+        return []  # null: a figure that does not exist yet (the guides say so)
     if isinstance(shown, Null):
         return [] if real is None else [f"{where}: shown null, is {real!r}"]
     if isinstance(shown, Either):
@@ -163,7 +169,7 @@ def mismatches(shown: Any, real: Any, where: str = "$") -> list[str]:
         return [] if any(not f for f in found) else found[0]
     if isinstance(shown, Obj):
         if not isinstance(real, dict):
-            return [f"{where}: the README shows an object, the output has {type(real).__name__}"]
+            return [f"{where}: the guides show an object, the output has {type(real).__name__}"]
         out = []
         for key, value in shown.keys.items():
             if key == "...":
@@ -172,7 +178,7 @@ def mismatches(shown: Any, real: Any, where: str = "$") -> list[str]:
                 out += [m for k, v in real.items() for m in mismatches(value, v, f"{where}.{k}")]
                 continue
             if key not in real:
-                out.append(f"{where}.{key}: shown in the README, missing from the output")
+                out.append(f"{where}.{key}: shown in the guides, missing from the output")
             else:
                 out += mismatches(value, real[key], f"{where}.{key}")
         return out
@@ -180,7 +186,7 @@ def mismatches(shown: Any, real: Any, where: str = "$") -> list[str]:
         return mismatches(Obj({k: plain(v) for k, v in shown.items()}), real, where)
     if isinstance(shown, list):
         if not isinstance(real, list):
-            return [f"{where}: the README shows a list, the output has {type(real).__name__}"]
+            return [f"{where}: the guides show a list, the output has {type(real).__name__}"]
         items = [s for s in shown if s != "..."]
         if not items or not real:
             return []
@@ -207,39 +213,39 @@ def plain(value: Any) -> Any:
     return value
 
 
-# -- where the README shows them ------------------------------------------------------------------
+# -- where the guides show them --------------------------------------------------------------------
 def json_shapes() -> dict[str, str]:
-    """label -> sketch, for every ``--json`` shape the README shows."""
-    text = README.read_text()
+    """label -> sketch, for every ``--json`` shape the guides show."""
+    text = guides_text()
     found: dict[str, str] = {}
-    fenced = re.search(r"`stats --json`:\s*```json\n(.*?)```", text, re.S)
-    assert fenced, "the README shows stats --json in a fenced block"
+    fenced = re.search(r"`stats --json`:\s*(?:<!--[^>]*-->\s*)?```json\n(.*?)```", text, re.S)
+    assert fenced, "the guides show stats --json in a fenced block"
     found["stats --json"] = fenced.group(1)
     inline = re.compile(r"`(?P<label>[^`]*--json[^`]*)`(?: \([^)]*\))?:\s+`(?P<shape>[{\[][^`]*)`")
     for m in inline.finditer(text):
         found[" ".join(m.group("label").split())] = m.group("shape")
     filt = re.search(r"`dead requeue\|delete --json`: the bulk\s+report above, its `filter` being"
                      r"\s+`(\{[^`]*\})`", text)
-    assert filt, "the README shows the filter of dead requeue --json"
+    assert filt, "the guides show the filter of dead requeue --json"
     found["dead requeue|delete --json filter"] = filt.group(1)
     workflow = re.search(r"With `--json`: `outbox list` gives `([^`]*)`; `outbox retry` gives"
                          r" `([^`]*)`; `events list` a list of `([^`]*)`; `events waits` a list"
                          r" of `([^`]*)`", text)
-    assert workflow, "the README shows the outbox and events JSON"
+    assert workflow, "the guides show the outbox and events JSON"
     found["outbox list --json"] = workflow.group(1)
     found["outbox retry --json"] = workflow.group(2)
     found["events list --json"] = "[" + workflow.group(3) + "]"
     found["events waits --json"] = "[" + workflow.group(4) + "]"
     shown = re.search(r"`jobs show --json`: the job's columns \(([^)]*)\) plus (.*?)"
                       r"\. Each\s+error entry: `([^`]*)`", text, re.S)
-    assert shown, "the README shows jobs show --json"
+    assert shown, "the guides show jobs show --json"
     columns = re.findall(r"`(\w+)`", shown.group(1))
     parts = re.findall(r"`(\"\w+\"(?:: [^`]*)?)`", shown.group(2))
     found["jobs show --json"] = ("{" + ", ".join(f'"{c}"' for c in columns if c != "errors")
                                  + ', "errors": [' + shown.group(3) + "], "
                                  + ", ".join(parts) + "}")
     enqueued = re.search(r"`enqueue --json`: the job \(([^)]*)\)", text)
-    assert enqueued, "the README shows enqueue --json"
+    assert enqueued, "the guides show enqueue --json"
     found["enqueue --json"] = "{" + ", ".join(
         f'"{k}"' for k in re.findall(r"`(\w+)`", enqueued.group(1))) + "}"
     return found
@@ -323,12 +329,12 @@ def test_the_check_names_what_the_output_lacks_or_types_otherwise() -> None:
     shown = sketch('{"a", "b": 1, "c": [{"d": true}], "e": "x" | null, "f": {...}}')
     assert mismatches(shown, {"a": 0, "b": 2.5, "c": [{"d": False}], "e": None, "f": {}}) == []
     assert mismatches(shown, {"b": "1", "c": [{"d": 1}], "e": 3, "f": 0}) == [
-        "$.a: shown in the README, missing from the output", "$.b: shown a number, is '1'",
+        "$.a: shown in the guides, missing from the output", "$.b: shown a number, is '1'",
         "$.c[0].d: shown a boolean, is 1", "$.e: shown a string, is 3"]
     assert mismatches(sketch('{"n": null}'), {"n": [1]}) == []  # a lone null: any type
 
 
-def test_every_json_shape_in_the_readme_is_read_here() -> None:
+def test_every_json_shape_in_the_guides_is_read_here() -> None:
     shapes = json_shapes()
     assert set(shapes) == set(COMMANDS) | set(ELSEWHERE)
     for text in shapes.values():
@@ -336,7 +342,7 @@ def test_every_json_shape_in_the_readme_is_read_here() -> None:
 
 
 @pytest.mark.parametrize("label", sorted(COMMANDS))
-def test_the_readme_json_shape_matches_the_real_output(
+def test_the_guides_json_shape_matches_the_real_output(
     dsn: str, seeded: dict[str, str], label: str
 ) -> None:
     shown = sketch(json_shapes()[label])
