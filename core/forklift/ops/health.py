@@ -45,7 +45,7 @@ __all__ = [
 
 PREFIX = "health."
 
-#: Every threshold: name, default, bounds, meaning. README "Running in production" lists them.
+#: Every threshold: name, default, bounds, meaning (the production guide lists them).
 THRESHOLDS: dict[str, Setting] = {s.name: s for s in (
     Setting("dead_tuple_ratio", 0.2, 0.0, 1.0,
             "alert when dead rows are more than this fraction of a table's rows"),
