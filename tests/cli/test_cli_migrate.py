@@ -69,7 +69,7 @@ def test_migrate_refuses_while_a_live_worker_would_break(
 
     refused = run("migrate", "--dsn", dsn)
     assert refused.exit_code == 1, refused.stdout
-    assert "would break 2 live worker(s)" in refused.stdout
+    assert "would break 2 live workers" in refused.stdout
     assert (f"host-old pid 103 (running, forklift 0.9.0, built for schema 18 or older; {label}"
             f" needs workers built for {now} or later)") in refused.stdout
     assert f"host-draining pid 108 (draining, forklift 0.9.0, built for schema {now - 1};" \
@@ -93,7 +93,7 @@ def test_migrate_refuses_while_a_live_worker_would_break(
     dry = run("migrate", "--dsn", dsn, "--dry-run")
     assert dry.exit_code == 0, dry.stderr
     assert f"1 pending: {label} (dry run: nothing applied)" in dry.stdout
-    assert "would break 2 live worker(s)" in dry.stdout and "host-old pid 103" in dry.stdout
+    assert "would break 2 live workers" in dry.stdout and "host-old pid 103" in dry.stdout
 
     check = run("migrate", "--dsn", dsn, "--check", "--json")
     assert check.exit_code == 1
@@ -106,7 +106,7 @@ def test_migrate_refuses_while_a_live_worker_would_break(
 
     forced = run("migrate", "--dsn", dsn, "--force")
     assert forced.exit_code == 0, forced.stderr
-    assert f"applied: {label}" in forced.stdout and "broke 2 live worker(s)" in forced.stdout
+    assert f"applied: {label}" in forced.stdout and "broke 2 live workers" in forced.stdout
     assert applied(fleet, extra.version)
 
 
@@ -162,7 +162,7 @@ def test_check_reports_drift(dsn: str, conn: psycopg.Connection[Any]) -> None:
     conn.execute("ALTER TABLE forklift.jobs ADD COLUMN note text")
     drifted = run("migrate", "--dsn", dsn, "--check")
     assert drifted.exit_code == 1
-    assert "drift: 2 difference(s) from schema.sql:" in drifted.stdout
+    assert "drift: 2 differences from schema.sql:" in drifted.stdout
     assert "missing  indexes jobs_dead_idx" in drifted.stdout
     assert "extra    columns jobs.note" in drifted.stdout
 

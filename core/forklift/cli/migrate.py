@@ -73,6 +73,8 @@ def migrate(
 
 def _human(schema: str, status: Any, applied: list[str], broken: list[BrokenWorker],
            drift: list[Drift] | None, *, check: bool, dry_run: bool) -> None:
+    from forklift._base.words import plural
+
     if check or dry_run:
         if status.pending:
             out.print(f"{len(status.pending)} pending: " + ", ".join(status.pending)
@@ -88,12 +90,12 @@ def _human(schema: str, status: Any, applied: list[str], broken: list[BrokenWork
                   + ", ".join(status.building), markup=False)
     if broken:
         verb = "broke" if applied else "would break"
-        out.print(f"{verb} {len(broken)} live worker(s):", markup=False)
+        out.print(f"{verb} {plural(len(broken), 'live worker')}:", markup=False)
         for line in _worker_lines(broken):
             out.print(line, markup=False)
     if drift is not None:
         if drift:
-            out.print(f"drift: {len(drift)} difference(s) from schema.sql:", markup=False)
+            out.print(f"drift: {plural(len(drift), 'difference')} from schema.sql:", markup=False)
             for d in drift:
                 out.print(f"  {d.change:<8} {d.part} {d.name}", markup=False)
         else:
@@ -110,11 +112,14 @@ def _worker_lines(broken: list[BrokenWorker]) -> list[str]:
 
 
 def _refuse(cx: Call, broken: list[BrokenWorker]) -> None:
+    from forklift._base.words import plural
+
     if not cx.as_json:
-        out.print(f"would break {len(broken)} live worker(s):", markup=False)
+        out.print(f"would break {plural(len(broken), 'live worker')}:", markup=False)
         for line in _worker_lines(broken):
             out.print(line, markup=False)
     names = ", ".join(f"{w.host}:{w.pid}" for w in broken)
-    cx.fail(f"refused: a pending migration would break {len(broken)} live worker(s) ({names}):"
+    cx.fail(f"refused: a pending migration would break {plural(len(broken), 'live worker')}"
+            f" ({names}):"
             " drain them (SIGTERM) and start workers of this version, or pass --force",
             "workers_would_break", workers=[w.to_json() for w in broken])
