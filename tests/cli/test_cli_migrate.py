@@ -186,3 +186,17 @@ def test_the_command_keeps_its_name_and_options() -> None:
     for option in ("--check", "--dry-run", "--force", "--partitioned-history", "--json",
                    "--dsn", "--schema"):
         assert option in shown.stdout
+
+
+def test_check_names_an_index_a_concurrent_build_left_invalid(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    conn.execute("INSERT INTO forklift.jobs (kind) VALUES ('same'), ('same')")
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute("CREATE UNIQUE INDEX CONCURRENTLY jobs_by_hand ON forklift.jobs (kind)")
+    drifted = run("migrate", "--dsn", dsn, "--check", "--json")
+    assert drifted.exit_code == 1
+    found = {(d["name"], d["change"]) for d in json.loads(drifted.stdout)["drift"]}
+    assert found == {("jobs_by_hand", "invalid"), ("jobs_by_hand", "extra")}
+    text = run("migrate", "--dsn", dsn, "--check").stdout
+    assert "invalid  indexes jobs_by_hand" in text

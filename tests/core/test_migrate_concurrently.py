@@ -143,6 +143,30 @@ def test_an_interrupted_build_is_repaired_on_the_next_run(
             watch.execute(f"INSERT INTO {SCHEMA}.items (sku) VALUES ('sku-1')")
 
 
+def test_two_migrators_during_a_build_record_it_once(
+    empty_dsn: str, tmp_path: Path, items: psycopg.Connection[Any]
+) -> None:
+    # The second waits for the first's build without holding a snapshot it would wait for
+    # (no deadlock), then finds the version recorded and applies nothing.
+    src = source(tmp_path, "0001_items.sql", "0002_items_sku.sql")
+    first = Migrator(empty_dsn, src)
+    with psycopg.connect(empty_dsn, autocommit=True) as watch:
+        wait_until(lambda: building_concurrently(watch, first.pid), timeout=30,
+                   message="the index should be building concurrently")
+        second = Migrator(empty_dsn, src)
+        wait_until(lambda: watch.execute(
+            "SELECT state = 'idle' AND query LIKE '%%pg_try_advisory_lock%%'"
+            " FROM pg_stat_activity WHERE pid = %s", (second.pid,)).fetchone() == (True,),
+            timeout=30, message="the second migrator should poll for the build lock")
+        items.commit()
+        first.join()
+        second.join()
+        assert (first.failure, second.failure) == (None, None)
+        assert [m.version for m in first.applied] == [2] and second.applied == []
+        assert recorded(watch) == [1, 2]
+        assert index_valid(watch, "items_sku_idx") is True
+
+
 def test_a_concurrent_build_refuses_a_connection_inside_a_transaction(
     empty_dsn: str, tmp_path: Path
 ) -> None:
