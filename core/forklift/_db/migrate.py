@@ -1,4 +1,5 @@
-"""Versioned SQL migrations, applied in order under an advisory lock, each in one transaction.
+"""Versioned SQL migrations, applied in order under an advisory lock, each in one transaction
+(bar the indexes it marks ``-- concurrently``, built after it commits).
 
 ``migrations/NNNN_name.sql`` take a schema from one version to the next; ``schema.sql`` is the
 whole current schema in one readable file, and a fresh schema is created from it (one step,

@@ -3,9 +3,8 @@
 A worker's row says which queues it serves and which kinds it has handlers for (with what the
 rescuer needs of each: its backoff and its lease-expiry limit), and which schema versions it
 works with (the one it was built for, the oldest it accepts): ``forklift migrate`` names the
-live workers a pending migration would break. When the worker exits the row
-stays, ``exited`` with when and how, until the leader prunes it (see
-:mod:`forklift._worker.maintenance.workers`).
+live workers a pending migration would break. When the worker exits the row stays, ``exited``
+with when and how, until the leader prunes it (see :mod:`forklift._worker.maintenance.workers`).
 """
 
 from __future__ import annotations
