@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from typing import Any
 
 import psycopg
@@ -200,3 +201,24 @@ def test_check_names_an_index_a_concurrent_build_left_invalid(
     assert found == {("jobs_by_hand", "invalid"), ("jobs_by_hand", "extra")}
     text = run("migrate", "--dsn", dsn, "--check").stdout
     assert "invalid  indexes jobs_by_hand" in text
+
+
+def test_check_by_a_role_that_may_not_create_a_schema(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    # Drift is read against a scratch schema: a role without CREATE on the database gets the
+    # rest of --check, and is told drift was not checked.
+    role = f"fl_reader_{secrets.token_hex(3)}"
+    conn.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        conn.execute(f"GRANT USAGE ON SCHEMA forklift TO {role}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA forklift TO {role}")
+        reader = psycopg.conninfo.make_conninfo(dsn, user=role)
+        done = run("migrate", "--dsn", reader, "--check", "--json")
+        assert done.exit_code == 0, done.stdout
+        shape = json.loads(done.stdout)
+        assert shape["pending"] == [] and "drift" not in shape
+        assert "permission denied" in shape["drift_unchecked"]
+    finally:
+        conn.execute(f"DROP OWNED BY {role}")
+        conn.execute(f"DROP ROLE {role}")
