@@ -7,6 +7,7 @@ one more migration than forklift ships, with the ``-- workers: N`` header the te
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -17,6 +18,7 @@ import pytest
 from typer.testing import CliRunner
 from upgrade_probe import TABLE, newer_release
 
+from forklift import Forklift, JobContext
 from forklift._db.migrate import required_version
 from forklift.cli.main import app as cli
 
@@ -139,10 +141,18 @@ def test_a_migration_without_a_workers_line_breaks_nobody(
 def test_a_running_worker_records_its_schema_and_is_named(
     dsn: str, conn: psycopg.Connection[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from apps.basic import bound, running_worker
+    from apps.basic import running_worker
 
+    # An app of its own: the shared test apps keep the database they were last pointed at.
+    target = Forklift()
+
+    @target.job(name="probe.noop")
+    async def noop(ctx: JobContext, args: dict[str, Any]) -> None:
+        return None
+
+    target.use(dsn)
     now = required_version()
-    with bound(dsn) as target, running_worker(target, concurrency=1) as w:
+    with contextlib.closing(target), running_worker(target, concurrency=1) as w:
         row = conn.execute("SELECT pid, schema_built, schema_min FROM forklift.workers"
                            " WHERE id = %s", (w.state.id,)).fetchone()
         assert row == (os.getpid(), now, now)
