@@ -1,9 +1,10 @@
 """Workers register themselves so operators can see them, their load and their drain.
 
 A worker's row says which queues it serves and which kinds it has handlers for (with what the
-rescuer needs of each: its backoff and its lease-expiry limit). When the worker exits the row
-stays, ``exited`` with when and how, until the leader prunes it (see
-:mod:`forklift._worker.maintenance.workers`).
+rescuer needs of each: its backoff and its lease-expiry limit), and which schema versions it
+works with (the one it was built for, the oldest it accepts): ``forklift migrate`` names the
+live workers a pending migration would break. When the worker exits the row stays, ``exited``
+with when and how, until the leader prunes it (see :mod:`forklift._worker.maintenance.workers`).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from psycopg.types.json import Jsonb
 from forklift._db.sqltext import render
 
 REGISTER_SQL = """
-INSERT INTO {s}.workers (id, host, pid, queues, slots, version, kinds)
-VALUES (%s, %s, %s, %s, %s, %s, %s)
+INSERT INTO {s}.workers (id, host, pid, queues, slots, version, kinds, schema_built, schema_min)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)
 ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), kinds = excluded.kinds, state = 'running',
-                               exited_at = NULL, exit_reason = NULL
+                               exited_at = NULL, exit_reason = NULL,
+                               schema_built = excluded.schema_built,
+                               schema_min = excluded.schema_min
 """
 # A row marked exited (the leader took the worker for dead) is not beaten back to life here:
 # the worker registers again, so its row says running.
@@ -48,9 +51,14 @@ async def register(
     slots: int,
     version: str,
     kinds: dict[str, dict[str, Any]] | None = None,
+    schema_built: int,
+    schema_min: int,
 ) -> None:
+    """``schema_built``: the schema version the worker was built for; ``schema_min``: the
+    oldest it can work with."""
     await conn.execute(render(REGISTER_SQL, schema),
-                       (worker_id, host, pid, queues, slots, version, Jsonb(kinds or {})))
+                       (worker_id, host, pid, queues, slots, version, Jsonb(kinds or {}),
+                        schema_built, schema_min))
 
 
 async def beat(

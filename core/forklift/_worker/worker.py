@@ -37,7 +37,7 @@ from typing import Any
 from forklift._app.app import Forklift
 from forklift._base.version import VERSION
 from forklift._db import pooler
-from forklift._db.migrate import ensure_current
+from forklift._db.migrate import ensure_current, required_version
 from forklift._db.session import Session
 from forklift._jobs import lifecycle
 from forklift._worker import maintenance, registry
@@ -316,6 +316,8 @@ class Worker:
             kinds={name: {"retry": k.retry.to_json(),
                           "lease_expiries": getattr(k, "lease_expiries", LEASE_EXPIRIES)}
                    for name, k in self.app.kinds.items()},
+            # It refuses any schema older than the one it was built for (_check_schema).
+            schema_built=required_version(), schema_min=required_version(),
         )
 
     def _on_control(self, message: dict[str, Any]) -> None:

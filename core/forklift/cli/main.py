@@ -18,6 +18,7 @@ import typer
 from forklift.cli import bench_cmd as cli_bench
 from forklift.cli import console as console_cmd
 from forklift.cli import enqueue as cli_enqueue
+from forklift.cli import migrate as cli_migrate
 from forklift.cli import ops as cli_ops
 from forklift.cli import worker as cli_worker
 from forklift.cli.groups import loading
@@ -55,7 +56,7 @@ app = typer.Typer(
 )
 
 app.command("worker")(cli_worker.worker)
-app.command("migrate")(cli_worker.migrate)
+app.command("migrate")(cli_migrate.migrate)
 app.command("enqueue")(cli_enqueue.enqueue)
 app.command("demo")(console_cmd.demo)
 app.command("console")(console_cmd.console)

@@ -1,4 +1,4 @@
-"""`forklift worker` and `forklift migrate`: running things."""
+"""`forklift worker`: running jobs (`forklift migrate` is in cli/migrate.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 
 import typer
 
-from forklift.cli.kit import AppOpt, Call, DryRun, Dsn, Schema, command, out
+from forklift.cli.kit import AppOpt, Call, Dsn, Schema, command
 
 if TYPE_CHECKING:
     from forklift._worker.probe_server import ProbeServer
@@ -103,48 +103,3 @@ def _metrics() -> ModuleType:
         raise ConfigError(f"--metrics-port needs the metrics extra (pip install"
                           f" 'forklift[metrics]'): {exc}") from None
     return metrics
-
-
-@command()
-def migrate(
-    cx: Call,
-    check: Annotated[bool, typer.Option("--check", help="Exit 1 if migrations are pending.")] = False,
-    partitioned_history: Annotated[bool, typer.Option(
-        "--partitioned-history", help="Also keep finished jobs in a table partitioned by day"
-        " (retention drops partitions); safe to repeat.")] = False,
-    dry_run: DryRun = False,
-) -> None:
-    """Apply pending schema migrations (safe to run twice, or from two hosts at once)."""
-    from forklift.ops import connect as fc
-    from forklift.ops import migrations as m
-    from forklift.ops.context import OpsContext
-
-    ctx = OpsContext.from_env(schema=cx.schema, read_only=cx.read_only)
-    if not (check or dry_run):
-        ctx.require_write("migrate")
-    target = fc.resolve(cx.dsn, schema=ctx.schema, migrate=False).dsn
-    with fc.connection(target, "migrate") as conn:
-        status = m.status(conn, ctx.schema)
-        applied = [] if (check or dry_run) else [m.label(x) for x in m.apply(conn, ctx.schema)]
-        history = None
-        if partitioned_history and not (check or dry_run):
-            from forklift.ops import history as h
-
-            history = "enabled" if h.enable(conn, ctx.schema) else "already enabled"
-    if cx.as_json:
-        cx.show({**status.to_json(), "applied": applied, "dry_run": dry_run,
-                 **({"partitioned_history": history} if history else {})})
-    elif check or dry_run:
-        if status.pending:
-            out.print(f"{len(status.pending)} pending: " + ", ".join(status.pending)
-                      + (" (dry run: nothing applied)" if dry_run else ""))
-        else:
-            out.print(f"schema {ctx.schema} is up to date (version {status.required})")
-    elif applied:
-        out.print("applied: " + ", ".join(applied))
-    else:
-        out.print(f"nothing to apply: schema {ctx.schema} is at version {status.required}")
-    if history and not cx.as_json:
-        out.print(f"partitioned history {history}")
-    if check and status.pending:
-        raise typer.Exit(1)

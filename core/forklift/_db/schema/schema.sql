@@ -149,7 +149,12 @@ CREATE TABLE {s}.workers (
     restarts        jsonb       NOT NULL DEFAULT '{}',  -- service -> restarts after its loop died
     kinds           jsonb,      -- kind -> {"retry": backoff, "lease_expiries": n}
     exited_at       timestamptz,
-    exit_reason     text CHECK (exit_reason IN ('drained', 'lease_lost', 'killed'))
+    exit_reason     text CHECK (exit_reason IN ('drained', 'lease_lost', 'killed')),
+    -- the schema version this worker was built for, and the oldest it can work with (NULL:
+    -- a worker from before version 19); `forklift migrate` names the live workers that a
+    -- pending migration's `-- workers: N` header would break
+    schema_built    integer,
+    schema_min      integer
 ) WITH (fillfactor = 50);
 
 -- One elected leader per schema: a lease row with an expiry, not a session-scoped lock.
