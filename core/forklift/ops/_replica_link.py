@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -88,8 +89,8 @@ class ReplicaLink:
         #: The primary's WAL position after this operator's last change, until replayed here.
         self.pending_lsn: str | None = None
         self.status = ReplicaStatus(
-            target=self.target, state="primary", max_lag_seconds=max_lag,
-            reason="no read has been made yet",
+            target=self.target, state="not_asked", max_lag_seconds=max_lag,
+            reason="no read has gone to it yet",
         )
 
     # -- where a read goes -------------------------------------------------------------------
@@ -155,6 +156,11 @@ class ReplicaLink:
         """Connect now; a server that is not in recovery is refused (:class:`ConfigError`),
         one that cannot be reached is not an error (reads go to the primary until it is)."""
         conn = self.choose()
+        if conn is not None:  # fit: but no read has gone to it yet (the next one re-checks)
+            self._checked_at = None
+            self.status = replace(self.status, state="not_asked",
+                                  reason="a standby within the lag limit; no read has gone to"
+                                  " it yet")
         if conn is None and self.status.state == "not_standby":
             raise ConfigError(
                 f"--replica-dsn points at {self.target}, which is not a standby (it is not in"
@@ -210,7 +216,7 @@ class ReplicaLink:
                                     max_lag_seconds=self.max_lag, lag_seconds=lag)
         if before.used and state != "used":
             log.warning("replica %s not used: %s", self.target, reason)
-        elif state == "used" and before.state not in ("used", "primary"):
+        elif state == "used" and before.state not in ("used", "not_asked"):
             log.info("replica %s used again: %s", self.target, reason)
 
 

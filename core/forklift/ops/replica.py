@@ -11,7 +11,7 @@ show it (the ``replica`` object).
 ``unreachable`` it could not be reached (stopped, refused, dropped): primary
 ``read_failed`` it cancelled a read (a conflict with recovery): that read went to the primary
 ``not_standby`` it is not in recovery (a primary, or promoted): primary
-``primary``     nothing was asked of it: the command reads only the primary
+``not_asked``   no read has gone to it yet (or the command reads only the primary)
 =============== ============================================================================
 """
 
@@ -56,7 +56,7 @@ class ReplicaStatus:
         reading the primary``."""
         if self.used:
             return f"replica lag {_seconds(self.lag_seconds or 0.0)}"
-        if self.state == "primary":
+        if self.state == "not_asked":
             return "replica not asked yet"
         if self.state == "lagging" and self.lag_seconds is not None:
             what = f"lag {_seconds(self.lag_seconds)} > {_seconds(self.max_lag_seconds)}"
