@@ -119,8 +119,10 @@ def test_an_unreachable_replica_sends_reads_to_the_primary_with_one_line(
     assert data["replica"]["used"] is False and data["replica"]["state"] == "unreachable"
     assert "s3cret" not in result.stdout + result.stderr
     (line,) = result.stderr.splitlines()
-    assert line.startswith("warning: replica socket /nonexistent-forklift-replica:5999/x:")
-    assert "unreachable" in line and "Traceback" not in result.stderr
+    assert line.startswith("warning: replica socket /nonexistent-forklift-replica:5999/x:"
+                           " unreachable (")
+    assert line.count("/nonexistent-forklift-replica") == 1  # named once
+    assert "Traceback" not in result.stderr
 
 
 def test_a_primary_given_as_the_replica_is_refused(dsn: str) -> None:
@@ -136,3 +138,10 @@ def test_a_primary_given_as_the_replica_is_refused(dsn: str) -> None:
 def test_a_negative_lag_limit_is_a_usage_error(dsn: str) -> None:
     result = run(dsn, "stats", "--replica-max-lag", "-1")
     assert result.exit_code == 2, (result.stdout, result.stderr)
+
+
+def test_the_console_refuses_a_primary_given_as_the_replica_before_it_opens(dsn: str) -> None:
+    result = run(dsn, "console", "--replica-dsn", dsn)
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: --replica-dsn points at ") and "not a standby" in line

@@ -103,9 +103,10 @@ class ReplicaLink:
             return None
         if fresh and self.pending_lsn is None and self._conn is not None and not self._conn.closed:
             return self._conn if self.status.used else None
+        pending = self.pending_lsn
         try:
             conn = self._connection()
-            row = conn.execute(CHECK_SQL, {"lsn": self.pending_lsn}).fetchone()
+            row = conn.execute(CHECK_SQL, {"lsn": pending}).fetchone()
         except FALLBACK_ERRORS as exc:
             self.failed(exc)
             return None
@@ -128,7 +129,8 @@ class ReplicaLink:
             self._set("catching_up", "it has not yet replayed this operator's last change:"
                       " reads go to the primary", lag)
             return None
-        self.pending_lsn = None
+        if self.pending_lsn == pending:  # not a newer change made meanwhile
+            self.pending_lsn = None
         self._set("used", f"lag {lag:.1f}s is within the {self.max_lag:g}s limit", lag)
         return conn
 
@@ -139,10 +141,10 @@ class ReplicaLink:
         if conn is None or conn.closed or conn.broken or isinstance(exc, DatabaseUnavailable):
             self.drop()
             self._down_until = self._clock() + self.retry_after
-            self._set("unreachable", f"unreachable ({_one_line(exc)}): reads go to the primary")
+            self._set("unreachable", f"unreachable ({self._why(exc)}): reads go to the primary")
         else:  # a query the standby cancelled: this read only
             self._checked_at = None
-            self._set("read_failed", f"a read failed there ({_one_line(exc)}):"
+            self._set("read_failed", f"a read failed there ({self._why(exc)}):"
                       " that read went to the primary", self.status.lag_seconds)
 
     def window(self) -> WindowCache:
@@ -220,8 +222,12 @@ class ReplicaLink:
             log.info("replica %s used again: %s", self.target, reason)
 
 
+    def _why(self, exc: BaseException) -> str:
+        """The failure in one line, without the target the status names already."""
+        text = exc.message if isinstance(exc, DatabaseUnavailable) else _one_line(exc)
+        return text.removeprefix(f"cannot reach PostgreSQL at {self.target}: ")
+
+
 def _one_line(exc: BaseException) -> str:
-    if isinstance(exc, DatabaseUnavailable):
-        return exc.message
     lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
