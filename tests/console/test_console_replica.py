@@ -74,6 +74,14 @@ def test_the_header_shows_the_replica_lag_and_the_fallback_to_the_primary(
         await wait_until_async(lambda: reads_replica(app), timeout=60,
                                message=lambda: f"the replica was not taken back: {header(app)}")
 
+        # A narrow terminal gets the short form, and the refresh's age still shows.
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        line = header(app)
+        assert "replica " in line and "replica lag" not in line and "every 3600s" in line, line
+        await pilot.resize_terminal(120, 36)
+        await pilot.pause()
+
         replica.stop()
         try:
             await wait_until_async(

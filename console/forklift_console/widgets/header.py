@@ -85,7 +85,11 @@ class StatusBar(Static):
         replica = _replica(self.app)
         if replica is not None:
             tail.append("  ")
-            tail.append(replica.header(), style="" if replica.used else "bold reverse")
+            words = replica.header()
+            # On a narrow terminal the short form, so the refresh's age still shows.
+            if self.app.size.width - head.cell_len - len(words) < 45:
+                words = replica.header(short=True)
+            tail.append(words, style="" if replica.used else "bold reverse")
         if status.read_only:
             tail.append("  ")
             tail.append(" READ-ONLY ", style="bold reverse")

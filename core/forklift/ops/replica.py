@@ -51,13 +51,15 @@ class ReplicaStatus:
             "max_lag_seconds": self.max_lag_seconds,
         }
 
-    def header(self) -> str:
+    def header(self, *, short: bool = False) -> str:
         """A few words for a status line: ``replica lag 0.4s``, ``replica unreachable:
-        reading the primary``."""
+        reading the primary``; ``short``: ``replica 0.4s``, ``replica off: unreachable``."""
         if self.used:
-            return f"replica lag {_seconds(self.lag_seconds or 0.0)}"
+            return f"replica {'' if short else 'lag '}{_seconds(self.lag_seconds or 0.0)}"
         if self.state == "not_asked":
             return "replica not asked yet"
+        if short:
+            return f"replica off: {self.state.replace('_', ' ')}"
         if self.state == "lagging" and self.lag_seconds is not None:
             what = f"lag {_seconds(self.lag_seconds)} > {_seconds(self.max_lag_seconds)}"
         else:
