@@ -201,8 +201,13 @@ def test_a_stopped_replica_sends_reads_to_the_primary_and_is_used_again_when_bac
     wait_until(lambda: op.queues.list() and op.session.replica is not None and op.session.replica.used,
                timeout=30, message=lambda: f"not used: {op.session.replica}")
     before = replica.dsn(dbname_of(dsn))
-    replica.stop()
     try:
+        with op.snapshot():
+            assert op.session.read(session_facts)[0] is True  # the snapshot is the replica's
+            replica.stop()
+            # Gone midway: the snapshot's remaining reads are the primary's, and do not fail.
+            assert [q.name for q in op.queues.list()] == ["mail"]
+            assert op.session.read(session_facts)[0] is False
         assert [q.name for q in op.queues.list()] == ["mail"]  # from the primary
         status = op.session.replica
         assert status is not None and status.state == "unreachable", status

@@ -310,7 +310,7 @@ class OperatorSession:
                             stack.enter_context(conn.transaction())
                             conn.execute(_SNAPSHOT_SQL)
                         except FALLBACK_ERRORS as exc:
-                            _abandon(stack, conn)
+                            _abandon(stack)
                             link.failed(exc)
                         else:
                             self._pinned.conn = conn
@@ -318,7 +318,7 @@ class OperatorSession:
                                 yield
                             finally:
                                 if getattr(self._pinned, "conn", None) is not conn:
-                                    _abandon(stack, conn)  # a read failed there: nothing to end
+                                    _abandon(stack)  # a read failed there: nothing to end
                                 self._pinned.conn = None
                             return
         with self._lock:
@@ -332,12 +332,16 @@ class OperatorSession:
                     self._pinned.conn = None
 
 
-def _abandon(stack: contextlib.ExitStack, conn: psycopg.Connection[Any]) -> None:
-    """Leave a snapshot's transaction on the replica without committing it: roll back what
-    can be, forget a dead connection's."""
-    stack.pop_all()
-    with contextlib.suppress(psycopg.Error):
-        conn.rollback()
+class _Abandoned(Exception):
+    """Ends a snapshot's transaction on the replica by rolling it back (its read failed)."""
+
+
+def _abandon(stack: contextlib.ExitStack) -> None:
+    """Leave a snapshot's transaction on the replica without committing it: rolled back on a
+    live connection; on a dead one there is nothing left to end."""
+    gone = _Abandoned()
+    with contextlib.suppress(psycopg.Error, _Abandoned):
+        stack.__exit__(_Abandoned, gone, None)
 
 
 _IDLE = psycopg.pq.TransactionStatus.IDLE
