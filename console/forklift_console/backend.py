@@ -3,7 +3,8 @@
 Screens hand :meth:`Backend.call` a function of the operator; refresh workers and actions run
 in threads and the operator serialises them on its one session. After any connection failure
 the session is dropped, so the next call reconnects: that is how the console recovers by
-itself when the database comes back.
+itself when the database comes back. With a replica, the operator sends the screens' reads
+there and falls back to the primary by itself (a replica that fails is never a failed call).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import psycopg
 from forklift import DatabaseUnavailable, ForkliftError
 from forklift.ops import Operator
 from forklift.ops.connect import describe_target
+from forklift.ops.replica import DEFAULT_MAX_LAG, ReplicaStatus
 
 T = TypeVar("T")
 
@@ -70,9 +72,16 @@ class Backend:
         read_only: bool | None = None,
         label: str | None = None,
         fetch_deadline: float = FETCH_DEADLINE,
+        replica_dsn: str | None = None,
+        replica_max_lag: float = DEFAULT_MAX_LAG,
+        replica_retry: float = 10.0,
     ) -> Backend:
+        """``replica_dsn``: the screens' reads go to this streaming replica while it is fit
+        (see :class:`forklift.ops.Operator`); actions always go to ``dsn``."""
         return cls(
-            Operator(dsn, schema=schema, actor=actor, read_only=read_only),
+            Operator(dsn, schema=schema, actor=actor, read_only=read_only,
+                     replica_dsn=replica_dsn, replica_max_lag=replica_max_lag,
+                     replica_retry=replica_retry),
             dsn,
             label=label,
             fetch_deadline=fetch_deadline,
@@ -82,6 +91,12 @@ class Backend:
     def target(self) -> str:
         """``host:port/db · schema``, never the password."""
         return f"{self.label or describe_target(self.dsn)} · {self.operator.schema}"
+
+    @property
+    def replica(self) -> ReplicaStatus | None:
+        """Where the last read went and the replica's lag (None without a replica); asks
+        nothing, so the header may show it on every paint."""
+        return self.operator.session.replica
 
     @property
     def read_only(self) -> bool:

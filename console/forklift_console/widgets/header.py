@@ -8,6 +8,7 @@ from datetime import datetime
 from rich.text import Text
 from textual.widgets import Static
 
+from forklift.ops.replica import ReplicaStatus
 from forklift_console.widgets.text import connection_state, duration, ident, one_line, plain
 
 # (mode, key, label): the screens, in the order of their number keys.
@@ -70,7 +71,9 @@ def rate_label(seconds: float) -> str:
 
 
 class StatusBar(Static):
-    """``forklift ● connected  host:5432/app  READ-ONLY  updated 2s ago  every 2s``."""
+    """``forklift ● connected  host:5432/app  replica lag 0.4s  READ-ONLY  updated 2s ago
+    every 2s``; a replica not used says so, and why in a word (``replica lagging: reading the
+    primary``)."""
 
     def show(self, status: Status, now: datetime) -> None:
         head = Text()
@@ -79,6 +82,14 @@ class StatusBar(Static):
         head.append_text(connection_state(status.connection))
         head.append("  ")
         tail = Text()
+        replica = _replica(self.app)
+        if replica is not None:
+            tail.append("  ")
+            words = replica.header()
+            # On a narrow terminal the short form, so the refresh's age still shows.
+            if self.app.size.width - head.cell_len - len(words) < 45:
+                words = replica.header(short=True)
+            tail.append(words, style="" if replica.used else "bold reverse")
         if status.read_only:
             tail.append("  ")
             tail.append(" READ-ONLY ", style="bold reverse")
@@ -103,6 +114,13 @@ class StatusBar(Static):
         head.append_text(schema)
         head.append_text(tail)
         self.update(head)
+
+
+def _replica(app: object) -> ReplicaStatus | None:
+    """The replica's state as the app's backend last saw it (None without a replica). Read by
+    shape: a widget sits beside the backend, not above it."""
+    replica = getattr(getattr(app, "backend", None), "replica", None)
+    return replica if isinstance(replica, ReplicaStatus) else None
 
 
 class TabBar(Static):

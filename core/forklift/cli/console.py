@@ -62,6 +62,8 @@ def console(cx: Call, actor: Actor = None, refresh: Refresh = "2s") -> None:
 
     Press ? on any screen for its keys, ctrl+p for every action. With --read-only (or
     FORKLIFT_READ_ONLY=1) every action is disabled, in the console and in the operator API.
+    With --replica-dsn (or FORKLIFT_REPLICA_DSN) the screens read a streaming replica while
+    its lag is within --replica-max-lag; actions stay on the primary; the header shows the lag.
     Needs the console extra: pip install 'forklift[console]'.
     """
     require_textual()
@@ -71,7 +73,8 @@ def console(cx: Call, actor: Actor = None, refresh: Refresh = "2s") -> None:
     schema_name = cx.schema or fc.schema_from_env()
     target = fc.resolve(cx.dsn, schema=schema_name).dsn
     face("console")(target, schema=schema_name, actor=actor, read_only=cx.read_only or None,
-                    interval=interval)
+                    interval=interval, replica_dsn=cx.replica_dsn or None,
+                    replica_max_lag=cx.replica_max_lag)
 
 
 @command(database=False, json=False)

@@ -9,7 +9,8 @@ the decorator adds the common options to what typer sees:
     def pause(cx: Call, name: QueueName, for_: ... = None) -> None:
         cx.show(cx.op.pause(name, reason=cx.reason, for_=for_), _queue_line)
 
-- every command that reads or acts: ``--read-only``, ``--dsn``, ``--schema``, ``--json``;
+- every command that reads or acts: ``--read-only``, ``--dsn``, ``--schema``, ``--json``,
+  ``--replica-dsn`` and ``--replica-max-lag``;
 - every action (``acts=True``) also ``--reason``, ``--dry-run``, ``--actor`` (and ``--yes``
   where it asks first: ``confirms=True``).
 
@@ -21,6 +22,13 @@ failed, 2 usage error. Usage errors found while parsing the command line (``--li
 Confirmations: a destructive command asks on a terminal; with stdin not a terminal and no
 ``--yes`` it refuses with exit code 1, so a script never acts by accident. ``--dry-run`` never
 asks and changes nothing.
+
+A replica (``--replica-dsn``, FORKLIFT_REPLICA_DSN) serves a reading command's reads; an action
+(``acts=True``) reads and writes the primary only, so it acts on what is true now. A replica that
+is not a standby is refused when a reading command starts; one that lags, or cannot be reached,
+sends the reads to the primary with one ``warning:`` line on stderr. With ``--json``, an object
+printed gets a ``replica`` key (:class:`forklift.ops.replica.ReplicaStatus`); a JSON array keeps
+its shape.
 
 Light on purpose: typer and forklift's small modules only. Rich (human output) and the
 operator API load on first use, so ``forklift stats --json`` starts quickly.
@@ -71,6 +79,18 @@ Yes = Annotated[bool, typer.Option("--yes", "-y", help="Act without asking for c
 DryRun = Annotated[
     bool, typer.Option("--dry-run", help="Show what would be done; change nothing.")
 ]
+ReplicaDsn = Annotated[
+    str | None,
+    typer.Option("--replica-dsn", envvar="FORKLIFT_REPLICA_DSN", show_envvar=False,
+                 help="A streaming replica for reads (lists, stats, charts, explain); changes"
+                      " stay on the primary [FORKLIFT_REPLICA_DSN]."),
+]
+ReplicaMaxLag = Annotated[
+    float,
+    typer.Option("--replica-max-lag", envvar="FORKLIFT_REPLICA_MAX_LAG", show_envvar=False,
+                 min=0, help="Seconds of replica lag past which reads go to the primary"
+                             " [FORKLIFT_REPLICA_MAX_LAG, else 30]."),
+]
 AppOpt = Annotated[
     str | None, typer.Option("--app", help="Your app as module:attr [FORKLIFT_APP].")
 ]
@@ -90,6 +110,8 @@ _READ_ONLY = _opt("read_only", ReadOnlyOpt, False)
 _DSN = _opt("dsn", Dsn, None)
 _SCHEMA = _opt("schema", Schema, None)
 _JSON = _opt("as_json", Json, False)
+_REPLICA_DSN = _opt("replica_dsn", ReplicaDsn, None)
+_REPLICA_MAX_LAG = _opt("replica_max_lag", ReplicaMaxLag, 30.0)
 
 
 # -- output ----------------------------------------------------------------------------------
@@ -238,6 +260,10 @@ class Call:
     reason: str | None = None
     dry_run: bool = False
     yes: bool = False
+    replica_dsn: str | None = None
+    replica_max_lag: float = 30.0
+    #: An action: every read and write on the primary, whatever the replica options say.
+    acts: bool = False
     _op: Operator | None = field(default=None, repr=False)
 
     @property
@@ -246,18 +272,56 @@ class Call:
         if self._op is None:
             from forklift.ops import Operator
 
+            replica = None if self.acts else self.replica_dsn or None
             self._op = Operator(self.dsn, schema=self.schema, actor=self.actor,
-                                read_only=self.read_only or None)
+                                read_only=self.read_only or None, replica_dsn=replica,
+                                replica_max_lag=self.replica_max_lag)
+            if replica is not None:
+                try:
+                    self._op.session.check_replica()  # a primary given as the replica: refused
+                except BaseException:
+                    self._op.close()
+                    self._op = None
+                    raise
         return self._op
 
     def close(self) -> None:
         if self._op is not None:
+            status = self._op.session.replica
             self._op.close()
+            if status is not None and not status.used and status.state != "not_asked":
+                from forklift.ops.display import clean_text
+
+                sys.stderr.write(f"warning: replica {status.target}: {clean_text(status.reason)}\n")
+                sys.stderr.flush()
+
+    def replica(self) -> dict[str, Any] | None:
+        """The ``replica`` object for --json: where this command's reads went, and why (None
+        without a replica)."""
+        if not self.replica_dsn:
+            return None
+        from forklift.ops.replica import ReplicaStatus
+
+        if self.acts:
+            from forklift.ops.connect import describe_target
+
+            return ReplicaStatus(
+                target=describe_target(self.replica_dsn), state="not_asked",
+                reason="an action reads and writes the primary only",
+                max_lag_seconds=self.replica_max_lag,
+            ).to_json()
+        status = self._op.session.replica if self._op is not None else None
+        return status.to_json() if status is not None else None
+
+    def _with_replica(self, data: Any) -> Any:
+        replica = self.replica() if isinstance(data, dict) else None
+        return data if replica is None else {**data, "replica": replica}
 
     def show(self, result: Any, human: Callable[[Any], Any] | None = None) -> None:
         """``result.to_json()`` with --json, else ``human(result)`` printed (if given)."""
         if self.as_json:
-            emit_json(result.to_json() if hasattr(result, "to_json") else result)
+            emit_json(self._with_replica(result.to_json() if hasattr(result, "to_json")
+                                         else result))
         elif human is not None:
             text = human(result)
             if text is not None:
@@ -271,7 +335,7 @@ class Call:
         """An action's result: JSON (with ``"dry_run": true`` for a rehearsal) or its line."""
         if self.as_json:
             data = result.to_json() if hasattr(result, "to_json") else dict(result)
-            emit_json({**data, "dry_run": True} if self.dry_run else data)
+            emit_json(self._with_replica({**data, "dry_run": True} if self.dry_run else data))
         elif self.dry_run:
             out.print(f"dry run: {line(result)} [dim](nothing changed)[/]")
         else:
@@ -305,14 +369,14 @@ def command(*, acts: bool = False, confirms: bool = False, database: bool = True
         if acts:
             extra.append(_ACTOR)
         if database:
-            extra += [_READ_ONLY, _DSN, _SCHEMA]
+            extra += [_READ_ONLY, _DSN, _SCHEMA, _REPLICA_DSN, _REPLICA_MAX_LAG]
         if json:
             extra.append(_JSON)
         names = {p.name for p in extra}
 
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> None:
-            cx = Call(**{k: kwargs.pop(k) for k in list(kwargs) if k in names})
+            cx = Call(**{k: kwargs.pop(k) for k in list(kwargs) if k in names}, acts=acts)
             try:
                 with handled(cx.as_json):
                     fn(cx, *args, **kwargs)

@@ -27,6 +27,7 @@ import psycopg
 from forklift.ops import limits
 from forklift.ops._operator_session import OperatorSession
 from forklift.ops.context import OpsContext
+from forklift.ops.replica import DEFAULT_MAX_LAG
 
 if TYPE_CHECKING:
     from forklift.ops import actions as _actions
@@ -107,8 +108,18 @@ class Operator:
     then raises :class:`forklift._base.errors.ReadOnly`, and the session itself is opened read-only.
     ``conn``: use this connection instead of opening one (it is not closed by :meth:`close`).
 
-    One connection serves every call of every client; calls from several threads are
-    serialised (:class:`forklift.ops._operator_session.OperatorSession`). Each client's module
+    ``replica_dsn``: a streaming replica for the calls that only read (lists, shows, stats,
+    charts, explain, audit...). Every change, its audit row and every claim stay on the
+    primary, and so do reads of the primary server's own state (``op.health``). A read goes to
+    the primary instead while the replica lags more than ``replica_max_lag`` seconds, cannot be
+    reached (tried again after ``replica_retry`` seconds), is not a standby, or has not yet
+    replayed a change this Operator made; ``op.session.replica`` says where the last read went
+    and why, and ``op.session.check_replica()`` refuses a replica that is not a standby. The
+    replica never makes a read fail. Scripts opt in here; the CLI and the console also read
+    ``--replica-dsn`` / FORKLIFT_REPLICA_DSN.
+
+    One connection to the primary serves every call of every client (and one to the replica,
+    if given, its reads); calls from several threads are serialised (:class:`forklift.ops._operator_session.OperatorSession`). Each client's module
     loads when the client is first named, so a script that reads the stats loads no action.
     """
 
@@ -120,10 +131,15 @@ class Operator:
         actor: str | None = None,
         read_only: bool | None = None,
         conn: psycopg.Connection[Any] | None = None,
+        replica_dsn: str | None = None,
+        replica_max_lag: float = DEFAULT_MAX_LAG,
+        replica_retry: float = 10.0,
     ) -> None:
         #: The one session every client's calls run on.
         self.session = OperatorSession(
-            dsn, schema=schema, actor=actor, read_only=read_only, conn=conn
+            dsn, schema=schema, actor=actor, read_only=read_only, conn=conn,
+            replica_dsn=replica_dsn, replica_max_lag=replica_max_lag,
+            replica_retry=replica_retry,
         )
 
     # -- the feature clients --------------------------------------------------------------------

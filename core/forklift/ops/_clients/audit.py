@@ -36,7 +36,7 @@ class AuditClient(FeatureClient):
         since: str | datetime | None = None,
         before_id: int | None = None,
     ) -> list[_audit.AuditEntry]:
-        return self._session.run(
+        return self._session.read(
             _audit.entries, limit=limit, actor=actor, action=action, since=since,
             before_id=before_id,
         )

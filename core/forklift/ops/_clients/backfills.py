@@ -22,11 +22,11 @@ class BackfillsClient(FeatureClient):
         return self.list()
 
     def show(self, name: str) -> _backfills.BackfillInfo:
-        return self._session.run(_backfills.get_backfill, name)
+        return self._session.read(_backfills.get_backfill, name)
 
     def runs(self, name: str, limit: int = 10) -> list[_backfills.BackfillInfo]:
         """The backfill's runs, newest first."""
-        return self._session.run(_backfills.history, name, limit)
+        return self._session.read(_backfills.history, name, limit)
 
     def start(
         self,
@@ -64,4 +64,4 @@ class BackfillsClient(FeatureClient):
 
     # Last: below this definition, ``list`` in an annotation would name the method.
     def list(self) -> list[_backfills.BackfillInfo]:
-        return self._session.run(_backfills.list_backfills)
+        return self._session.read(_backfills.list_backfills)

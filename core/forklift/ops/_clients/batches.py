@@ -36,13 +36,13 @@ class BatchesClient(FeatureClient):
         limit: int = 100,
     ) -> _batches.BatchDetail:
         """Progress, rate, ETA and a page of targets (with result or error)."""
-        return self._session.run(
+        return self._session.read(
             _batches.show, batch_id, states=states, after_index=after_index, limit=limit
         )
 
     def live(self) -> int:
         """How many batches are not finished."""
-        return self._session.run(_batches.count_live)
+        return self._session.read(_batches.count_live)
 
     def cancel(self, batch_id: int, *, reason: str | None = None) -> bool:
         """Waiting targets end at once; in-flight ones finish. False if unknown or finished."""
@@ -61,6 +61,6 @@ class BatchesClient(FeatureClient):
         limit: int = 50,
         before_id: int | None = None,
     ) -> list[Batch]:
-        return self._session.run(
+        return self._session.read(
             _batches.list_batches, state=state, caller=caller, limit=limit, before_id=before_id
         )

@@ -18,10 +18,10 @@ class DeadClient(FeatureClient):
         self, *, queue: str | None = None, kind: str | None = None, limit: int = 100
     ) -> _dead.DeadGroups:
         """Every dead job grouped by kind, error code and message shape (all of them)."""
-        return self._session.run(_dead.groups, queue=queue, kind=kind, limit=limit)
+        return self._session.read(_dead.groups, queue=queue, kind=kind, limit=limit)
 
     def group(self, group: str) -> _dead.DeadGroup:
-        return self._session.run(_dead.get_group, group)
+        return self._session.read(_dead.get_group, group)
 
     def requeue_group(
         self,

@@ -20,7 +20,7 @@ class EventsClient(FeatureClient):
         return self.list(name=name, limit=limit, before_id=before_id)
 
     def waits(self, *, name: str | None = None, limit: int = 50) -> list[_events.WaitInfo]:
-        return self._session.run(_events.waits, name=name, limit=limit)
+        return self._session.read(_events.waits, name=name, limit=limit)
 
     def publish(self, name: str, data: Any, *, reason: str | None = None) -> _events.EventInfo:
         return self._session.run(_events.publish, name, data, reason=reason)
@@ -29,5 +29,5 @@ class EventsClient(FeatureClient):
     def list(
         self, *, name: str | None = None, limit: int = 50, before_id: int | None = None
     ) -> list[_events.EventInfo]:
-        return self._session.run(_events.list_events, name=name, limit=limit,
+        return self._session.read(_events.list_events, name=name, limit=limit,
                                  before_id=before_id)

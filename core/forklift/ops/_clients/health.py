@@ -19,11 +19,11 @@ class HealthClient(FeatureClient):
 
     def get(self, *, overrides: dict[str, float] | None = None) -> _health.Health:
         """Table, index, connection, lock and xmin-horizon health with alerts (ops.health)."""
-        return self._session.run(_health.health, overrides=overrides)
+        return self._session.read_primary(_health.health, overrides=overrides)
 
     def horizon(self, *, limit: int = 5) -> list[_horizon.HorizonHolder]:
         """The oldest holders of the xmin horizon first."""
-        return self._session.run(_horizon.holders, limit)
+        return self._session.read_primary(_horizon.holders, limit)
 
     def set_threshold(
         self, name: str, value: float | None, *, reason: str | None = None

@@ -34,11 +34,11 @@ class JobsClient(FeatureClient):
         return self.list(flt, sort=sort, limit=limit, cursor=cursor, count=count)
 
     def show(self, job_id: int) -> _jobs.JobDetail:
-        return self._session.run(_jobs.show, job_id)
+        return self._session.read(_jobs.show, job_id)
 
     def explain(self, job_id: int) -> _explain.Explanation:
         """Why the job is not moving, in plain words."""
-        return self._session.run(_explain.explain_job, job_id)
+        return self._session.read(_explain.explain_job, job_id)
 
     def requeue(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
         """A finished job runs again: fresh attempts, new fence, error history kept."""
@@ -131,6 +131,6 @@ class JobsClient(FeatureClient):
     ) -> _jobs.JobPage:
         """A page of jobs matching ``flt``, sorted on the server, with a keyset ``cursor`` to
         the next page and a capped count."""
-        return self._session.run(
+        return self._session.read(
             _jobs.list_jobs, flt, sort=sort, limit=limit, cursor=cursor, count=count
         )

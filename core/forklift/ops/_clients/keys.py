@@ -18,7 +18,7 @@ class KeysClient(FeatureClient):
         return self.list()
 
     def show(self, name: str, *, limit: int = 200) -> _keys.KeyDetail:
-        return self._session.run(_keys.show_key, name, limit=limit)
+        return self._session.read(_keys.show_key, name, limit=limit)
 
     def set_limit(self, name: str, limit: int | None, *, reason: str | None = None
                   ) -> _keys.KeyInfo:
@@ -35,4 +35,4 @@ class KeysClient(FeatureClient):
 
     # Last: below this definition, ``list`` in an annotation would name the method.
     def list(self) -> list[_keys.KeyInfo]:
-        return self._session.run(_keys.list_keys)
+        return self._session.read(_keys.list_keys)

@@ -18,4 +18,4 @@ class LocksClient(FeatureClient):
     # Last: below this definition, ``list`` in an annotation would name the method.
     def list(self, *, prefix: str | None = None, limit: int = 500) -> list[_locks.LockInfo]:
         """Locks with fencing tokens, held or expired (forklift.ops.locks)."""
-        return self._session.run(_locks.list_locks, prefix=prefix, limit=limit)
+        return self._session.read(_locks.list_locks, prefix=prefix, limit=limit)

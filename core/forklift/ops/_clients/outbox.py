@@ -19,11 +19,11 @@ class OutboxClient(FeatureClient):
         limit: int = 50,
         before_id: int | None = None,
     ) -> list[_outbox.OutboxMessage]:
-        return self._session.run(_outbox.messages, state=state, topic=topic, limit=limit,
+        return self._session.read(_outbox.messages, state=state, topic=topic, limit=limit,
                                  before_id=before_id)
 
     def topics(self) -> list[_outbox.TopicInfo]:
-        return self._session.run(_outbox.topics)
+        return self._session.read(_outbox.topics)
 
     def retry(
         self, *, ids: list[int] | None = None, topic: str | None = None, reason: str | None = None

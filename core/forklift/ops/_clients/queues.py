@@ -25,7 +25,7 @@ class QueuesClient(FeatureClient):
 
     def explain(self, name: str) -> _explain.Explanation:
         """Why the queue is not moving, in plain words."""
-        return self._session.run(_explain.explain_queue, name)
+        return self._session.read(_explain.explain_queue, name)
 
     def pause(
         self,
@@ -63,10 +63,10 @@ class QueuesClient(FeatureClient):
 
     def flows(self) -> list[_rates.FlowQueue]:
         """Queues claimed through the flow claim: limits, rates, fair share, backlog."""
-        return self._session.run(_rates.flow_queues)
+        return self._session.read(_rates.flow_queues)
 
     def flow(self, queue: str) -> _rates.QueueFlow:
-        return self._session.run(_rates.queue_flow, queue)
+        return self._session.read(_rates.queue_flow, queue)
 
     def scale(
         self,
@@ -83,4 +83,4 @@ class QueuesClient(FeatureClient):
 
     # Last: below this definition, ``list`` in an annotation would name the method.
     def list(self) -> list[_queues.QueueInfo]:
-        return self._session.run(_queues.list_queues)
+        return self._session.read(_queues.list_queues)

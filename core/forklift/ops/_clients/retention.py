@@ -21,7 +21,7 @@ class RetentionClient(FeatureClient):
 
     def show(self) -> _retention.Retention:
         """Retention windows per state, for every queue and per queue (ops.retention)."""
-        return self._session.run(_retention.show)
+        return self._session.read(_retention.show)
 
     def set_window(
         self,

@@ -16,7 +16,7 @@ class SchedulesClient(FeatureClient):
         return self.list()
 
     def show(self, name: str) -> _schedules.ScheduleInfo:
-        return self._session.run(_schedules.get_schedule, name)
+        return self._session.read(_schedules.get_schedule, name)
 
     def pause(self, name: str, *, reason: str | None = None) -> _schedules.ScheduleInfo:
         return self._session.run(_schedules.pause, name, reason=reason)
@@ -29,4 +29,4 @@ class SchedulesClient(FeatureClient):
 
     # Last: below this definition, ``list`` in an annotation would name the method.
     def list(self) -> list[_schedules.ScheduleInfo]:
-        return self._session.run(_schedules.list_schedules)
+        return self._session.read(_schedules.list_schedules)

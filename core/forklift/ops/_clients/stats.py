@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from forklift.ops import stats as _stats
 from forklift.ops._clients.client import FeatureClient
 
 if TYPE_CHECKING:
+    import psycopg
+
     from forklift.ops.charts import ChartSeries
+    from forklift.ops.context import OpsContext
     from forklift.ops.kinds import KindStats
 
 __all__ = ["StatsClient"]
@@ -34,16 +37,21 @@ class StatsClient(FeatureClient):
         bucket: timedelta = _stats.DEFAULT_BUCKET,
     ) -> _stats.Stats:
         """Successive calls on one Operator read only the window's newest buckets."""
-        return self._session.run(
-            _stats.stats, window=window, bucket=bucket, cache=self._session.window
-        )
+        session = self._session
+
+        def read(conn: psycopg.Connection[Any], ctx: OpsContext) -> _stats.Stats:
+            # The replica and the primary each keep their own closed buckets.
+            return _stats.stats(conn, ctx, window=window, bucket=bucket,
+                                cache=session.window_for(conn))
+
+        return session.read(read)
 
     def kinds(self, *, window: timedelta = timedelta(hours=1)) -> KindStats:
         """Per queue and kind: completed, dead, run time p50/p95 in ``window``; live now."""
         # Loaded here, not with the stats: `forklift stats` has no use for it.
         from forklift.ops import kinds
 
-        return self._session.run(kinds.kind_stats, window=window)
+        return self._session.read(kinds.kind_stats, window=window)
 
     def charts(
         self,
@@ -56,4 +64,4 @@ class StatsClient(FeatureClient):
         run time p50/p95 (forklift.ops.charts), in one statement."""
         from forklift.ops import charts
 
-        return self._session.run(charts.chart_series, window=window, bucket=bucket, queue=queue)
+        return self._session.read(charts.chart_series, window=window, bucket=bucket, queue=queue)

@@ -17,4 +17,4 @@ class WorkersClient(FeatureClient):
 
     # Last: below this definition, ``list`` in an annotation would name the method.
     def list(self) -> list[_workers.WorkerInfo]:
-        return self._session.run(_workers.list_workers)
+        return self._session.read(_workers.list_workers)
