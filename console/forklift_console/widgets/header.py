@@ -130,7 +130,7 @@ class TabBar(Static):
         width = self.app.size.width
         # Full labels when they fit; else short ones; else only the current screen is named.
         # The title (the filter, the job shown) takes the room the labels leave: it never
-        # shortens them (17.13: a filter on Jobs cut every label to six letters).
+        # shortens them (a filter on Jobs once cut every label to six letters).
         for shorten in (0, 1, 2):
             line = self._line(current, shorten)
             if line.cell_len <= width:
