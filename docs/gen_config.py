@@ -71,6 +71,10 @@ ENVIRONMENT: dict[str, str] = {
     "FORKLIFT_POOLER": "`transaction`: the DSN goes through a transaction pooler (PgBouncer); "
     "without it forklift learns so from the first refused connection.",
     "FORKLIFT_LISTEN_DSN": "A direct connection for LISTEN when the DSN goes through a pooler.",
+    "FORKLIFT_REPLICA_DSN": "A streaming replica for the console's and the CLI's reads "
+    "(`--replica-dsn`); every write and claim stays on the primary.",
+    "FORKLIFT_REPLICA_MAX_LAG": "Seconds of replica lag past which reads go to the primary "
+    "(`--replica-max-lag`, default 30).",
     "FORKLIFT_DJANGO_BACKEND": "The `TASKS` alias `forklift.django.worker` serves (default "
     "`default`).",
     "FORKLIFT_TEST_DSN": "pytest plugin: the server test databases are made on (a role that "

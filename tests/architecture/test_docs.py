@@ -385,6 +385,8 @@ def blocks_of(folder: Path, text: str) -> list[Block]:
 NOT_PYTHON = {
     "forklift.jobs", "forklift.jobs_history", "forklift.settings", "forklift.queues_seen",
     "forklift.job", "forklift.job.kind",
+    # SQL functions in the forklift schema
+    "forklift.desired_workers",
 }
 PYTHON_NAME = re.compile(r"`(forklift(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?:\([^`]*\))?`")
 

@@ -28,7 +28,7 @@ READS = {
     "backfills list", "backfills show", "batches list", "batches show", "health",
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
     "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
-    "events waits",
+    "events waits", "queues scale",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
@@ -228,6 +228,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["queues", "explain", "mail"], ["workers", "list"], ["locks", "list"],
         ["keys", "list"], ["keys", "show", "tenant"],
         ["dead", "groups"], ["outbox", "list"], ["events", "list"], ["events", "waits"],
+        ["queues", "scale"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
