@@ -11,7 +11,7 @@ saves an SVG with Textual's own screenshot and converts it to PNG with ``rsvg-co
 (Debian: librsvg2-bin and a monospace font such as fonts-dejavu-core). The server is stopped
 and its data deleted afterwards, whatever happened.
 
-The snapshot tests (tests/test_console_snapshots.py) check the same screens on a seeded,
+The snapshot tests (tests/console/test_console_snapshots.py) check the same screens on a seeded,
 frozen database; these pictures are of live traffic, so they differ from run to run.
 """
 

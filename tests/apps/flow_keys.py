@@ -1,4 +1,4 @@
-"""The keys tests' app (tests/test_keys.py, test_rates.py, test_fair_share.py), run in-process
+"""The keys tests' app (tests/core/test_keys.py, test_rates.py, test_fair_share.py), run in-process
 or as worker subprocesses.
 
 Handlers write an external ledger, ``public.key_ledger``: one row per run with the job's key

@@ -1,4 +1,4 @@
-"""The lock tests' app (tests/test_locks.py), run in-process or as worker subprocesses.
+"""The lock tests' app (tests/core/test_locks.py), run in-process or as worker subprocesses.
 
 Handlers talk to the test through tables of the test database's ``public`` schema (made by
 :func:`setup`): ``gates`` (the test opens one to let a handler go on), ``lock_ledger`` (one row

@@ -1,4 +1,4 @@
-"""An app with a schedule, for the tests of the worker's services (tests/test_worker_services.py)."""
+"""An app with a schedule, for the tests of the worker's services (tests/architecture/test_worker_services.py)."""
 
 from __future__ import annotations
 

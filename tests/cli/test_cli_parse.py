@@ -1,4 +1,4 @@
-"""Plain command-line values parse without Pydantic (console/forklift_console/cliparse.py), to
+"""Plain command-line values parse without Pydantic (forklift/cli/parse.py), to
 exactly what typer's own Pydantic path gives, and whatever the light path is unsure of (bad
 input, out of range) still gets typer's own message."""
 

@@ -196,7 +196,7 @@ def test_jobs_show_names_what_a_held_job_waits_for(app: Forklift, dsn: str) -> N
     assert shown["waits_for"] == [{"job_id": a.id, "state": "available", "policy": "cancel"}]
 
 
-# -- waking: only idle workers, as plain enqueues (tests/test_wake.py) ------------------------
+# -- waking: only idle workers, as plain enqueues (tests/core/test_wake.py) ------------------------
 def test_a_release_notifies_only_when_a_worker_is_idle_on_its_queue(
     app: Forklift, dsn: str, conn: psycopg.Connection[Any]
 ) -> None:

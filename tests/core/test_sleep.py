@@ -170,7 +170,7 @@ def test_the_stager_notifies_only_when_a_worker_is_idle_on_the_queue(
     dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
     """A sleep's wake-up (the stager making due jobs available) follows the rule of plain
-    enqueues (tests/test_wake.py): no NOTIFY while no worker is idle."""
+    enqueues (tests/core/test_wake.py): no NOTIFY while no worker is idle."""
     from test_wake import _listener, _mark, _marks, _notes
 
     due = ("INSERT INTO forklift.jobs (queue, kind, state, run_at)"

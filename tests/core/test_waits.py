@@ -290,7 +290,7 @@ def test_the_stager_ends_timed_out_waits_in_its_pass_and_the_resume_writes_nothi
     assert [job(conn, j)["result"] for j in ids] == [{"data": None}] * len(ids)
 
 
-# -- waking: only idle workers, as plain enqueues (tests/test_wake.py) ------------------------
+# -- waking: only idle workers, as plain enqueues (tests/core/test_wake.py) ------------------------
 def parked_waiters(app: Forklift, conn: psycopg.Connection[Any], n: int) -> list[int]:
     """``n`` jobs parked waiting for order.paid {order: i}, no worker running, no idle mark."""
     ids = [waiter(app, match={"order": i}) for i in range(n)]

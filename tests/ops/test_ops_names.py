@@ -3,7 +3,7 @@
 ``create``, and every schedule or backfill name (declared by the app through the same check).
 A name that hides characters or is blank at an end is refused with InvalidName
 (invalid_name), and nothing is done. A queue that exists is acted on whatever its name holds
-(tests/test_cli_display.py: the hostile queue, not its look-alike)."""
+(tests/cli/test_cli_display.py: the hostile queue, not its look-alike)."""
 
 from __future__ import annotations
 

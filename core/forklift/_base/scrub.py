@@ -55,7 +55,7 @@ FAILURE_CODES: Final[dict[str, str]] = {
 #
 # Every pattern starts at a literal (or, for token shapes, at a token boundary) and has no nested
 # quantifiers and no unanchored `\w*` prefix, so each pass is linear in practice; scrub() also
-# scans only a bounded prefix of the text (tests/test_scrub.py checks pathological inputs).
+# scans only a bounded prefix of the text (tests/unit/test_scrub.py checks pathological inputs).
 
 _TOKEN68: Final = r"[A-Za-z0-9\-._~+/]"
 

@@ -37,7 +37,7 @@ _SETTINGS: dict[str, tuple[tuple[str, str], ...]] = {
     "claim": (("plan_cache_mode", "force_generic_plan"), ("enable_seqscan", "off")),
     # A flow worker's outcome lanes send the hand-off (forklift._features.flow.handoff), which the
     # server otherwise planned again on most runs: 827 plans in 1,328, 1.8 ms each against
-    # 2.4 ms to run it on its generic plan (tests/test_claim_plan.py checks that plan).
+    # 2.4 ms to run it on its generic plan (tests/worker/test_claim_plan.py checks that plan).
     "complete-flow": (("plan_cache_mode", "force_generic_plan"),),
 }
 

@@ -39,7 +39,7 @@ def control_channel(schema: str) -> str:
 #: reads the batch by primary key. Written as the literal, a generic plan made from statistics
 #: taken while few jobs ran walked every running job of the fleet instead, and joined the
 #: batch's array to each one: a settle of 1,000 beside 1,326 running jobs took 214 ms (a Nested
-#: Loop whose join filter threw away 1,325,000 rows; tests/test_settle_plan.py).
+#: Loop whose join filter threw away 1,325,000 rows; tests/worker/test_settle_plan.py).
 RUNNING = "(SELECT 'running'::text)"
 
 

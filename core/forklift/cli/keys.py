@@ -1,8 +1,8 @@
 """`forklift keys list|show|limit|rate|reset`: per-key concurrency limits and rates, read and
-changed through the operator API (`forklift queues rate|fair` are in cli_queues.py).
+changed through the operator API (`forklift queues rate|fair` are in cli/queues.py).
 
-Registered by console/cli.py; shares options and errors with the other operator commands
-(console/opskit.py): exit 0 done, 1 refused or failed, 2 usage error. Every change is audited
+Registered by cli/main.py; shares options and errors with the other operator commands
+(cli/kit.py): exit 0 done, 1 refused or failed, 2 usage error. Every change is audited
 and in force from each worker's next claim.
 """
 

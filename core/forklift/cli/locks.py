@@ -1,7 +1,7 @@
 """`forklift locks list`: locks with fencing tokens, their holders and expiries.
 
-Registered by console/cli.py; shares options and errors with the other operator commands
-(console/opskit.py): exit 0 done, 1 refused or failed, 2 usage error.
+Registered by cli/main.py; shares options and errors with the other operator commands
+(cli/kit.py): exit 0 done, 1 refused or failed, 2 usage error.
 """
 
 from __future__ import annotations

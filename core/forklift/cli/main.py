@@ -7,7 +7,7 @@ Start-up is kept short: this module and the command modules import only typer an
 option kit (cli/kit.py); each command loads what it needs (the operator API, Rich for
 human output, the worker, Textual for the console) when it runs. A new command group goes in
 GROUPS (module:attribute), so it loads only when named (cli/groups.py); options parse without
-Pydantic (cli/parse.py). tests/test_cli_extras.py names what ``forklift stats --json`` must not
+Pydantic (cli/parse.py). tests/cli/test_cli_extras.py names what ``forklift stats --json`` must not
 import.
 """
 

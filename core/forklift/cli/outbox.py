@@ -1,5 +1,5 @@
 """`forklift outbox list|retry` and `forklift events list|waits|publish`: thin doors onto
-forklift.ops.outbox and forklift.ops.events. Registered on the main command in console/cli.py.
+forklift.ops.outbox and forklift.ops.events. Registered on the main command in cli/main.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The CLI command equivalent to each console action, ready to paste into a runbook.
 
-Spelled as ``forklift`` (console/cli.py) spells it, and always naming exactly the object it acts
+Spelled as ``forklift`` (cli/main.py) spells it, and always naming exactly the object it acts
 on: every word is quoted by :func:`forklift.ops.display.shell_quote` (``mail; rm -rf /`` pastes
 as data, ``mail\\x1b[0m`` as ``$'mail\\x1b[0m'``, never as ``mail``), and a name that starts
 with ``-`` comes after ``--`` so it cannot be read as an option.

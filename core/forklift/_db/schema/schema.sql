@@ -1,7 +1,7 @@
 -- forklift: the whole current schema, in one file.
 --
 -- A fresh schema is created from this file; an existing one is brought up to date by the
--- numbered migrations beside it (migrations/NNNN_*.sql). tests/test_schema_file.py builds a
+-- numbered migrations beside it (migrations/NNNN_*.sql). tests/architecture/test_schema_file.py builds a
 -- database both ways and compares the catalogs, so a change to one without the other fails.
 -- {s} is the quoted schema name and {channel} the wake channel (forklift._db.sqltext.render). A
 -- line `\ir file` pulls in a versioned function file (forklift._db.migrate). The runner applies

@@ -303,7 +303,7 @@ WHERE EXISTS (SELECT 1 FROM q WHERE q.strict AND q.open AND EXISTS (
 
 # Planning the claim costs more than running it (each custom plan about as much CPU as a
 # batch of 40 jobs), and the server keeps choosing custom plans for it; the generic plan of the
-# prepared statement is the same plan (tests/test_claim_plan.py checks it) without that cost.
+# prepared statement is the same plan (tests/worker/test_claim_plan.py checks it) without that cost.
 # For the claim's transaction only.
 GENERIC_SQL = "SET LOCAL plan_cache_mode = force_generic_plan"
 

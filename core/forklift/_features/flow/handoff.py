@@ -34,7 +34,7 @@ What it costs
     Nothing for jobs without keys, or for a worker without flow queues: the worker sends the
     plain settle statement (the hand-off is a separate statement, chosen per batch). A batch
     asks for at most ``budget`` jobs, what the worker's slots and buffer have room for. It runs
-    on the outcome lanes' sessions, on a generic plan (forklift._db.connections; tests/test_claim_plan.py
+    on the outcome lanes' sessions, on a generic plan (forklift._db.connections; tests/worker/test_claim_plan.py
     checks that plan).
 """
 
