@@ -193,7 +193,7 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
     # The queues `forklift queues scale` lists, with the defaults it and op.queues.scale() use.
     signal_sql = render(
         "SELECT name, {s}.desired_workers(name, NULL, %s, %s) FROM ("
-        + scale._QUEUES_SQL + f") q ORDER BY name LIMIT {MAX_LABELS}", schema)
+        + scale.QUEUES_SQL + f") q ORDER BY name LIMIT {MAX_LABELS}", schema)
 
     async def sample(conn: Any) -> None:
         cur = await conn.execute(sql)

@@ -37,7 +37,7 @@ from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.shape import Shape
 
-__all__ = ["DEFAULT_MAX", "DEFAULT_TARGET", "QueueScale", "desired_workers", "scale", "scaler_query"]
+__all__ = ["DEFAULT_MAX", "DEFAULT_TARGET", "QUEUES_SQL", "QueueScale", "desired_workers", "scale", "scaler_query"]
 
 #: Most workers the signal asks for unless told otherwise.
 DEFAULT_MAX = 100
@@ -48,7 +48,9 @@ _SIGNAL_SQL = """
 SELECT per_worker, running, waiting, rate, desired
 FROM {s}.scale_signal(%(queue)s, %(per_worker)s, %(max)s, %(target)s)
 """
-_QUEUES_SQL = """
+#: The queues the signal is read for when none are named: every queue with a row or a live
+#: worker (the Prometheus gauge samples the same list).
+QUEUES_SQL = """
 SELECT name FROM (
     SELECT name FROM {s}.queues
     UNION SELECT DISTINCT unnest(queues) FROM {s}.workers WHERE state <> 'exited'
@@ -93,7 +95,7 @@ def scale(
     """The signal for each of ``queues`` (default: every queue with a row or a live worker)."""
     _check(per_worker, max_workers, target)
     names = queues if queues is not None else [
-        r[0] for r in conn.execute(render(_QUEUES_SQL, ctx.schema)).fetchall()]
+        r[0] for r in conn.execute(render(QUEUES_SQL, ctx.schema)).fetchall()]
     found = []
     for name in names:
         row = conn.execute(render(_SIGNAL_SQL, ctx.schema), {
