@@ -44,9 +44,12 @@ DEFAULT_MAX = 100
 #: Seconds within which the waiting jobs should be cleared at the observed rate.
 DEFAULT_TARGET = 30.0
 
+# Every queue's signal in one statement: the names given, in their order, or QUEUES_SQL's.
 _SIGNAL_SQL = """
-SELECT per_worker, running, waiting, rate, desired
-FROM {s}.scale_signal(%(queue)s, %(per_worker)s, %(max)s, %(target)s)
+SELECT q.name, s.per_worker, s.running, s.waiting, s.rate, s.desired
+FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, n),
+     LATERAL {s}.scale_signal(q.name, %(per_worker)s, %(max)s, %(target)s) s
+ORDER BY q.n
 """
 #: The queues the signal is read for when none are named: every queue with a row or a live
 #: worker (the Prometheus gauge samples the same list).
@@ -96,16 +99,12 @@ def scale(
     _check(per_worker, max_workers, target)
     names = queues if queues is not None else [
         r[0] for r in conn.execute(render(QUEUES_SQL, ctx.schema)).fetchall()]
-    found = []
-    for name in names:
-        row = conn.execute(render(_SIGNAL_SQL, ctx.schema), {
-            "queue": name, "per_worker": per_worker, "max": max_workers, "target": target,
-        }).fetchone()
-        assert row is not None
-        found.append(QueueScale(queue=name, desired=int(row[4]), per_worker=int(row[0]),
-                                running=int(row[1]), waiting=int(row[2]),
-                                rate=None if row[3] is None else float(row[3])))
-    return found
+    rows = conn.execute(render(_SIGNAL_SQL, ctx.schema), {
+        "queues": names, "per_worker": per_worker, "max": max_workers, "target": target,
+    }).fetchall()
+    return [QueueScale(queue=r[0], desired=int(r[5]), per_worker=int(r[1]), running=int(r[2]),
+                       waiting=int(r[3]), rate=None if r[4] is None else float(r[4]))
+            for r in rows]
 
 
 def desired_workers(
