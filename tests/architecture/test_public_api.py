@@ -26,7 +26,9 @@ PUBLIC_MODULES = {"__init__", "embedded", "ops",
                   # the ecosystem integrations (guides: Django tasks, Testing your jobs, ...)
                   "django", "testing", "logs", "hooks", "metrics", "otel",
                   # the `forklift` command (`python -m forklift.cli`)
-                  "cli"}
+                  "cli",
+                  # kinds built by a factory on the public API
+                  "webhooks", "ledger", "subjects", "reindex", "partitions"}
 
 
 def page(name: str) -> str:

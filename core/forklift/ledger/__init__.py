@@ -1,0 +1,1 @@
+"""Balanced, idempotent double-entry postings written by jobs."""

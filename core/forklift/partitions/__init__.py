@@ -1,0 +1,1 @@
+"""Upkeep of an application's range-partitioned tables."""

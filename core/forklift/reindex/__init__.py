@@ -1,0 +1,1 @@
+"""A two-phase search reindex over an application table."""

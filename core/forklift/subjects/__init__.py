@@ -1,0 +1,1 @@
+"""Export and erase of one person's data, with coverage of every marked column checked first."""

@@ -1,0 +1,1 @@
+"""Outbound webhooks signed as Standard Webhooks describes, and an inbound receiver."""
