@@ -43,6 +43,8 @@ GROUPS = {
         ("keys", "keys:keys_app"),
         ("outbox", "outbox:outbox_app"),
         ("events", "outbox:events_app"),
+        ("ledger", "ledger:ledger_app"),
+        ("partitions", "partitions:partitions_app"),
     )
 }
 
