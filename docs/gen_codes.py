@@ -79,15 +79,20 @@ def failure_codes() -> dict[str, str]:
 
 
 def error_classes() -> list[tuple[str, type[Any]]]:
-    """Every exception of the public API with a ``code``: forklift's names, then forklift.ops."""
+    """Every exception of the public API with a ``code``: forklift's names, forklift.ops',
+    then those of the kinds built on the public API (ledger, partitions)."""
     import forklift
+    import forklift.ledger
     import forklift.ops
+    import forklift.partitions
 
     out: list[tuple[str, type[Any]]] = []
     seen: set[type[Any]] = set()
     for where, module, names in (
         ("forklift", forklift, forklift.__all__),
         ("forklift.ops", forklift.ops, getattr(forklift.ops, "__all__", [])),
+        ("forklift.ledger", forklift.ledger, forklift.ledger.__all__),
+        ("forklift.partitions", forklift.partitions, forklift.partitions.__all__),
     ):
         for name in names:
             obj = getattr(module, name, None)
