@@ -4,6 +4,7 @@ by another transaction (fails fast under its lock timeout, retries, queues nothi
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from forklift.partitions import (
     PartitionedTableInvalid,
     PartitionLockTimeout,
     PartitionUpkeep,
+    apply,
     partitions,
 )
 
@@ -104,6 +106,17 @@ def test_a_second_run_at_one_instant_changes_nothing(
     assert (again.created, again.dropped, again.lock_timeouts) == ((), (), 0)
     assert keeper.plan(now=now)[0].changes == ()
     assert partitions_of(conn, events) == after != first
+
+
+def test_a_run_stopped_half_way_is_finished_by_the_next(
+        app: Forklift, events: str, conn: psycopg.Connection[Any]) -> None:
+    keeper = upkeep(app, PartitionedTable(events, ahead=3))
+    now = at("2026-05-05T05:05:05")
+    [whole] = keeper.plan(now=now)
+    apply(conn, dataclasses.replace(whole, changes=whole.changes[:2]))  # then the run died
+    assert names(conn, events) == ["events_p202605", "events_p202606"]
+    [report] = keeper.run(now=now)
+    assert report.created == ("public.events_p202607", "public.events_p202608")
 
 
 def test_bounds_are_read_back_whatever_the_sessions_time_zone(
