@@ -167,10 +167,9 @@ class TableBook:
                    if self.tenant_column else ident(self.key_column))
         where: sql.Composable = sql.SQL("")
         if tenant is not None:
-            where = sql.SQL(" WHERE {} = %(tenant)s").format(
-                ident(self.tenant_column or self.key_column))
             if self.tenant_column is None:
                 raise ConfigError(f"the book {self.name} has no tenant column")
+            where = sql.SQL(" WHERE {} = %(tenant)s").format(ident(self.tenant_column))
         rows = conn.execute(sql.SQL(
             "SELECT {currency}, sum({amount}), count(*), count(DISTINCT {posting})"
             " FROM {table}{where} GROUP BY 1 ORDER BY 1").format(
