@@ -4,6 +4,7 @@ currency of the book sums to zero and every key holds its lines once."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 from collections.abc import Iterator
@@ -98,6 +99,10 @@ def finished(conn: psycopg.Connection[Any], ids: list[int]) -> bool:
                               {"account": "bank", "amount": {"minor": -100, "currency": "EUR"}}]},
      "entries[0].amount.minor", "int_type"),
     (posting("k", ("cash", 100, "EUR"), ("bank", -100, "EUR"), tenant=""), "tenant", "blank"),
+    ({"key": "k", "entries": [{"account": "cash", "amount": {"minor": 1, "currency": "EUR"},
+                               "memo": "x"},
+                              {"account": "bank", "amount": {"minor": -1, "currency": "EUR"}}]},
+     "entries[0].memo", "extra_forbidden"),
 ])
 def test_a_posting_that_is_not_money_is_refused_naming_the_field(
         bad: dict[str, Any], field: str, reason: str) -> None:
@@ -126,6 +131,19 @@ def test_an_unbalanced_posting_is_refused_at_enqueue_and_stores_nothing(
         payments.enqueue(posting("pay_x", ("cash", 100, "EUR"), ("revenue", -99, "EUR")))
     assert conn.execute("SELECT count(*) FROM forklift.jobs").fetchone() == (0,)
     assert lines(conn) == []
+
+
+def test_enqueue_returns_the_live_job_joins_the_callers_transaction_and_has_an_async_twin(
+        payments: LedgerKind, dsn: str, conn: psycopg.Connection[Any]) -> None:
+    first = payments.enqueue(PAY)
+    assert payments.enqueue(PAY).id == first.id  # live: the same job, not a second one
+    assert payments.enqueue({**PAY, "tenant": "acme"}).id != first.id
+    with psycopg.connect(dsn) as mine:
+        payments.enqueue({**PAY, "key": "pay_2"}, conn=mine)
+        mine.rollback()
+    assert asyncio.run(payments.enqueue_async(PAY)).id == first.id
+    assert conn.execute("SELECT args->>'key', args->>'tenant' FROM forklift.jobs ORDER BY id"
+                        ).fetchall() == [("pay_1", None), ("pay_1", "acme")]
 
 
 def test_a_job_enqueued_by_name_that_does_not_balance_dies_terminally_writing_nothing(

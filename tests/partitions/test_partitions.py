@@ -304,6 +304,18 @@ def test_the_upkeep_job_runs_with_its_now_and_from_and_a_second_run_changes_noth
                         "lock_timeouts": 0}]
 
 
+def test_a_job_without_now_plans_for_the_kinds_clock(
+        app: Forklift, events: str, conn: psycopg.Connection[Any]) -> None:
+    keeper = upkeep(app, PartitionedTable(events, ahead=0),
+                    clock=lambda: at("2026-07-04T12:00:00"))
+    job = keeper.kind.enqueue({})
+    with running_worker(app, concurrency=1):
+        wait_until(lambda: conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
+                                        (job.id,)).fetchone() == ("completed",),
+                   timeout=30, message="upkeep ran")
+    assert names(conn, events) == ["events_p202607"]
+
+
 def test_an_upkeep_job_held_off_by_a_lock_is_retried_and_a_missing_table_is_terminal(
         app: Forklift, events: str, held: psycopg.Connection[Any],
         conn: psycopg.Connection[Any]) -> None:
