@@ -32,6 +32,7 @@ ACTIONS = {
     "backfills start", "backfills pause", "backfills resume", "backfills cancel", "backfills rate",
     "health set", "retention set", "retention reset", "outbox retry", "events publish",
     "queues rate", "queues fair", "keys limit", "keys rate", "keys reset",
+    "ledger create", "partitions run",
 }
 #: ... and those that change something outside the audit trail.
 UNAUDITED = {"migrate", "db stop", "db remove"}
@@ -137,6 +138,7 @@ DRY_RUNS = [
     ["prune", "--dead-older-than", "0s"],
     ["outbox", "retry", "--topic", "t"],
     ["events", "publish", "order.paid", "--data", '{"order": 1}'],
+    ["ledger", "create", "--table", "public.book"],
     ["enqueue", "basic.echo", "--args", '{"name": "x"}', "--app", APP, "--dsn", "{dsn}"],
 ]
 

@@ -34,6 +34,10 @@ def test_plan_dry_run_and_run(dsn: str, conn: psycopg.Connection[Any]) -> None:
         " FOR VALUES FROM ('2026-02-01 00:00:00+00') TO ('2026-03-01 00:00:00+00');"]
     dry = forklift(dsn, "partitions", "run", "events", *at, "--dry-run", "--json")
     assert dry.exit_code == 0 and json.loads(dry.stdout)["dry_run"] is True
+    human = forklift(dsn, "partitions", "run", "events", *at, "--dry-run", "--read-only")
+    assert human.exit_code == 0, human.output
+    assert human.stdout.splitlines()[0] == "dry run: 2 statement(s) would run (nothing changed):"
+    assert human.stdout.splitlines()[1:] == plan.stdout.splitlines()
     assert partitions(conn) == []
     done = forklift(dsn, "partitions", "run", "events", *at, "--json")
     assert done.exit_code == 0, done.output

@@ -104,7 +104,12 @@ def run_cmd(
     planned = plan(conn, _spec(table, interval, ahead, retain), now=at,
                    from_=_instant(cx, from_, "--from"))
     if cx.dry_run:
-        cx.show({**planned.to_json(), "dry_run": True}, lambda _: _print_plan(planned))
+        if cx.as_json:
+            cx.show({**planned.to_json(), "dry_run": True})
+            return
+        out.print(f"dry run: {len(planned.changes)} statement(s) would run"
+                  " [dim](nothing changed)[/]:")
+        _print_plan(planned)
         return
     cx.op.ctx.require_write("partitions run")
     report = apply(conn, planned, lock_timeout=lock_timeout, attempts=attempts)
