@@ -7,6 +7,9 @@ data when a declaration marks it or its comment starts with ``personal``. Before
 an erase touches a row, coverage is checked: a reached table anonymized without one of its
 marked columns (``personal_data_unerased``) or a marked table no subject reaches
 (``personal_data_unreached``) refuses the run; ``forklift subjects check`` lists every problem.
+
+:class:`SubjectKeys` seals values (job payloads, results) with a per-person key that the
+person's erase destroys (crypto-shredding; the ``subjects`` extra brings ``cryptography``).
 """
 
 from forklift.subjects.errors import (
@@ -16,10 +19,12 @@ from forklift.subjects.errors import (
     SubjectError,
     SubjectKeyShredded,
 )
+from forklift.subjects.keys import SubjectKeys
 from forklift.subjects.problem import Problem
 from forklift.subjects.reach import Reach
 from forklift.subjects.ref import SubjectRef
 from forklift.subjects.registry import REFUSAL_CODES, PersonalData, registry_of
+from forklift.subjects.sealed import Sealed
 from forklift.subjects.subject import Subject
 from forklift.subjects.treatment import Treatment, anonymize, delete, retain
 
@@ -30,10 +35,12 @@ __all__ = [
     "PersonalDataUnreached",
     "Problem",
     "Reach",
+    "Sealed",
     "Subject",
     "SubjectDeclarationInvalid",
     "SubjectError",
     "SubjectKeyShredded",
+    "SubjectKeys",
     "SubjectRef",
     "Treatment",
     "anonymize",
