@@ -255,3 +255,42 @@ def test_export_to_a_sink_keeps_the_rows_out_of_the_job(dsn: str,
     assert result["tables"] == {"users": 1, "addresses": 1, "orders": 2, "invoices": 1}
     stored = db.execute("SELECT document FROM public.exports").fetchone()
     assert stored is not None and stored[0]["tables"]["users"][0]["id"] == ALICE
+
+
+def test_a_numeric_key_as_a_number_or_as_text_and_a_walk_without_foreign_keys(
+        dsn: str, conn: psycopg.Connection[Any]) -> None:
+    conn.execute("""
+        CREATE TABLE public.members (id bigint PRIMARY KEY, phone text);
+        COMMENT ON COLUMN public.members.phone IS 'personal';
+        CREATE TABLE public.logins (member bigint, ip text, other bigint);
+        COMMENT ON COLUMN public.logins.ip IS 'personal';
+        INSERT INTO public.members VALUES (41, '+44 41'), (42, '+44 42');
+        INSERT INTO public.logins VALUES (41, '10.0.0.41', 42), (42, '10.0.0.42', 41);
+    """)
+    app = Forklift(dsn)
+    try:
+        data = PersonalData(app)
+        unjoined = data.subject("member", table="members", erase=delete(),
+                                reaches=[Reach("logins", erase=delete())])
+        # No foreign key and no via= given: the walk stops there, so logins is unreached too.
+        assert [(p.code, p.table) for p in data.check(conn)] == [
+            ("subject_declaration_invalid", "logins"), ("personal_data_unreached", "logins")]
+        data.subjects.clear()
+        member = data.subject("member", table="members", erase=anonymize("phone"),
+                              reaches=[Reach("logins", via="member", erase=anonymize("ip"))])
+        assert unjoined.name == member.name and data.check(conn) == []
+        erase = data.erase_kind(member)
+        export = data.export_kind(member)
+        erased = erase.enqueue({"key": 41})
+        exported = export.enqueue({"key": "42"})
+        drain(app, "subjects")
+    finally:
+        app.close()
+    assert conn.execute("SELECT id, phone FROM public.members ORDER BY id").fetchall() == [
+        (41, None), (42, "+44 42")]
+    assert conn.execute("SELECT member, ip FROM public.logins ORDER BY member").fetchall() == [
+        (41, None), (42, "10.0.0.42")]
+    assert job_row(conn, erased.id)[0] == "completed"
+    state, document, _ = job_row(conn, exported.id)
+    assert state == "completed" and document["tables"]["logins"] == [
+        {"member": 42, "ip": "10.0.0.42", "other": 41}]

@@ -124,11 +124,14 @@ class PersonalData:
     # -- running ---------------------------------------------------------------------------------
     def export_now(self, conn: psycopg.Connection[Any], subject: Subject | str,
                    key: Any) -> dict[str, Any]:
-        """The subject's document, read in one repeatable-read snapshot on ``conn``; raises a
-        :class:`SubjectError` before reading a row when coverage has a problem."""
+        """The subject's document, read in one repeatable-read snapshot on ``conn`` (or in the
+        transaction ``conn`` has open); raises a :class:`SubjectError` before reading a row when
+        coverage has a problem."""
         chosen = self._subject(subject)
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         with conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            if idle:  # a transaction of its own: one snapshot for every table
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             return export_document(conn, self._plan(conn, chosen), key)
 
     def erase_now(self, conn: psycopg.Connection[Any], subject: Subject | str, key: Any,
