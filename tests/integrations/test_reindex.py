@@ -18,6 +18,7 @@ from forklift import ConfigError, Forklift
 from forklift.ops import backfills as ops
 from forklift.ops.context import OpsContext
 from forklift.reindex import Document, Listed, PgSearchIndex, Reindex, reindex
+from forklift.testing import drain
 
 OPS = OpsContext(schema="forklift", actor="tester")
 ROWS = 300
@@ -199,3 +200,21 @@ def test_a_declaration_naming_a_missing_column_is_refused(dsn: str,
             reindex(app, "posts.none", table="posts", version="version", searchable=[])
     finally:
         app.close()
+
+
+def test_a_run_for_one_tenant_rebuilds_and_sweeps_only_that_tenant(
+        conn: psycopg.Connection[Any], blog: Blog) -> None:
+    blog.index.put(conn, [Document("20001", 5, {"title": "ghost"}, "ghost", "org1"),
+                          Document("20002", 5, {"title": "ghost"}, "ghost", "org2")])
+    started = ops.start(conn, OPS, "posts.reindex", from_cursor={"tenant": "org1"},
+                        definition=blog.app.backfills["posts.reindex"])
+    assert started.outcome == "started"
+    drain(blog.app, "backfills", timeout=60)
+    assert ops.get_backfill(conn, OPS, "posts.reindex").state == "completed"
+    indexed = {(i, t) for i, _, t, _ in index_docs(conn)}
+    org1 = {(i, t) for i, _, t, _ in table_docs(conn) if t == "org1"}
+    assert indexed == org1 | {("20002", "org2")}  # org2's ghost is not this run's to sweep
+
+    with pytest.raises(ConfigError, match="no tenant column"):
+        Reindex(blog.app, "untenanted", table="posts", version="version",
+                searchable=["title"]).read({"tenant": "org1"}, 10, conn)

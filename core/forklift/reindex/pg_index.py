@@ -60,6 +60,7 @@ WHERE (t.version, t.deleted) < (excluded.version, true)
 LISTED_SQL = """
 SELECT id, version, tenant FROM {t}
 WHERE NOT deleted AND (%(after)s::text IS NULL OR id > %(after)s)
+  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
 ORDER BY id LIMIT %(limit)s
 """
 SEARCH_SQL = """
@@ -102,10 +103,10 @@ class PgSearchIndex:
             rows = [{"id": r.id, "tenant": r.tenant, "version": r.version} for r in removals]
             conn.execute(self._sql(REMOVE_SQL), (json.dumps(rows),))
 
-    def listed(self, conn: psycopg.Connection[Any], after: str | None,
-               limit: int) -> list[Listed]:
-        return [Listed(i, int(v), t) for i, v, t in
-                conn.execute(self._sql(LISTED_SQL), {"after": after, "limit": limit})]
+    def listed(self, conn: psycopg.Connection[Any], after: str | None, limit: int,
+               tenant: str | None = None) -> list[Listed]:
+        return [Listed(i, int(v), t) for i, v, t in conn.execute(
+            self._sql(LISTED_SQL), {"after": after, "limit": limit, "tenant": tenant})]
 
     def search(self, conn: psycopg.Connection[Any], query: str, *, tenant: str | None = None,
                limit: int = 20) -> list[tuple[str, dict[str, Any]]]:

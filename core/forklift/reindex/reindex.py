@@ -7,8 +7,10 @@ removed at the version listed. The index keeps only the newer version of each id
 replayed after a crash, or read just before the app wrote the row again, never overwrites a
 newer document, and a removal never hides a row written again meanwhile.
 
-The cursor is ``{"phase": "rows" | "sweep", "after": <last key or id, as text> | null}``; the
-backfill checkpoints it with each page, so a run resumes where it stopped.
+The cursor is ``{"phase": "rows" | "sweep", "after": <last key or id, as text> | null}``, plus
+``"tenant"`` for a run over one tenant's rows and documents (started ``--from
+'{"tenant": "acme"}'``); the backfill checkpoints it with each page, so a run resumes where it
+stopped.
 """
 
 from __future__ import annotations
@@ -112,14 +114,24 @@ class Reindex:
                  words=words, tenant=tenant, t=self._t(), where=where,
                  limit=limit if limit is not None else sql.SQL(""))
 
-    def documents(self, conn: psycopg.Connection[Any], after: str | None,
-                  limit: int) -> list[Document]:
-        """Up to ``limit`` rows' documents with keys above ``after``, in key order."""
+    def documents(self, conn: psycopg.Connection[Any], after: str | None, limit: int,
+                  tenant: str | None = None) -> list[Document]:
+        """Up to ``limit`` rows' documents with keys above ``after``, in key order; only
+        ``tenant``'s rows when given."""
         shape = self._shape_of(conn)
         where = sql.SQL("(%(after)s::text IS NULL OR {key} > %(after)s::{type})").format(
             key=sql.Identifier(self.key), type=sql.SQL(shape.key_type))
+        if tenant is not None:
+            where = sql.SQL("{} AND {}::text = %(tenant)s").format(
+                where, sql.Identifier(self._tenant_column()))
         return self._rows(conn, self._documents_sql(conn, where, sql.SQL("LIMIT %(limit)s")),
-                          {"after": after, "limit": limit})
+                          {"after": after, "limit": limit, "tenant": tenant})
+
+    def _tenant_column(self) -> str:
+        if self.tenant is None:
+            raise ConfigError(f"reindex {self.name!r} declares no tenant column: it cannot run"
+                              " for one tenant", field="tenant")
+        return self.tenant
 
     def _rows(self, conn: psycopg.Connection[Any], query: sql.Composed,
               params: dict[str, Any]) -> list[Document]:
@@ -143,16 +155,19 @@ class Reindex:
     def read(self, cursor: Any, limit: int,
              conn: psycopg.Connection[Any]) -> tuple[list[Document] | list[Listed], Any]:
         """One page of the phase the cursor names, and the cursor after it."""
-        phase = cursor.get("phase", "rows") if isinstance(cursor, dict) else "rows"
-        after = cursor.get("after") if isinstance(cursor, dict) else None
+        given = cursor if isinstance(cursor, dict) else {}
+        phase, after, tenant = given.get("phase", "rows"), given.get("after"), given.get("tenant")
+        scope = {} if tenant is None else {"tenant": str(tenant)}
         if phase == "rows":
-            rows = self.documents(conn, after, limit)
+            rows = self.documents(conn, after, limit, scope.get("tenant"))
             if len(rows) == limit:
-                return rows, {"phase": "rows", "after": rows[-1].id}
-            return rows, {"phase": "sweep", "after": None}
-        listed = self.index.listed(conn, after, limit)
-        return listed, ({"phase": "sweep", "after": listed[-1].id} if len(listed) == limit
-                        else None)
+                return rows, {"phase": "rows", "after": rows[-1].id, **scope}
+            return rows, {"phase": "sweep", "after": None, **scope}
+        if tenant is not None:
+            self._tenant_column()
+        listed = self.index.listed(conn, after, limit, scope.get("tenant"))
+        return listed, ({"phase": "sweep", "after": listed[-1].id, **scope}
+                        if len(listed) == limit else None)
 
     def process(self, items: list[Any], conn: psycopg.Connection[Any]) -> None:
         if isinstance(items[0], Document):

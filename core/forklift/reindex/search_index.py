@@ -37,8 +37,8 @@ class SearchIndex(Protocol):
         (a tombstone at that version) so an older document cannot come back."""
         ...
 
-    def listed(self, conn: psycopg.Connection[Any], after: str | None,
-               limit: int) -> list[Listed]:
+    def listed(self, conn: psycopg.Connection[Any], after: str | None, limit: int,
+               tenant: str | None = None) -> list[Listed]:
         """Up to ``limit`` live documents with ids above ``after`` (None: from the first), in
-        id order."""
+        id order; only ``tenant``'s when given."""
         ...
