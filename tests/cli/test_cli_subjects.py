@@ -66,7 +66,8 @@ def test_check_lists_every_problem_and_passes_once_covered(
     fine = run(dsn, "subjects", "check", "--app", covered, "--json")
     assert fine.exit_code == 0, fine.output
     assert json.loads(fine.stdout)["problems"] == []
-    assert "cover every marked column" in run(dsn, "subjects", "check", "--app", covered).stdout
+    assert "1 subject covers every marked column" in run(dsn, "subjects", "check", "--app",
+                                                         covered).stdout
 
 
 def test_an_app_without_personal_data_is_told_so(dsn: str, tmp_path: Path,

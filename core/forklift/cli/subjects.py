@@ -32,8 +32,11 @@ def subjects_check(cx: Call, app_spec: AppOpt = None) -> None:
         cx.show({"ok": not problems, "schema": data.schema, "subjects": sorted(data.subjects),
                  "problems": [p.to_json() for p in problems]})
     elif not problems:
-        out.print(f"{len(data.subjects)} subject(s) cover every marked column in schema"
-                  f" {ident(data.schema)}")
+        from forklift._base.words import plural
+
+        covered = plural(len(data.subjects), "subject")
+        out.print(f"{covered} {'covers' if len(data.subjects) == 1 else 'cover'} every marked"
+                  f" column in schema {ident(data.schema)}")
     else:
         for p in problems:
             columns = f" ({', '.join(ident(c) for c in p.columns)})" if p.columns else ""
