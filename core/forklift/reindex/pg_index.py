@@ -57,10 +57,12 @@ ON CONFLICT (id) DO UPDATE SET
     indexed_at = now()
 WHERE (t.version, t.deleted) < (excluded.version, true)
 """
+# The page's conditions are added only when given ({where}): on a prepared statement's generic
+# plan an optional "IS NULL OR" form is a filter, and every page would walk the primary key from
+# its first id instead of seeking to the page.
 LISTED_SQL = """
 SELECT id, version, tenant FROM {t}
-WHERE NOT deleted AND (%(after)s::text IS NULL OR id > %(after)s)
-  AND (%(tenant)s::text IS NULL OR tenant = %(tenant)s)
+WHERE NOT deleted {where}
 ORDER BY id LIMIT %(limit)s
 """
 SEARCH_SQL = """
@@ -105,8 +107,12 @@ class PgSearchIndex:
 
     def listed(self, conn: psycopg.Connection[Any], after: str | None, limit: int,
                tenant: str | None = None) -> list[Listed]:
+        where = [sql.SQL("AND id > %(after)s")] if after is not None else []
+        if tenant is not None:
+            where.append(sql.SQL("AND tenant = %(tenant)s"))
+        query = sql.SQL(LISTED_SQL).format(t=self._t(), where=sql.SQL(" ").join(where))
         return [Listed(i, int(v), t) for i, v, t in conn.execute(
-            self._sql(LISTED_SQL), {"after": after, "limit": limit, "tenant": tenant})]
+            query, {"after": after, "limit": limit, "tenant": tenant})]
 
     def search(self, conn: psycopg.Connection[Any], query: str, *, tenant: str | None = None,
                limit: int = 20) -> list[tuple[str, dict[str, Any]]]:

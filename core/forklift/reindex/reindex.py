@@ -119,8 +119,13 @@ class Reindex:
         """Up to ``limit`` rows' documents with keys above ``after``, in key order; only
         ``tenant``'s rows when given."""
         shape = self._shape_of(conn)
-        where = sql.SQL("(%(after)s::text IS NULL OR {key} > %(after)s::{type})").format(
-            key=sql.Identifier(self.key), type=sql.SQL(shape.key_type))
+        # Conditions are left out rather than made optional with "IS NULL OR": on a prepared
+        # statement's generic plan the optional form is a filter, not an index condition, so
+        # every page would walk the key's index from its start (a pass quadratic in the table).
+        where: sql.Composable = sql.SQL("true")
+        if after is not None:
+            where = sql.SQL("{key} > %(after)s::{type}").format(
+                key=sql.Identifier(self.key), type=sql.SQL(shape.key_type))
         if tenant is not None:
             where = sql.SQL("{} AND {}::text = %(tenant)s").format(
                 where, sql.Identifier(self._tenant_column()))
