@@ -294,3 +294,26 @@ def test_a_numeric_key_as_a_number_or_as_text_and_a_walk_without_foreign_keys(
     state, document, _ = job_row(conn, exported.id)
     assert state == "completed" and document["tables"]["logins"] == [
         {"member": 42, "ip": "10.0.0.42", "other": 41}]
+
+
+def test_an_erase_that_fails_midway_changes_nothing_and_is_audited_as_failed(
+        dsn: str, db: psycopg.Connection[Any]) -> None:
+    alice = seed(db, ALICE)
+    before = {t: db.execute(sql.SQL("SELECT count(*) FROM {}").format(
+        sql.Identifier("public", t))).fetchone() for t in ("users", "addresses", "order_notes")}
+    # users.email is NOT NULL: the root, treated last, refuses after its children were done.
+    shop = Shop(dsn, user_erase=anonymize("email", "name"))
+    try:
+        job = shop.erase.enqueue({"key": ALICE})
+        drain(shop.app, "subjects")
+    finally:
+        shop.app.close()
+    state, _, errors = job_row(db, job.id)
+    assert state == "retryable" and errors[-1]["type"].endswith("NotNullViolation")
+    assert {t: db.execute(sql.SQL("SELECT count(*) FROM {}").format(
+        sql.Identifier("public", t))).fetchone() for t in before} == before
+    assert set(alice.values()) <= set(marked_values(db, shop.data))
+    audit = db.execute("SELECT outcome, count, target FROM forklift.audit"
+                       " WHERE action = 'subject.erase'").fetchall()
+    assert [(o, c, t["error"], t["job"]) for o, c, t in audit] == [
+        ("failed", 0, "NotNullViolation", job.id)]
