@@ -10,24 +10,12 @@ from psycopg import sql
 from forklift.subjects.catalog import Catalog
 from forklift.subjects.errors import SubjectDeclarationInvalid
 from forklift.subjects.problem import Problem
+from forklift.subjects.step import Step
 from forklift.subjects.subject import Subject
-from forklift.subjects.treatment import Treatment
 
-__all__ = ["Plan", "Step", "plan"]
+__all__ = ["Plan", "plan"]
 
 INVALID = SubjectDeclarationInvalid.code
-
-
-@dataclass(frozen=True)
-class Step:
-    """A table of the walk. The root's rows are ``via = <key>``; any other table's rows are
-    those whose ``via`` is among its parent's rows' ``parent_key``."""
-
-    table: str
-    treatment: Treatment
-    via: str
-    parent: int | None = None
-    parent_key: str | None = None
 
 
 @dataclass(frozen=True)
