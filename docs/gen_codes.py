@@ -29,6 +29,12 @@ MORE_FAILURE_CODES: dict[str, str] = {
     "dead at once",
     "dependency_failed": "a dependency (`after=`) ended dead or cancelled: the job is cancelled "
     "with this entry (policy `cancel`)",
+    "personal_data_unerased": "a [personal-data](../how-to/subjects.md) export or erase found a "
+    "reached table anonymized without one of its marked columns; dead at once, nothing touched",
+    "personal_data_unreached": "a personal-data export or erase found a table with marked "
+    "columns that no subject reaches; dead at once, nothing touched",
+    "subject_declaration_invalid": "a personal-data export or erase found a declared table or "
+    "column missing, or a reach without a foreign key to follow; dead at once, nothing touched",
 }
 
 

@@ -45,6 +45,7 @@ GROUPS = {
         ("events", "outbox:events_app"),
         ("ledger", "ledger:ledger_app"),
         ("partitions", "partitions:partitions_app"),
+        ("subjects", "subjects:subjects_app"),
     )
 }
 
