@@ -47,8 +47,7 @@ class DemoTraffic:
 
     # -- life -----------------------------------------------------------------------------------
     def start(self) -> None:
-        for stream in self.streams:
-            self._try(getattr(self, f"_seed_{stream}", None))
+        """Seed and play in a thread of its own: the console opens without waiting for it."""
         self._thread = threading.Thread(target=self._run, name="demo-traffic", daemon=True)
         self._thread.start()
 
@@ -58,6 +57,8 @@ class DemoTraffic:
             self._thread.join(10)
 
     def _run(self) -> None:
+        for stream in self.streams:
+            self._try(getattr(self, f"_seed_{stream}", None))
         while not self._stop.wait(ROUND):
             self.rounds += 1
             for stream in self.streams:

@@ -271,3 +271,67 @@ def test_drain_is_hidden_outside_the_demo(dsn: str) -> None:
 
     drive(ConsoleApp(Backend.open(dsn, schema=SCHEMA, actor="tester"), interval=3600),
           scenario)
+
+
+def test_forklift_demo_in_a_terminal_runs_its_workers_and_quitting_leaves_nothing(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    """The real command in a pseudo-terminal: workers up as processes, q, nothing left."""
+    import pty
+    import threading
+    import time
+
+    master, slave = pty.openpty()
+    env = {k: v for k, v in os.environ.items() if k not in ("FORKLIFT_DSN", "DATABASE_URL")}
+    env.update(TERM="xterm-256color", COLUMNS="100", LINES="30")
+    began = time.monotonic()
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "forklift.cli.main", "demo", "--dsn", dsn, "--scenario",
+         "failing", "--concurrency", "4"],
+        stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True,
+    )
+    os.close(slave)
+    screen: list[bytes] = []
+
+    def read() -> None:  # the terminal must be read, or the console blocks writing to it
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            screen.append(chunk)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        def registered() -> list[int] | None:
+            pids = demo_processes(demo.pid)
+            if len(pids) != 2:
+                return None
+            row = conn.execute(f"SELECT count(*) FROM {SCHEMA}.workers WHERE state = 'running'"
+                               " AND pid = ANY(%s)", (pids,)).fetchone()
+            return pids if row and row[0] == 2 else None
+
+        pids = wait_until(registered, timeout=60, message=lambda: (
+            "the demo's workers never registered; the terminal showed: "
+            + b"".join(screen)[-2000:].decode(errors="replace")))
+        print(f"forklift demo: two workers registered {time.monotonic() - began:.1f}s after"
+              " the command started")
+        wait_until(lambda: b"Overview" in b"".join(screen), timeout=30,
+                   message="the console never drew its overview")
+        os.write(master, b"q")
+        assert demo.wait(60) == 0
+        assert demo_processes(demo.pid) == []
+        rows = conn.execute(f"SELECT state FROM {SCHEMA}.workers WHERE pid = ANY(%s)",
+                            (pids,)).fetchall()
+        assert [r[0] for r in rows] == ["exited", "exited"]
+    finally:
+        if demo.poll() is None:
+            os.killpg(demo.pid, signal.SIGKILL)
+            demo.wait(10)
+        for pid in demo_processes(demo.pid):
+            os.kill(pid, signal.SIGKILL)
+        os.close(master)
+        reader.join(5)
