@@ -122,3 +122,27 @@ def test_without_trouble_every_check_reads_ok(dsn: str, conn: psycopg.Connection
         assert screen.check_action("pin", ()) is False  # a demo-only key, hidden here
 
     drive(make_app(dsn, start="overview"), scenario)
+
+
+def test_a_replica_that_cannot_serve_reads_is_a_warning_with_what_to_check(dsn: str) -> None:
+    from forklift.ops.health import REPLICA_ADVICE
+    from forklift_console.app import ConsoleApp
+    from forklift_console.backend import Backend
+
+    backend = Backend.open(dsn, schema="forklift", actor="tester",
+                           replica_dsn="postgresql://tester@127.0.0.1:1/gone", replica_retry=0.2)
+
+    async def scenario(app: Any, pilot: Any) -> None:
+        await pilot.press("h")
+        screen = await on_screen(app, HealthScreen)
+
+        async def judged() -> str | None:
+            await loaded(app, screen)
+            text = _text(screen)
+            return text if "replica:" in text else None
+
+        text = await wait_until_async(judged, timeout=30, message="the replica was never judged")
+        assert "▲ WARNING  replica: 127.0.0.1:1/gone: unreachable" in text
+        assert REPLICA_ADVICE["unreachable"] in text
+
+    drive(ConsoleApp(backend, interval=3600), scenario)

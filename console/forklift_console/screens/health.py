@@ -11,6 +11,7 @@ milliseconds whatever the history; it is fetched at most every 10 s (``r`` reads
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +23,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
+from forklift import ForkliftError
 from forklift.ops import Operator
 from forklift.ops.health import Check, Health, replica_check
 from forklift.ops.replica import ReplicaStatus
@@ -175,7 +177,14 @@ class HealthScreen(ConsoleScreen[HealthData]):
     def fetch(self, op: Operator) -> HealthData:
         if self._last is None or time.monotonic() - self._at >= EVERY:
             self._last, self._at = op.health(), time.monotonic()
-        return HealthData(self._last, op.session.replica)
+        replica = op.session.replica
+        if replica is not None and replica.state == "not_asked":
+            # Health reads the primary only: ask the replica itself, so its verdict is known
+            # even when no other screen has read there yet.
+            with contextlib.suppress(ForkliftError):  # not a standby: the verdict says so
+                replica = op.session.check_replica()
+            replica = op.session.replica or replica
+        return HealthData(self._last, replica)
 
     def show(self, data: HealthData) -> None:
         now = self.console.now()
