@@ -493,7 +493,7 @@ def alerts(h: Health) -> list[Alert]:
     if over > t.get("retention_backlog", THRESHOLDS["retention_backlog"].default):
         found.append(Alert(
             "retention_backlog", "retention",
-            f"{'at least ' if max(h.retention_backlog.values()) >= RETENTION_CAP else ''}"
+            f"{'at least ' if max(h.retention_backlog.values(), default=0) >= RETENTION_CAP else ''}"
             f"{over:,} finished jobs are more than {RETENTION_GRACE / 3600:g}h past their"
             f" retention window ({_by_state(h.retention_backlog)}); they stay in the jobs table"
             " and its indexes",
