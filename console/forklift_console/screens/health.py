@@ -73,7 +73,8 @@ def summary(data: HealthData, now: datetime | None = None) -> Text:
     bad = [c for c in checks if c.level != "ok"]
     text = Text()
     if bad:
-        text.append(f"{plural(len(bad), 'check')} need attention", style="bold")
+        text.append(f"{plural(len(bad), 'check')} {'needs' if len(bad) == 1 else 'need'}"
+                    " attention", style="bold")
     else:
         text.append("✔ all checks ok", style="bold " + style_of("state-completed"))
     text.append("\n")
