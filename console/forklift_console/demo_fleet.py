@@ -71,7 +71,8 @@ class DemoFleet:
         self.drain_timeout = drain_timeout
         self.restart_after = restart_after
         self.slots = [Slot(spec) for spec in slots]
-        self.logs = Path(tempfile.mkdtemp(prefix="forklift-demo-"))
+        #: The workers' log directory, made by :meth:`start` and removed by :meth:`stop`.
+        self.logs: Path | None = None
         self._log: IO[bytes] | None = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -99,6 +100,7 @@ class DemoFleet:
 
     # -- life -----------------------------------------------------------------------------------
     def start(self) -> None:
+        self.logs = Path(tempfile.mkdtemp(prefix="forklift-demo-"))
         self._log = open(self.logs / "workers.log", "ab")  # noqa: SIM115 - closed by stop()
         with self._lock:
             for slot in self.slots:
@@ -161,7 +163,8 @@ class DemoFleet:
                 p.wait(5)
         if self._log is not None:
             self._log.close()
-        shutil.rmtree(self.logs, ignore_errors=True)
+        if self.logs is not None:
+            shutil.rmtree(self.logs, ignore_errors=True)
 
 
 def _wait_all(processes: list[subprocess.Popen[bytes]], seconds: float) -> None:

@@ -5,6 +5,7 @@ pinned horizon shows on Health, and nothing outlives the demo."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -62,6 +63,7 @@ def engine(dsn: str) -> Iterator[DemoEngine]:
     finally:
         engine.stop()
     assert demo_processes(os.getpid()) == [], "a demo worker outlived the demo"
+    assert engine.fleet.logs is not None and not engine.fleet.logs.exists()
 
 
 def test_the_demos_workers_are_processes_and_a_drain_is_a_sigterm_the_console_watches(
@@ -138,14 +140,16 @@ def test_a_demo_killed_outright_leaves_no_worker_behind(dsn: str) -> None:
         fleet = DemoFleet({dsn!r}, [SlotSpec(None, 2), SlotSpec(("default",), 2)],
                           drain_timeout=2.0)
         fleet.start()
-        print(" ".join(map(str, fleet.pids)), flush=True)
+        print(" ".join(map(str, fleet.pids)), fleet.logs, flush=True)
         time.sleep(600)
     """)
     demo = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    logs = ""
     try:
         assert demo.stdout is not None
-        pids = [int(p) for p in demo.stdout.readline().split()]
-        assert len(pids) == 2
+        *started, logs = demo.stdout.readline().split()
+        pids = [int(p) for p in started]
+        assert len(pids) == 2 and Path(logs).is_dir()
         wait_until(lambda: sorted(demo_processes(demo.pid)) == sorted(pids), timeout=30,
                    message="the workers never ran")
         demo.send_signal(signal.SIGKILL)
@@ -158,6 +162,8 @@ def test_a_demo_killed_outright_leaves_no_worker_behind(dsn: str) -> None:
             demo.wait(10)
         for pid in demo_processes(demo.pid):
             os.kill(pid, signal.SIGKILL)
+        if logs:  # the killed demo could not remove its workers' log directory
+            shutil.rmtree(logs, ignore_errors=True)
 
 
 def test_every_stream_shows_what_its_scenario_promises(
