@@ -1,25 +1,30 @@
-"""`forklift demo`: the bundled demo app, a steady stream of work and workers, in one process.
+"""`forklift demo`: the bundled demo app, its traffic and its workers, and the console on them.
 
-Without ``--headless`` it opens the operator console on that live traffic; ``--headless`` runs
-a fixed number of jobs to the end and prints a summary (for scripts and CI).
+Without ``--headless`` it starts the demo's workers as processes of their own (the console
+lists them by pid; draining one sends it SIGTERM), plays a scenario's traffic
+(:mod:`forklift_console.demo_scenarios`) and opens the operator console on it; closing the
+console stops the traffic and the workers, leaving no process behind. ``--headless`` runs a
+fixed number of quick jobs to the end in this process and prints a summary (for scripts and CI).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import threading
 import time
 from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
-from forklift import STATES, TERMINAL_STATES, Forklift, JobContext, Worker
+from forklift import STATES, TERMINAL_STATES, Forklift, Worker
 from forklift.ops.connect import connection
 from forklift.ops.jobs import count_by_state
 from forklift_console import demo_app
+from forklift_console.demo_fleet import DemoFleet, SlotSpec
+from forklift_console.demo_pin import HorizonPin
+from forklift_console.demo_scenarios import SCENARIOS
+from forklift_console.demo_traffic import DemoTraffic
 
 if TYPE_CHECKING:
     from forklift_console.app import ConsoleApp
@@ -33,7 +38,16 @@ def _table(counts: dict[str, int], title: str) -> Table:
     return table
 
 
-def run_demo(*, headless: bool, jobs: int, concurrency: int, dsn: str | None) -> int:
+def run_demo(
+    *,
+    headless: bool,
+    jobs: int,
+    concurrency: int,
+    dsn: str | None,
+    scenario: str = "all",
+    pin_horizon: bool = False,
+    read_only: bool = False,
+) -> int:
     app = demo_app.app
     if dsn:
         app.use(dsn)
@@ -76,157 +90,84 @@ def run_demo(*, headless: bool, jobs: int, concurrency: int, dsn: str | None) ->
         )
         return 0 if done == len(ids) else 1
 
-    engine = DemoEngine(app, concurrency=concurrency)
+    engine = DemoEngine(app, concurrency=concurrency, scenario=scenario, pin_horizon=pin_horizon)
     engine.start()
     try:
-        console_app(app, engine).run()
+        console_app(app, engine, read_only=read_only).run()
     finally:
         engine.stop()
     return 0
 
 
-def console_app(app: Forklift, engine: DemoEngine) -> ConsoleApp:
+def console_app(app: Forklift, engine: DemoEngine, *, read_only: bool = False) -> ConsoleApp:
     """The console as ``forklift demo`` opens it (scripts/screenshots.py takes the docs'
     screenshots of this one, header and refresh rate included)."""
     from forklift_console.app import ConsoleApp
     from forklift_console.backend import Backend
 
-    return ConsoleApp(Backend.open(app.dsn, schema=app.schema, actor=None), demo=engine,
-                      interval=LIVE_REFRESH)
+    return ConsoleApp(Backend.open(app.dsn, schema=app.schema, actor=None,
+                                   read_only=read_only or None),
+                      demo=engine, interval=LIVE_REFRESH)
 
 
-# -- live: the console on a steady stream of work ---------------------------------------------
+# -- live: the console on a scenario's traffic --------------------------------------------------
 #: The console's refresh interval in the demo (seconds).
 LIVE_REFRESH = 1.0
-EXPORT = "demo.export"
-#: Long enough that a drain (DRAIN_TIMEOUT) catches some exports in flight and not others.
-EXPORT_SECONDS = (4.0, 40.0)
+EXPORT = demo_app.EXPORT
+EXPORT_SECONDS = demo_app.EXPORT_SECONDS
 DRAIN_TIMEOUT = 20.0
 #: Seconds after a drained worker exits before its replacement starts (a rolling restart).
 RESTART_AFTER = 5.0
-#: The demo submits a batch of report targets at start and then every this many producer
-#: rounds (a quarter second each), so the Batches screen has something to show.
-BATCH_EVERY = 240
-BATCH_TARGETS = 24
-
-
-def _declare_export(app: Forklift) -> None:
-    """A slow, cancellable kind with progress, so drains have in-flight jobs to show."""
-    if EXPORT in app.kinds:
-        return
-
-    @app.job(name=EXPORT, queue="reports", timeout=120, max_attempts=5)
-    def export(ctx: JobContext, work: demo_app.Work) -> demo_app.Done:
-        rng = random.Random(work.n)
-        seconds = rng.uniform(*EXPORT_SECONDS)
-        steps = max(1, int(seconds))
-        for i in range(steps):
-            if ctx.cancelled.wait(seconds / steps):
-                raise RuntimeError(f"export {work.n} stopped at part {i} of {steps}")
-            ctx.progress(i + 1, steps, f"part {i + 1} of {steps}")
-        return demo_app.Done(work.n, f"exported {steps} parts")
 
 
 class DemoEngine:
-    """Workers and a producer on their own event loop in a thread, beside the console.
+    """The demo's worker processes, its traffic and its pinned horizon, beside the console.
 
-    Two workers share the queues; draining one from the console (key d on the workers
-    screen) shows its cutoff and in-flight jobs, and a replacement starts once it has exited.
+    Two workers share the queues (one on every queue, one on the report and default queues);
+    draining one from the console (key d on the Workers screen, or ``kill -TERM <pid>``) shows
+    its cutoff and in-flight jobs, and a replacement starts once it has exited.
     """
 
-    def __init__(self, app: Forklift, *, concurrency: int) -> None:
-        _declare_export(app)
+    def __init__(self, app: Forklift, *, concurrency: int, scenario: str = "all",
+                 pin_horizon: bool = False) -> None:
+        if scenario not in SCENARIOS:
+            raise ValueError(f"--scenario {scenario!r} is not one of: {', '.join(SCENARIOS)}")
         self.app = app
-        self.concurrency = concurrency
-        self.rng = random.Random()
-        self.workers: dict[str, Worker] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._stop = threading.Event()
-        self._started = threading.Event()
+        self.scenario = SCENARIOS[scenario]
+        dsn = app.dsn  # the embedded server starts (and migrates) here, before any worker
+        self.fleet = DemoFleet(dsn, [
+            SlotSpec(None, concurrency),
+            SlotSpec(("default", "reports", "slow"), max(4, concurrency // 2)),
+        ], schema=app.schema, drain_timeout=DRAIN_TIMEOUT, restart_after=RESTART_AFTER)
+        self.pin = HorizonPin(dsn)
+        streams = self.scenario.streams + (("horizon",) if pin_horizon else ())
+        self.traffic = DemoTraffic(app, tuple(dict.fromkeys(streams)), self.pin)
 
     # -- the console's side (UI thread) -------------------------------------------------------
+    @property
+    def pids(self) -> list[int]:
+        return self.fleet.pids
+
     def owns(self, worker_id: str) -> bool:
-        return worker_id in self.workers
+        return self.fleet.owns(worker_id)
 
     def drain(self, worker_id: str) -> str:
-        worker, loop = self.workers.get(worker_id), self._loop
-        if worker is None or loop is None:
+        if not self.fleet.drain(worker_id):
             return f"worker {worker_id} is not one of the demo's"
-        loop.call_soon_threadsafe(worker.drain)
         return (
-            f"draining {worker_id}: it claims nothing new, its jobs get {DRAIN_TIMEOUT:g}s to"
-            f" finish, then the rest are interrupted and retried; a new worker starts"
-            f" {RESTART_AFTER:g}s after it exits"
+            f"sent SIGTERM to {worker_id}: it claims nothing new, its jobs get"
+            f" {DRAIN_TIMEOUT:g}s to finish, then the rest are interrupted and retried; a new"
+            f" worker starts {RESTART_AFTER:g}s after it exits"
         )
 
+    def pin_horizon(self) -> str:
+        return self.pin.toggle()
+
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name="forklift-demo", daemon=True)
-        self._thread.start()
-        self._started.wait(30)
+        self.fleet.start()
+        self.traffic.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        loop = self._loop
-        if loop is not None:
-            for worker in list(self.workers.values()):
-                loop.call_soon_threadsafe(worker.drain)
-                loop.call_soon_threadsafe(worker.drain)  # the second call skips the wait
-        if self._thread is not None:
-            self._thread.join(timeout=30)
-
-    # -- the engine's side (its own loop) -----------------------------------------------------
-    def _run(self) -> None:
-        asyncio.run(self._main())
-
-    async def _main(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._started.set()
-        slots = [
-            asyncio.create_task(self._keep_worker(self.concurrency, None)),
-            asyncio.create_task(
-                self._keep_worker(max(4, self.concurrency // 2), ["default", "reports", "slow"])
-            ),
-        ]
-        producer = asyncio.create_task(self._produce())
-        await asyncio.gather(*slots)
-        producer.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await producer
-
-    async def _keep_worker(self, concurrency: int, queues: list[str] | None) -> None:
-        """One worker slot: run a worker; when it exits (drained), start another."""
-        while not self._stop.is_set():
-            worker = Worker(self.app, queues=queues, concurrency=concurrency, lease=15.0,
-                            drain_timeout=DRAIN_TIMEOUT)
-            self.workers[worker.id] = worker
-            try:
-                await worker.run()
-            except Exception:
-                pass  # the console shows the worker gone; its replacement starts below
-            finally:
-                self.workers.pop(worker.id, None)
-            for _ in range(int(RESTART_AFTER * 10)):
-                if self._stop.is_set():
-                    return
-                await asyncio.sleep(0.1)
-
-    async def _produce(self) -> None:
-        n = 0
-        rounds = 0
-        while not self._stop.is_set():
-            if rounds % BATCH_EVERY == 0:
-                with contextlib.suppress(Exception):  # refused (caller busy) or a blip: later
-                    await asyncio.to_thread(self._submit_batch, rounds // BATCH_EVERY)
-            rounds += 1
-            rows = [self.app.kind(demo_app.pick(self.rng)).row({"n": n + i}) for i in range(5)]
-            if self.rng.random() < 0.08:
-                rows.append(self.app.kind(EXPORT).row({"n": n}))
-            n += len(rows)
-            with contextlib.suppress(Exception):  # a database blip: try again next round
-                await asyncio.to_thread(self.app.enqueue_rows, rows)
-            await asyncio.sleep(0.25)
-
-    def _submit_batch(self, k: int) -> None:
-        self.app.batch("demo.report", [{"n": 10_000 * (k + 1) + i} for i in range(BATCH_TARGETS)],
-                       caller="demo", key=f"demo-reports-{k}", max_parallel=3)
+        self.traffic.stop()
+        self.pin.release()
+        self.fleet.stop()

@@ -1,7 +1,12 @@
-"""The bundled demo app: a few kinds that show forklift's behaviours at a glance.
+"""The bundled demo app: kinds that show forklift's behaviours at a glance, and give each of
+the on-call tasks something to rehearse on.
 
 ``forklift demo`` runs it on the embedded database; ``forklift worker --app forklift_console.demo_app``
-runs it anywhere.
+runs it anywhere. Besides the quick mix (fast, flaky, slow, failing, reports): long exports
+(drains), batch chapters that take seconds each (batches that last minutes), a kind keyed by
+tenant at a limit of two, a vendor call on a rate-limited queue, an order workflow that waits
+for a payment event and sleeps, an extract-load-summary chain of dependencies, and a reindex
+backfill held back by its rate.
 """
 
 from __future__ import annotations
@@ -10,9 +15,10 @@ import asyncio
 import random
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from forklift import Backoff, Fail, Forklift, JobContext
+from forklift import Backoff, Fail, Forklift, JobContext, Key
 
 app = Forklift()
 
@@ -77,7 +83,12 @@ def _accounts(cursor: int | None, limit: int) -> tuple[list[int], int | None]:
     return list(range(start, end)), (end if end < ACCOUNTS else None)
 
 
-@app.backfill("demo.reindex", page_size=50, rate=4.0, read=_accounts, total=lambda: ACCOUNTS)
+#: Pages a second: the backfill's bottleneck by design (each page takes a few milliseconds).
+REINDEX_RATE = 2.0
+
+
+@app.backfill("demo.reindex", page_size=50, rate=REINDEX_RATE, read=_accounts,
+              total=lambda: ACCOUNTS)
 def reindex(accounts: list[int], conn: Any) -> None:
     """Pretend to rebuild each account's search entry: a little work per page."""
     time.sleep(random.random() * 0.05)
@@ -102,6 +113,123 @@ def tidy(ctx: JobContext, args: dict[str, Any]) -> dict[str, str]:
             return {"reindex": state}
         return {"reindex": backfills.start(conn, who, reindex.name, force=True,
                                            definition=reindex).outcome}
+
+
+# -- long work: exports a drain catches in flight, chapters that make a batch last minutes ------
+EXPORT = "demo.export"
+#: Long enough that a drain's 20 s catches some exports in flight and not others.
+EXPORT_SECONDS = (10.0, 120.0)
+
+
+@app.job(name=EXPORT, queue="reports", timeout=300, max_attempts=5)
+def export(ctx: JobContext, work: Work) -> Done:
+    """A slow, cancellable kind with progress, so drains have in-flight jobs to show."""
+    rng = random.Random(work.n)
+    seconds = rng.uniform(*EXPORT_SECONDS)
+    steps = max(1, int(seconds))
+    for i in range(steps):
+        if ctx.cancelled.wait(seconds / steps):
+            raise RuntimeError(f"export {work.n} stopped at part {i} of {steps}")
+        ctx.progress(i + 1, steps, f"part {i + 1} of {steps}")
+    return Done(work.n, f"exported {steps} parts")
+
+
+CHAPTER = "demo.chapter"
+#: A chapter takes this long; a book of BOOK_CHAPTERS two at a time lasts a few minutes.
+CHAPTER_SECONDS = (3.0, 9.0)
+BOOK_CHAPTERS = 40
+BOOK_PARALLEL = 2
+
+
+@app.job(name=CHAPTER, queue="reports", timeout=60)
+def chapter(ctx: JobContext, work: Work) -> Done:
+    seconds = random.Random(work.n).uniform(*CHAPTER_SECONDS)
+    steps = 6
+    for i in range(steps):
+        ctx.cancelled.wait(seconds / steps)
+        ctx.raise_if_cancelled()  # the batch was cancelled: stop here
+        ctx.progress(i + 1, steps, f"page {i + 1} of {steps}")
+    return Done(work.n, "chapter written")
+
+
+# -- flow control: a tenant key at its limit, a queue with a rate --------------------------------
+SYNC = "demo.sync"
+TENANT_KEY = "demo.tenant"
+TENANT_LIMIT = 2
+
+
+@dataclass
+class Sync:
+    tenant: str
+    n: int = 0
+
+
+@app.job(name=SYNC, queue="sync", timeout=60,
+         concurrency=[Key(lambda p: p.tenant, limit=TENANT_LIMIT, name=TENANT_KEY)])
+def sync(ctx: JobContext, p: Sync) -> Done:
+    """A few seconds per account sync; at most two per tenant at once, fleet-wide."""
+    ctx.cancelled.wait(random.uniform(2.0, 5.0))
+    return Done(p.n, f"synced {p.tenant}")
+
+
+VENDOR = "demo.vendor"
+VENDOR_QUEUE = "vendor"
+#: The vendor queue's rate, set by the demo as an operator would (forklift queues rate).
+VENDOR_RATE = "1/s"
+
+
+@app.job(name=VENDOR, queue=VENDOR_QUEUE)
+async def vendor(ctx: JobContext, work: Work) -> Done:
+    await asyncio.sleep(0.05)
+    return Done(work.n, "vendor answered")
+
+
+# -- workflows: an order that waits for its payment and sleeps; a chain of dependencies ---------
+FULFIL = "demo.fulfil"
+PAID = "demo.paid"
+#: How long an order waits for its payment, and sleeps after it.
+PAYMENT_TIMEOUT = timedelta(minutes=15)
+COOL_DOWN = timedelta(minutes=2)
+
+
+@app.job(name=FULFIL, queue="orders", timeout=60)
+async def fulfil(ctx: JobContext, order: Work) -> dict[str, Any]:
+    charge = await ctx.step("charge", _charge, order.n)
+    paid = await ctx.wait_for_event(PAID, match={"order": order.n}, timeout=PAYMENT_TIMEOUT)
+    if paid is None:
+        return {"order": order.n, "state": "unpaid"}
+    await ctx.sleep("cool-down", COOL_DOWN)
+    await ctx.step("ship", _ship, order.n)
+    return {"order": order.n, "state": "shipped", "charge": charge}
+
+
+def _charge(order: int) -> str:
+    return f"ch_{order}"
+
+
+def _ship(order: int) -> str:
+    return f"shipped {order}"
+
+
+EXTRACT, LOAD, SUMMARY = "demo.extract", "demo.load", "demo.summary"
+
+
+@app.job(name=EXTRACT, queue="etl", timeout=120)
+def extract(ctx: JobContext, work: Work) -> Done:
+    """Slow on purpose: the summary waits for it (dependencies)."""
+    ctx.cancelled.wait(random.uniform(20.0, 40.0))
+    ctx.raise_if_cancelled()
+    return Done(work.n, "extracted")
+
+
+@app.job(name=LOAD, queue="etl")
+def load(ctx: JobContext, work: Work) -> Done:
+    return Done(work.n, "loaded")
+
+
+@app.job(name=SUMMARY, queue="etl")
+def summary(ctx: JobContext, work: Work) -> Done:
+    return Done(work.n, "summarised")
 
 
 MIX: list[tuple[str, float]] = [

@@ -19,11 +19,15 @@ from forklift_console.widgets.header import Status
 
 
 class DemoControls(Protocol):
-    """What ``forklift demo`` lets the console do beyond the operator API (drain a worker)."""
+    """What ``forklift demo`` lets the console do beyond the operator API: drain one of its
+    workers (a SIGTERM to its process), and hold a transaction open that pins the xmin
+    horizon (press again to let it go), so the on-call tasks can be rehearsed."""
 
     def drain(self, worker_id: str) -> str: ...
 
     def owns(self, worker_id: str) -> bool: ...
+
+    def pin_horizon(self) -> str: ...
 
 
 class ConsoleHost(Protocol):

@@ -21,6 +21,7 @@ ALLOWED = {
     "forklift/_worker/__init__.py",
     "forklift/_worker/run.py",
     "forklift_console/demo.py",
+    "forklift_console/demo_worker.py",  # the process each of the demo's workers runs
 }
 ALLOWED_PACKAGES = ("forklift/testing/", "forklift/django/", "forklift/cli/")
 

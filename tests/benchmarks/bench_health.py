@@ -39,6 +39,9 @@ STATEMENTS = {
     "lock waits": (h.LOCK_WAITS_SQL, ("forklift",)),
     "horizon": (horizon.HOLDERS_SQL, (5,)),
     "retention": (ops_retention.ROWS_SQL.replace("{s}", "forklift"), None),
+    "retention backlog": (h.RETENTION_BACKLOG_SQL.replace("{s}", "forklift").replace(
+        "{skip}", ""), {"state": "completed", "secs": 86_400.0 + h.RETENTION_GRACE, "skip": [],
+                        "cap": h.RETENTION_CAP}),
 }
 
 

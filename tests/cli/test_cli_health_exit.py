@@ -78,3 +78,27 @@ def test_the_level_is_the_worst_alert() -> None:
     assert h.level([]) == "ok"
     assert h.level([warn]) == "warning"
     assert h.level([warn, crit, warn]) == "critical"
+
+
+def test_finished_jobs_past_their_window_are_a_retention_backlog_with_advice(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    conn.execute(
+        "INSERT INTO forklift.jobs (queue, kind, args, state, attempt, finished_at, created_at)"
+        " SELECT 'default', 'old.report', '{}'::jsonb, 'completed', 1,"
+        "        now() - interval '3 days', now() - interval '3 days'"
+        " FROM generate_series(1, 5)")
+    code, body = report(dsn, "-t", "retention_backlog=3")
+    assert body["retention_backlog"] == {"completed": 5, "cancelled": 0, "dead": 0}
+    alert = next(a for a in body["alerts"] if a["code"] == "retention_backlog")
+    assert alert["action"] == h.RETENTION_ADVICE and "completed 5" in alert["message"]
+    check = next(c for c in body["checks"] if c["name"] == "retention")
+    assert check["level"] == "warning" and check["action"] == h.RETENTION_ADVICE
+    assert code == 1
+    # Under the default threshold the same backlog is only reported, and every check is ok.
+    code, body = report(dsn)
+    assert code == 0 and {c["level"] for c in body["checks"]} == {"ok"}
+    assert [c["name"] for c in body["checks"]] == [
+        "horizon", "locks", "connections", "notify_queue", "bloat", "retention"]
+    text = run(dsn, "health").stdout
+    assert "retention backlog: 5 finished jobs over an hour past their window" in text

@@ -83,10 +83,14 @@ def health_alerts(health: Health | None, error: str | None = None) -> list[Alert
                       screen="health")]
     out = []
     for a in health.alerts if health is not None else []:
-        text = Text(f"database: {a.code.replace('_', ' ')}: ")
+        # The level in a word and a symbol too: a critical alert reads so without colour.
+        critical = a.level == "critical"
+        text = Text(f"database: {a.code.replace('_', ' ')}: {a.level}, ")
         text.append_text(one_line(a.message, limit=120))
         text.append(" — press enter for Health")
-        out.append(Alert("⚠", style_of("state-warn"), text, screen="health"))
+        out.append(Alert("✖" if critical else "▲",
+                         style_of("state-dead" if critical else "state-warn"), text,
+                         screen="health"))
     return out
 
 

@@ -77,6 +77,10 @@ def console(cx: Call, actor: Actor = None, refresh: Refresh = "2s") -> None:
                     replica_max_lag=cx.replica_max_lag)
 
 
+#: The demo's scenarios (forklift_console.demo_scenarios.SCENARIOS; a test keeps them equal).
+SCENARIOS = ("all", "failing", "drain", "batches", "flow", "workflows", "backfill", "horizon")
+
+
 @command(database=False, json=False)
 def demo(
     cx: Call,
@@ -85,14 +89,33 @@ def demo(
     ] = False,
     jobs: Annotated[int, typer.Option(min=1, help="Jobs to run with --headless.")] = 2000,
     concurrency: Annotated[int, typer.Option(min=1)] = 20,
+    scenario: Annotated[str, typer.Option(
+        help="The traffic to play: " + ", ".join(SCENARIOS) + " (see the console guide).")
+    ] = "all",
+    pin_horizon: Annotated[bool, typer.Option(
+        "--pin-horizon", help="Hold a transaction open from the start, pinning the xmin"
+        " horizon for the Health screen (p on Health toggles it).")] = False,
+    read_only: Annotated[bool, typer.Option(
+        "--read-only", help="Open the console read-only: rehearse what an operator without"
+        " write access sees.")] = False,
     dsn: Dsn = None,
 ) -> None:
     """Run the bundled demo app on the embedded database (or --dsn) and watch jobs flow.
 
-    Without --headless it opens the console, which needs the console extra.
+    Its workers run as processes of their own (the console lists them by pid; d on Workers
+    drains one with SIGTERM); closing the console stops them all. Without --headless it
+    opens the console, which needs the console extra.
     """
+    if scenario not in SCENARIOS:
+        raise cx.usage(f"--scenario {scenario!r} is not one of: {', '.join(SCENARIOS)}")
+    if headless and (scenario != "all" or pin_horizon or read_only):
+        raise cx.usage("--scenario, --pin-horizon and --read-only are for the console;"
+                       " --headless runs the quick mix only")
     if not headless:
         require_textual("forklift demo (without --headless)")
+        raise typer.Exit(face("demo")(headless=False, jobs=jobs, concurrency=concurrency,
+                                      dsn=dsn, scenario=scenario, pin_horizon=pin_horizon,
+                                      read_only=read_only))
     raise typer.Exit(face("demo")(headless=headless, jobs=jobs, concurrency=concurrency, dsn=dsn))
 
 

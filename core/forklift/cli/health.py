@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: The thresholds `health set` takes (forklift.ops.health.THRESHOLDS; a test keeps them equal).
 THRESHOLD_NAMES = ("dead_tuple_ratio", "dead_tuple_min", "hot_ratio_min", "hot_min_updates",
                    "notify_queue_usage", "connections_ratio", "lock_wait_seconds",
-                   "horizon_seconds", "horizon_xids")
+                   "horizon_seconds", "horizon_xids", "retention_backlog")
 
 health_app = typer.Typer(
     help="Database health: bloat, vacuum, HOT updates, NOTIFY queue, connections, locks, and"
@@ -119,6 +119,10 @@ def print_health(r: Health) -> None:
               + ", ".join(f"{k} {window(v)}" for k, v in d.items())
               + (f"; {plural(len({w.queue for w in r.retention.queues}), 'queue')} with their own"
                  if r.retention.queues else ""))
+    overdue = sum(r.retention_backlog.values())
+    out.print(f"[bold]retention backlog[/]: {overdue:,} finished jobs over an hour past their"
+              " window" + (f" ({', '.join(f'{k} {v:,}' for k, v in r.retention_backlog.items() if v)})"
+                          if overdue else ""))
     out.print("")
     if not r.alerts:
         out.print("[green]no alerts[/]")

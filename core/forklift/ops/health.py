@@ -5,8 +5,14 @@ rows themselves (so its cost does not grow with retained history): per forklift 
 row ratio and the last (auto)vacuum and analyze; the jobs table's HOT update ratio; index sizes;
 the NOTIFY queue's fill; connections by forklift purpose against ``max_connections``; sessions
 waiting on locks of forklift tables; and the holders of the xmin horizon
-(:mod:`forklift.ops.horizon`). Thresholds have documented defaults and are changed with
-:func:`set_threshold` (``forklift health set NAME VALUE``), stored in ``{schema}.settings``.
+(:mod:`forklift.ops.horizon`); and the retention backlog, finished jobs older than their window
+that the leader has not pruned (a bounded count on the finished-jobs index). Thresholds have
+documented defaults and are changed with :func:`set_threshold` (``forklift health set NAME
+VALUE``), stored in ``{schema}.settings``.
+
+Every report also carries :attr:`Health.checks`: one verdict per area (the horizon,
+connections, locks, the NOTIFY queue, bloat, retention), each with its level and the same
+advice as its alerts, so the CLI, the console and scripts say the same thing in the same words.
 """
 
 from __future__ import annotations
@@ -17,11 +23,13 @@ from typing import Any
 
 import psycopg
 
+from forklift._db.sqltext import render
 from forklift.ops import horizon as _horizon
 from forklift.ops import retention as _retention
 from forklift.ops import settings as _settings
 from forklift.ops.context import OpsContext
 from forklift.ops.horizon import HorizonHolder
+from forklift.ops.replica import ReplicaStatus
 from forklift.ops.settings import InvalidSetting, Setting
 from forklift.ops.shape import Shape
 
@@ -31,13 +39,18 @@ __all__ = [
     "PREFIX",
     "THRESHOLDS",
     "Alert",
+    "Blocker",
+    "Check",
     "Connections",
     "Health",
     "IndexHealth",
     "LockWait",
     "TableHealth",
     "alerts",
+    "checks",
     "health",
+    "lock_advice",
+    "replica_check",
     "set_threshold",
     "threshold",
     "thresholds",
@@ -65,6 +78,8 @@ THRESHOLDS: dict[str, Setting] = {s.name: s for s in (
             "alert when the xmin horizon is held by a transaction older than this"),
     Setting("horizon_xids", 1_000_000, 0, 2e9,
             "...or held back by more than this many transactions (slots included)"),
+    Setting("retention_backlog", 10_000, 0, 1e12,
+            "alert when more finished jobs than this are an hour past their retention window"),
 )}
 
 #: The levels of a report, best first; ``forklift health --json`` exits with the index (0, 1, 2).
@@ -113,7 +128,8 @@ SELECT current_setting('max_connections')::int,
 """
 
 # Sessions waiting on a lock while they touch a forklift table (a waiter on a row holds its
-# table's lock and waits on the holder's transaction, so both kinds are caught).
+# table's lock and waits on the holder's transaction, so both kinds are caught), and who blocks
+# each: the session, its state and since when its transaction is open.
 LOCK_WAITS_SQL = """
 SELECT a.pid, a.application_name, a.wait_event,
        extract(epoch FROM now() - coalesce(
@@ -123,13 +139,37 @@ SELECT a.pid, a.application_name, a.wait_event,
        (SELECT array_agg(DISTINCT c.relname::text ORDER BY c.relname::text)
         FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
         WHERE l.pid = a.pid AND c.relnamespace = n.oid),
-       left(a.query, 300)
+       left(a.query, 300),
+       (SELECT coalesce(jsonb_agg(jsonb_build_object(
+                   'pid', b.pid, 'application', b.application_name, 'state', b.state,
+                   'since', b.xact_start, 'query', left(b.query, 300)) ORDER BY b.pid), '[]')
+        FROM pg_stat_activity b WHERE b.pid = ANY(pg_blocking_pids(a.pid)))
 FROM pg_stat_activity a, pg_namespace n
 WHERE n.nspname = %s AND a.datname = current_database() AND a.wait_event_type = 'Lock'
   AND EXISTS (SELECT 1 FROM pg_locks l JOIN pg_class c ON c.oid = l.relation
               WHERE l.pid = a.pid AND c.relnamespace = n.oid)
 ORDER BY 4 DESC
 """
+
+
+# Finished jobs of one state past its window by more than RETENTION_GRACE, counted up to a cap
+# by an index-only walk of jobs_finished_idx (state, finished_at) that stops at the cap. Queues
+# with a window of their own for the state are left out ({skip}; that needs the rows, so only
+# when there are such queues).
+RETENTION_BACKLOG_SQL = """
+SELECT count(*) FROM (
+    SELECT 1 FROM {s}.jobs
+    WHERE state = %(state)s AND finished_at < now() - make_interval(secs => %(secs)s)
+      {skip}
+    LIMIT %(cap)s) x
+"""
+_SKIP_QUEUES = "AND queue <> ALL(%(skip)s::text[])"
+#: The leader prunes in passes; a job this long past its window is overdue, not merely next.
+RETENTION_GRACE = 3_600.0
+#: Counted up to this many per state (or one past the threshold, if that is more): enough to
+#: say "over the threshold", and a bound on the entries one health read may walk (the console
+#: reads health every 10 s).
+RETENTION_CAP = 20_000
 
 
 @dataclass(frozen=True)
@@ -183,6 +223,19 @@ class Connections(Shape):
 
 
 @dataclass(frozen=True)
+class Blocker(Shape):
+    """A session holding a lock another one waits for."""
+
+    pid: int
+    application: str | None
+    #: active, idle in transaction...
+    state: str | None
+    #: When its transaction began.
+    since: datetime | None
+    query: str | None
+
+
+@dataclass(frozen=True)
 class LockWait(Shape):
     pid: int
     application: str | None
@@ -191,11 +244,18 @@ class LockWait(Shape):
     blocked_by: list[int]
     tables: list[str]
     query: str | None
+    #: The sessions in ``blocked_by``, as far as they are still there.
+    blockers: list[Blocker] = field(default_factory=list)
+
+    @property
+    def action(self) -> str:
+        return lock_advice(self)
 
 
 @dataclass(frozen=True)
 class Alert(Shape):
-    #: Stable: dead_tuples, hot_updates, notify_queue, connections, lock_wait, horizon_held
+    #: Stable: dead_tuples, hot_updates, notify_queue, connections, lock_wait, horizon_held,
+    #: retention_backlog
     code: str
     #: The table, pid, slot or setting it is about.
     subject: str
@@ -204,6 +264,36 @@ class Alert(Shape):
     action: str
     #: warning: worth a look; critical: forklift fails, or soon will, until someone acts.
     level: str = "warning"
+
+
+@dataclass(frozen=True)
+class Check(Shape):
+    """One area's verdict: what was measured and, when something is wrong, what to do."""
+
+    #: Stable: horizon, connections, locks, notify_queue, bloat, retention, replica
+    name: str
+    #: ok, warning or critical (one of :data:`LEVELS`)
+    level: str
+    #: What was measured, in one line.
+    summary: str
+    #: What to do (the alert's advice, or the holder's); None when there is nothing to do.
+    action: str | None = None
+
+    @property
+    def title(self) -> str:
+        return CHECK_TITLES.get(self.name, self.name.replace("_", " "))
+
+
+#: The areas a report judges, in the order a person on call reads them, and their names.
+CHECK_TITLES = {
+    "horizon": "xmin horizon",
+    "locks": "blocking locks",
+    "connections": "connections",
+    "notify_queue": "NOTIFY queue",
+    "bloat": "table bloat",
+    "retention": "retention backlog",
+    "replica": "replica",
+}
 
 
 @dataclass(frozen=True)
@@ -222,6 +312,10 @@ class Health(Shape):
     alerts: list[Alert] = field(default_factory=list)
     #: The worst alert's level, or ``ok`` (one of :data:`LEVELS`).
     level: str = "ok"
+    #: state -> finished jobs more than an hour past their retention window (not yet pruned).
+    retention_backlog: dict[str, int] = field(default_factory=dict)
+    #: One verdict per area, with what to do (:func:`checks`).
+    checks: list[Check] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -280,13 +374,43 @@ def health(
     assert row is not None
     connections = Connections(int(row[0]), int(row[1]), int(row[2]),
                               {str(k): int(v) for k, v in sorted(dict(row[3]).items())})
-    waits = [LockWait(r[0], r[1], r[2], float(r[3]), list(r[4] or []), list(r[5] or []), r[6])
+    waits = [LockWait(r[0], r[1], r[2], float(r[3]), list(r[4] or []), list(r[5] or []), r[6],
+                      [_blocker(b) for b in r[7] or []])
              for r in conn.execute(LOCK_WAITS_SQL, (ctx.schema,))]
     holders = _horizon.holders(conn, ctx)
-    h = Health(tables, indexes, connections, float(row[4]), waits, holders, limits,
-               _retention.show(conn, ctx))
+    windows = _retention.show(conn, ctx)
+    h = Health(tables, indexes, connections, float(row[4]), waits, holders, limits, windows,
+               retention_backlog=retention_backlog(
+                   conn, ctx, windows, max(RETENTION_CAP, int(limits["retention_backlog"]) + 1)))
     found = alerts(h)
-    return replace(h, alerts=found, level=level(found))
+    h = replace(h, alerts=found, level=level(found))
+    return replace(h, checks=checks(h))
+
+
+def _blocker(b: dict[str, Any]) -> Blocker:
+    since = b.get("since")
+    return Blocker(int(b["pid"]), b.get("application"), b.get("state"),
+                   datetime.fromisoformat(since) if isinstance(since, str) else None,
+                   b.get("query"))
+
+
+def retention_backlog(
+    conn: psycopg.Connection[Any], ctx: OpsContext, windows: _retention.Retention,
+    cap: int = RETENTION_CAP,
+) -> dict[str, int]:
+    """Finished jobs more than :data:`RETENTION_GRACE` past their state's window, per state
+    (a state kept forever has none); at most :data:`RETENTION_CAP` each."""
+    found: dict[str, int] = {}
+    for state, seconds in windows.defaults.items():
+        if seconds is None:
+            continue
+        skip = sorted({w.queue for w in windows.queues if w.state == state and w.queue})
+        text = RETENTION_BACKLOG_SQL.replace("{skip}", _SKIP_QUEUES if skip else "")
+        row = conn.execute(render(text, ctx.schema), {
+            "state": state, "secs": seconds + RETENTION_GRACE, "skip": skip,
+            "cap": cap}).fetchone()
+        found[state] = int(row[0]) if row else 0
+    return found
 
 
 def level(found: list[Alert]) -> str:
@@ -361,10 +485,121 @@ def alerts(h: Health) -> list[Alert]:
                 "lock_wait", f"pid {w.pid}",
                 f"pid {w.pid} ({w.application or '?'}) has waited {w.waiting_seconds:,.0f}s for"
                 f" a lock on {', '.join(w.tables)}, blocked by {w.blocked_by or 'unknown'}",
-                "find what the blocker does: SELECT pid, state, query FROM pg_stat_activity"
-                f" WHERE pid = ANY(ARRAY{w.blocked_by or [0]}); end it with"
-                " pg_terminate_backend(pid) if it must not hold the lock",
+                lock_advice(w),
                 "critical" if w.waiting_seconds > CRITICAL_FACTOR * t["lock_wait_seconds"]
                 else "warning",
             ))
+    over = sum(h.retention_backlog.values())
+    if over > t.get("retention_backlog", THRESHOLDS["retention_backlog"].default):
+        found.append(Alert(
+            "retention_backlog", "retention",
+            f"{'at least ' if max(h.retention_backlog.values(), default=0) >= RETENTION_CAP else ''}"
+            f"{over:,} finished jobs are more than {RETENTION_GRACE / 3600:g}h past their"
+            f" retention window ({_by_state(h.retention_backlog)}); they stay in the jobs table"
+            " and its indexes",
+            RETENTION_ADVICE,
+        ))
     return found
+
+
+RETENTION_ADVICE = (
+    "the elected leader prunes them: check that a worker runs this app (forklift workers) and"
+    " its logs for the retention chore; to catch up now: forklift prune"
+    " --completed-older-than 1d (a dry run first: --dry-run)"
+)
+
+
+def _by_state(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v:,}" for k, v in counts.items() if v) or "none"
+
+
+def lock_advice(w: LockWait) -> str:
+    """What to do about a session waiting on a lock: find what its blocker does, end it."""
+    if w.blockers:
+        b = w.blockers[0]
+        doing = (f"pid {b.pid} ({b.application or '?'}, {b.state or '?'}) holds the lock;"
+                 f" if it must not: SELECT pg_terminate_backend({b.pid});")
+        if b.state == "active":
+            doing += f" or cancel its statement: SELECT pg_cancel_backend({b.pid});"
+        return doing
+    return ("find what the blocker does: SELECT pid, state, query FROM pg_stat_activity"
+            f" WHERE pid = ANY(ARRAY{w.blocked_by or [0]}); end it with"
+            " pg_terminate_backend(pid) if it must not hold the lock")
+
+
+def checks(h: Health) -> list[Check]:
+    """One verdict per area: its worst alert's level (``ok`` without one), what was measured,
+    and the advice (the alert's, or the horizon holder's and the blocker's below the
+    thresholds too: the way out is worth knowing before it is urgent)."""
+    by_code: dict[str, list[Alert]] = {}
+    for a in h.alerts:
+        by_code.setdefault(a.code, []).append(a)
+
+    def verdict(name: str, codes: tuple[str, ...], summary: str, action: str | None) -> Check:
+        found = [a for c in codes for a in by_code.get(c, [])]
+        return Check(name, level(found), summary, found[0].action if found else action)
+
+    out: list[Check] = []
+    if h.horizon:
+        x = h.horizon[0]
+        who = f"pid {x.pid}" if x.pid is not None else (x.name or "?")
+        since = f" open since {x.since.isoformat(timespec='seconds')}" if x.since else ""
+        age = f" ({x.age_seconds:,.0f}s)" if x.age_seconds is not None else ""
+        summary = (f"held by {x.kind.replace('_', ' ')} {who} ({x.application or x.role or '?'},"
+                   f" {x.state or '?'}){since}{age}, {x.xid_age or 0:,} transactions back")
+        out.append(verdict("horizon", ("horizon_held",), summary, x.action))
+    else:
+        out.append(verdict("horizon", ("horizon_held",), "nothing holds it back", None))
+    if h.lock_waits:
+        w = h.lock_waits[0]
+        more = f" (and {len(h.lock_waits) - 1} more)" if len(h.lock_waits) > 1 else ""
+        summary = (f"pid {w.pid} ({w.application or '?'}) has waited {w.waiting_seconds:,.1f}s"
+                   f" on {', '.join(w.tables) or '?'}, blocked by"
+                   f" {', '.join(f'pid {p}' for p in w.blocked_by) or 'unknown'}{more}")
+        out.append(verdict("locks", ("lock_wait",), summary, w.action))
+    else:
+        out.append(verdict("locks", ("lock_wait",), "no session waits on a forklift table", None))
+    c = h.connections
+    mine = ", ".join(f"{k} {v}" for k, v in c.forklift.items()) or "none"
+    out.append(verdict(
+        "connections", ("connections",),
+        f"{c.in_use} of {c.max_connections - c.superuser_reserved} usable in use"
+        f" ({c.ratio:.0%}; max_connections {c.max_connections}); forklift here: {mine}", None))
+    out.append(verdict("notify_queue", ("notify_queue",),
+                       f"{h.notify_queue_usage:.1%} full", None))
+    worst = max(h.tables, key=lambda x: x.dead_ratio, default=None)
+    bloat = (f"most dead rows: {worst.table} {worst.dead_rows:,} ({worst.dead_ratio:.0%})"
+             if worst is not None and worst.dead_rows else "no dead rows to speak of")
+    out.append(verdict("bloat", ("dead_tuples", "hot_updates"), bloat, None))
+    out.append(verdict("retention", ("retention_backlog",),
+                       f"overdue for pruning: {_by_state(h.retention_backlog)}", None))
+    return out
+
+
+def replica_check(status: ReplicaStatus | None) -> Check | None:
+    """The replica the reads go to, judged: None without one."""
+    if status is None:
+        return None
+    lag = f"lag {status.lag_seconds:.1f}s" if status.lag_seconds is not None else "lag unknown"
+    summary = (f"{status.target}: {status.state.replace('_', ' ')}, {lag}"
+               f" (limit {status.max_lag_seconds:g}s); {status.reason}")
+    if status.state in ("used", "not_asked"):
+        return Check("replica", "ok", summary)
+    action = REPLICA_ADVICE.get(status.state, REPLICA_ADVICE["unreachable"])
+    return Check("replica", "warning", summary, action)
+
+
+#: What to do when the replica cannot serve the reads (they go to the primary meanwhile).
+REPLICA_ADVICE = {
+    "lagging": "reads go to the primary until it catches up: on the primary, SELECT"
+               " application_name, replay_lag FROM pg_stat_replication; look for a long"
+               " query on the standby or a slow disk or network",
+    "lag_unknown": "the standby replays nothing and is not streaming: check its connection"
+                   " to the primary (primary_conninfo) and its log",
+    "catching_up": "it has not yet replayed a change made here: wait a moment",
+    "read_failed": "a read conflicted with recovery: raise max_standby_streaming_delay on the"
+                   " standby or turn on hot_standby_feedback",
+    "not_standby": "that server is not a standby (promoted, or a primary given as the"
+                   " replica): fix --replica-dsn",
+    "unreachable": "check that the standby runs and that --replica-dsn points at it",
+}
