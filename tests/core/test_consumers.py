@@ -12,8 +12,7 @@ import pytest
 from apps.basic import running_worker
 from helpers import wait_until
 
-from forklift import Backoff, ConfigError, Forklift
-from forklift._features.consumers.source import Page
+from forklift import Forklift
 from forklift._features.consumers.table import TableSource
 
 
