@@ -12,8 +12,7 @@ import pytest
 from apps.basic import running_worker
 from helpers import wait_until
 
-from forklift import Forklift
-from forklift._features.consumers.table import TableSource
+from forklift import Backoff, ConfigError, Forklift, Page, TableSource
 
 
 @pytest.fixture
@@ -72,3 +71,115 @@ def test_batches_apply_once_and_the_cursor_follows(app: Forklift, db: psycopg.Co
     row = consumer_row(db)
     assert (row["cursor"], row["items_done"], row["batches_done"], row["failures"]) == (35, 35, 6, 0)
     assert applied(db) == list(range(1, 36))
+
+
+def test_a_table_source_waits_for_a_smaller_key_still_being_written(
+    dsn: str, db: psycopg.Connection[Any]
+) -> None:
+    add(db, 3)
+    source = TableSource("public.feed", columns=["body"])
+
+    def read(cursor: Any) -> Page:
+        with psycopg.connect(dsn, autocommit=True) as c, c.transaction():
+            return source.read(cursor, 100, c)
+
+    first = wait_until(lambda: (p := read(None)).items and p, timeout=30)
+    assert [r["id"] for r in first.items] == [1, 2, 3] and first.cursor == 3
+    assert set(first.items[0]) == {"id", "body"}  # the columns asked for, and the key
+    with psycopg.connect(dsn) as slow:  # takes key 4 and does not commit yet
+        slow.execute("INSERT INTO public.feed (body) VALUES ('slow')")
+        add(db, 1)  # key 5, committed
+        # Passing over 5 now would skip 4 for good: the read stops before both.
+        assert read(3) == Page(items=(), cursor=3)
+        slow.commit()
+    later = wait_until(lambda: (p := read(3)).items and p, timeout=30)
+    assert [r["id"] for r in later.items] == [4, 5] and later.cursor == 5
+
+
+def test_a_failing_batch_rolls_back_and_backs_off_by_its_streak(
+    app: Forklift, db: psycopg.Connection[Any]
+) -> None:
+    seen: list[tuple[int, float | None]] = []
+    policy = Backoff(kind="exponential", base=0.2, max=10.0, jitter="none")
+
+    @app.consumer("feed", source=TableSource("public.feed"), batch_size=50, retry=policy)
+    def apply(items: list[dict[str, Any]], conn: psycopg.Connection[Any]) -> None:
+        conn.execute("INSERT INTO public.applied SELECT unnest(%s::bigint[])",
+                     ([r["id"] for r in items],))
+        row = consumer_row(db)
+        gap = row["retry_at"] - row["failed_at"] if row["retry_at"] else None
+        seen.append((row["failures"], gap.total_seconds() if gap else None))
+        if len(seen) <= 3:
+            raise RuntimeError("the downstream service is down")
+
+    add(db, 4)
+    with running_worker(app, concurrency=2):
+        job = apply.start()
+        assert job is not None
+        wait_until(lambda: job_state(db, job.id) == "completed", timeout=30,
+                   message=lambda: f"not done: {consumer_row(db)}")
+    # Each failure grew the streak and its delay (0.2 s doubling); the success ended it.
+    assert seen == [(0, None), (1, 0.2), (2, 0.4), (3, 0.8)]
+    row = consumer_row(db)
+    assert (row["failures"], row["retry_at"], row["cursor"]) == (0, None, 4)
+    assert row["last_error"]["message"] == "the downstream service is down"
+    assert applied(db) == [1, 2, 3, 4]  # the failed batches' writes rolled back with them
+    errors = db.execute("SELECT attempt, jsonb_array_length(errors) FROM forklift.jobs"
+                        " WHERE id = %s", (job.id,)).fetchone()
+    assert errors == (4, 3)
+
+
+def test_a_paused_consumer_starts_nothing_and_a_run_stops_before_reading(
+    app: Forklift, db: psycopg.Connection[Any]
+) -> None:
+    reads: list[Any] = []
+
+    class Counting:
+        def read(self, cursor: Any, limit: int, conn: psycopg.Connection[Any]) -> Page:
+            reads.append(cursor)
+            return Page(items=(), cursor=cursor)
+
+    @app.consumer("feed", source=Counting())
+    def apply(items: list[Any], conn: psycopg.Connection[Any]) -> None:
+        raise AssertionError("nothing to process")
+
+    with running_worker(app, concurrency=1):
+        job = apply.start()
+        assert job is not None
+        wait_until(lambda: job_state(db, job.id) == "completed", timeout=30)
+        assert reads == [None]
+        db.execute("UPDATE forklift.consumers SET paused = true WHERE name = 'feed'")
+        assert apply.start() is None
+        run = apply.kind.enqueue({})  # a run enqueued anyway stops at its first batch
+        wait_until(lambda: job_state(db, run.id) == "completed", timeout=30)
+    assert reads == [None]
+    result = db.execute("SELECT result FROM forklift.jobs WHERE id = %s", (run.id,)).fetchone()
+    assert result is not None and result[0]["stopped"] == "paused"
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    ({"batch_size": 0}, "batch_size"),
+    ({"batch_size": 10_001}, "batch_size"),
+    ({"max_attempts": 0}, "max_attempts"),
+    ({"slice_seconds": 0}, "slice_seconds"),
+    ({"source": object()}, "source"),
+    ({"retry": 5}, "retry"),
+])
+def test_a_bad_declaration_is_refused_naming_the_field(
+    app: Forklift, options: dict[str, Any], field: str
+) -> None:
+    kwargs: dict[str, Any] = {"source": TableSource("public.feed"), **options}
+    with pytest.raises(ConfigError) as refused:
+        app.consumer("feed", **kwargs)(lambda items, conn: None)
+    assert refused.value.detail.get("field") == field
+    assert "feed" not in app.kinds  # nothing declared
+
+
+def test_an_async_process_and_a_bad_table_name_are_refused(app: Forklift) -> None:
+    async def process(items: list[Any], conn: Any) -> None: ...
+
+    with pytest.raises(ConfigError, match="plain function"):
+        app.consumer("feed", source=TableSource("public.feed"))(process)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as refused:
+        TableSource("a.b.c")
+    assert refused.value.detail["field"] == "table"
