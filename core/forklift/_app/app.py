@@ -446,7 +446,7 @@ class Forklift:
         reads batches from ``source`` and stores the cursor in each batch's transaction, kept
         running by the schedule ``<name>.supervisor`` (cron ``every``). See
         docs/how-to/consumers.md."""
-        from forklift._features.consumers import consumer as _consumer
+        from forklift._features.consumers import declare as _consumer
 
         def attach(process: Processor) -> Consumer:
             return _consumer.declare(self, name, process, source=source, batch_size=batch_size,
