@@ -183,3 +183,32 @@ def test_an_async_process_and_a_bad_table_name_are_refused(app: Forklift) -> Non
     with pytest.raises(ConfigError) as refused:
         TableSource("a.b.c")
     assert refused.value.detail["field"] == "table"
+
+
+def test_the_supervisor_starts_a_run_and_waits_out_a_back_off(
+    app: Forklift, db: psycopg.Connection[Any]
+) -> None:
+    @app.consumer("feed", source=TableSource("public.feed"), every="0 3 * * *")
+    def apply(items: list[dict[str, Any]], conn: psycopg.Connection[Any]) -> None:
+        conn.execute("INSERT INTO public.applied SELECT unnest(%s::bigint[])",
+                     ([r["id"] for r in items],))
+
+    assert apply.supervisor.name == "feed.supervisor" and apply.supervisor.cron == "0 3 * * *"
+    add(db, 3)
+    with running_worker(app, concurrency=2):
+        tick = app.enqueue("forklift.consumers.supervise", {"consumer": "feed"})
+        wait_until(lambda: applied(db) == [1, 2, 3], timeout=30)
+        assert job_state(db, tick.id) == "completed"
+        unknown = app.enqueue("forklift.consumers.supervise", {"consumer": "nope"})
+        wait_until(lambda: job_state(db, unknown.id) == "dead", timeout=30)
+        code = db.execute("SELECT errors->-1->>'code' FROM forklift.jobs WHERE id = %s",
+                          (unknown.id,)).fetchone()
+        assert code == ("unknown_consumer",)
+    # A consumer backing off: the next run is enqueued for when its back-off ends, not now.
+    db.execute("UPDATE forklift.consumers SET failures = 4, failed_at = now(),"
+               " retry_at = now() + interval '1 hour' WHERE name = 'feed'")
+    later = apply.start()
+    assert later is not None and later.state == "scheduled"
+    due = db.execute("SELECT j.run_at = c.retry_at FROM forklift.jobs j, forklift.consumers c"
+                     " WHERE j.id = %s AND c.name = 'feed'", (later.id,)).fetchone()
+    assert due == (True,)

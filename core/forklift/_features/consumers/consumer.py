@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import psycopg
@@ -51,7 +50,11 @@ ON CONFLICT (name) DO UPDATE SET
 WHERE (t.kind, t.queue, t.supervisor, t.batch_size)
     IS DISTINCT FROM (excluded.kind, excluded.queue, excluded.supervisor, excluded.batch_size)
 """
-STATE_SQL = "SELECT paused, retry_at FROM {s}.consumers WHERE name = %s"
+DEFINED_SQL = "SELECT kind, queue, supervisor, batch_size FROM {s}.consumers WHERE name = %s"
+# The back-off's end on the database's clock (None once it passed), like every other time.
+STATE_SQL = """
+SELECT paused, CASE WHEN retry_at > now() THEN retry_at END FROM {s}.consumers WHERE name = %s
+"""
 
 
 class RunKind(Kind, Protocol):
@@ -99,10 +102,14 @@ class Consumer:
     supervisor: Any = field(init=False, repr=False)
 
     def define(self, conn: psycopg.Connection[Any]) -> None:
-        """Record (or refresh) the consumer's row, on ``conn`` and in its transaction."""
-        conn.execute(render(DEFINE_SQL, self.app.schema), (
-            self.name, self.kind.name, self.queue, getattr(self.supervisor, "name", None),
-            self.batch_size))
+        """Record (or refresh) the consumer's row, on ``conn`` and in its transaction. A row
+        that already says the same is only read: the upsert would wait for a batch in flight,
+        which holds the row."""
+        wanted = (self.kind.name, self.queue, getattr(self.supervisor, "name", None),
+                  self.batch_size)
+        got = conn.execute(render(DEFINED_SQL, self.app.schema), (self.name,)).fetchone()
+        if got is None or tuple(got) != wanted:
+            conn.execute(render(DEFINE_SQL, self.app.schema), (self.name, *wanted))
 
     def start(self) -> Job | None:
         """Start a run now unless one is live or the consumer is paused (what each supervisor
@@ -114,8 +121,7 @@ class Consumer:
             paused, retry_at = row if row is not None else (False, None)
             if paused:
                 return None
-            at = retry_at if retry_at is not None and retry_at > datetime.now(UTC) else None
-            return self.kind.enqueue({}, conn=conn, unique_key=unique_key(self.name), at=at)
+            return self.kind.enqueue({}, conn=conn, unique_key=unique_key(self.name), at=retry_at)
 
 
 def cursor_text(cursor: Any) -> str:
