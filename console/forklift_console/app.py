@@ -33,6 +33,7 @@ from forklift_console.screens.backfills import BackfillsScreen
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.batches import BatchesScreen
 from forklift_console.screens.charts import ChartsScreen
+from forklift_console.screens.consumers import ConsumersScreen
 from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.flow import FlowScreen
 from forklift_console.screens.health import HealthScreen
@@ -121,6 +122,7 @@ class ConsoleApp(App[None]):
             "scheduled": ScheduledScreen(),
             "kinds": KindsScreen(),
             "charts": ChartsScreen(),
+            "consumers": ConsumersScreen(),
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]

@@ -55,6 +55,10 @@ if TYPE_CHECKING:
     from forklift._base.retry import Retry as Retry
     from forklift._base.retry import Snooze as Snooze
     from forklift._db.migrate import migrate as migrate
+    from forklift._features.consumers.consumer import Consumer as Consumer
+    from forklift._features.consumers.source import Page as Page
+    from forklift._features.consumers.source import Source as Source
+    from forklift._features.consumers.table import TableSource as TableSource
     from forklift._features.flow.keys import Key as Key
     from forklift._features.flow.keys import Rate as Rate
     from forklift._jobs.batch import Batch as Batch
@@ -89,6 +93,8 @@ _WHERE: dict[str, str] = {
     "State": "_jobs.job",
     "migrate": "_db.migrate",
     "Key": "_features.flow.keys", "Rate": "_features.flow.keys",
+    "Consumer": "_features.consumers.consumer", "Page": "_features.consumers.source",
+    "Source": "_features.consumers.source", "TableSource": "_features.consumers.table",
     "Backoff": "_base.retry", "Fail": "_base.retry", "Retry": "_base.retry", "Snooze": "_base.retry",
     "Worker": "_worker", "run_worker": "_worker",
 }
@@ -108,6 +114,7 @@ __all__ = [
     "Callback",
     "CallerBusy",
     "ConfigError",
+    "Consumer",
     "DatabaseUnavailable",
     "EnqueueOutcomeUnknown",
     "EnqueueRefused",
@@ -130,6 +137,7 @@ __all__ = [
     "NotJSON",
     "NotRequeueable",
     "NulCharacter",
+    "Page",
     "PayloadTooLarge",
     "Progress",
     "Rate",
@@ -137,7 +145,9 @@ __all__ = [
     "Retry",
     "SchemaOutdated",
     "Snooze",
+    "Source",
     "State",
+    "TableSource",
     "TooManyTargets",
     "UniqueConflict",
     "UnknownKind",

@@ -145,7 +145,8 @@ def test_the_app_and_kind_api_is_documented_where_the_job_api_is() -> None:
     members = _public_members(Forklift) | _public_members(JobKind) | params
     # Documented with their features (Batches, Cron schedules, Paced backfills).
     elsewhere = {"batch", "batch_async", "get_batch", "batch_limits", "periodic", "schedule",
-                 "backfill", "lock", "on", "outbox", "publish_event", "publish_event_async"}
+                 "backfill", "lock", "on", "outbox", "publish_event", "publish_event_async",
+                 "consumer"}
     guides = documented_in(guides_and_reference())
     for name in elsewhere:
         assert name in guides, name

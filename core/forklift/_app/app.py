@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
     from forklift._app.context import JobContext
     from forklift._features.backfill.backfill import Backfill, Clock, Reader
+    from forklift._features.consumers.consumer import Consumer, Processor
+    from forklift._features.consumers.source import Source
     from forklift._features.cron import Policy, Schedule
     from forklift._features.durable.events import Event
     from forklift._features.durable.outbox import Outbox
@@ -425,6 +427,31 @@ class Forklift:
                                          max_attempts=max_attempts, retry=retry, clock=clock)
             _run.ensure_runner(self)  # the kind that runs every backfill's pages
             return declared
+
+        return attach
+
+    def consumer(
+        self,
+        name: str,
+        *,
+        source: Source,
+        batch_size: int = 100,
+        queue: str = "consumers",
+        every: str = "* * * * *",
+        retry: Backoff | None = None,
+        max_attempts: int = 10,
+        slice_seconds: float = 5.0,
+    ) -> Callable[[Processor], Consumer]:
+        """Declare a consumer over ``process(items, conn)``: a kind named ``name`` whose run
+        reads batches from ``source`` and stores the cursor in each batch's transaction, kept
+        running by the schedule ``<name>.supervisor`` (cron ``every``). See
+        docs/how-to/consumers.md."""
+        from forklift._features.consumers import declare as _consumer
+
+        def attach(process: Processor) -> Consumer:
+            return _consumer.declare(self, name, process, source=source, batch_size=batch_size,
+                                     queue=queue, every=every, retry=retry,
+                                     max_attempts=max_attempts, slice_seconds=slice_seconds)
 
         return attach
 

@@ -46,6 +46,7 @@ GROUPS = {
         ("ledger", "ledger:ledger_app"),
         ("partitions", "partitions:partitions_app"),
         ("subjects", "subjects:subjects_app"),
+        ("consumers", "consumers:consumers_app"),
     )
 }
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from forklift.ops.actions import ActionResult, BulkReport
     from forklift.ops.audit import AuditEntry
+    from forklift.ops.consumers import ConsumerBusy, ConsumerInfo, ConsumerNotFound
     from forklift.ops.context import OpsContext
     from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, QueueNotFound
     from forklift.ops.explain import Explanation, Reason
@@ -43,6 +44,9 @@ _HOME: dict[str, str] = {
     "BulkReport": "forklift.ops.actions",
     "AuditEntry": "forklift.ops.audit",
     "OpsContext": "forklift.ops.context",
+    "ConsumerBusy": "forklift.ops.consumers",
+    "ConsumerInfo": "forklift.ops.consumers",
+    "ConsumerNotFound": "forklift.ops.consumers",
     "InvalidFilter": "forklift.ops.errors",
     "NotCancellable": "forklift.ops.errors",
     "NotDeletable": "forklift.ops.errors",
@@ -82,6 +86,9 @@ __all__ = [
     "ActionResult",
     "AuditEntry",
     "BulkReport",
+    "ConsumerBusy",
+    "ConsumerInfo",
+    "ConsumerNotFound",
     "Explanation",
     "InvalidFilter",
     "JobDetail",

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from forklift.ops._clients.audit import AuditClient
     from forklift.ops._clients.backfills import BackfillsClient
     from forklift.ops._clients.batches import BatchesClient
+    from forklift.ops._clients.consumers import ConsumersClient
     from forklift.ops._clients.dead import DeadClient
     from forklift.ops._clients.events import EventsClient
     from forklift.ops._clients.health import HealthClient
@@ -90,6 +91,7 @@ class Operator:
     ``events``     list, waits; publish
     ``health``     get, horizon; set a threshold
     ``retention``  show; set or reset a window; prune
+    ``consumers``  list, show; pause, resume, reset the cursor
     ============== =========================================================================
 
     ::
@@ -232,6 +234,12 @@ class Operator:
         from forklift.ops._clients.retention import RetentionClient
 
         return RetentionClient(self.session)
+
+    @cached_property
+    def consumers(self) -> ConsumersClient:
+        from forklift.ops._clients.consumers import ConsumersClient
+
+        return ConsumersClient(self.session)
 
     # -- the session ----------------------------------------------------------------------------
     @property

@@ -608,3 +608,30 @@ CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON {s}.jobs
     FOR EACH ROW
     WHEN (OLD.has_dependents AND OLD.state IN ('scheduled', 'available', 'running', 'retryable'))
     EXECUTE FUNCTION {s}.deps_settled();
+
+-- Consumers (app.consumer): one row a consumer, its cursor moved in the same transaction as
+-- the work its batch did (forklift._features.consumers).
+CREATE TABLE {s}.consumers (
+    name          text PRIMARY KEY,
+    kind          text        NOT NULL,
+    queue         text        NOT NULL,
+    supervisor    text,
+    batch_size    integer     NOT NULL CHECK (batch_size >= 1),
+    cursor        jsonb,
+    cursor_at     timestamptz,
+    items_done    bigint      NOT NULL DEFAULT 0,
+    batches_done  bigint      NOT NULL DEFAULT 0,
+    read_at       timestamptz,
+    caught_up_at  timestamptz,
+    job_id        bigint,
+    failures      integer     NOT NULL DEFAULT 0 CHECK (failures >= 0),
+    last_error    jsonb,
+    failed_at     timestamptz,
+    retry_at      timestamptz,
+    paused        boolean     NOT NULL DEFAULT false,
+    paused_by     text,
+    paused_at     timestamptz,
+    pause_reason  text,
+    declared_at   timestamptz NOT NULL DEFAULT now(),
+    updated_at    timestamptz NOT NULL DEFAULT now()
+) WITH (fillfactor = 80);
