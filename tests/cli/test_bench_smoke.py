@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -25,9 +26,9 @@ from forklift.cli.bench import (
 )
 
 #: The main performance table, in its order, then the further figures the bench reports.
-KEYS = ["e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000", "bulk",
-        "latency_p50", "latency_p99", "e2e_4w", "stats_1m", "claim_backlog",
-        "e2e_2w", "db_cpu", "memory", "flow_keyed", "flow_fair", "wake", "e2e_unused"]
+KEYS = ["e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000",
+        "bulk_10000", "latency_p50", "latency_p99", "e2e_4w", "stats_1m", "claim_backlog",
+        "e2e_2w", "e2e_8w", "db_cpu", "memory", "flow_keyed", "flow_fair", "wake", "e2e_unused"]
 #: Figures reported without a verdict.
 REPORTED = {"db_cpu"}
 #: Figures whose target is on their own value: the reference is there for reading only.
@@ -88,7 +89,7 @@ def test_every_scenario_reports_its_figures(dsn: str, conn: psycopg.Connection[A
 
 def test_scenarios_can_be_chosen_and_unknown_ones_are_refused(dsn: str) -> None:
     report = run_bench(dsn, scenarios=["bulk"], sizes=tiny_sizes())
-    assert [f.key for f in report.figures] == ["bulk_1000", "bulk"]
+    assert [f.key for f in report.figures] == ["bulk_1000", "bulk_10000"]
     try:
         run_bench(dsn, scenarios=["nope"])
     except ValueError as exc:
@@ -180,3 +181,54 @@ def test_the_fleet_scenario_runs_only_when_named_and_reports_each_count(dsn: str
         assert f.ok is None and f.verdict == "", f  # reported, not judged
         # claim, complete, heartbeat and listen at least, and one worker leads
         assert f.detail["connections_per_worker"] >= 4, f
+
+
+def test_the_steady_scenarios_run_only_when_named_and_report_their_keys(dsn: str) -> None:
+    keys = registry.figure_keys()
+    assert not {"sustained_p99", "sustained_depth", "horizon_rate", "horizon_p99"} & set(keys)
+    sizes = dataclasses.replace(tiny_sizes(), horizon_seconds=3.0)
+    report = run_bench(dsn, scenarios=["sustained", "horizon"], sizes=sizes)
+    assert report.errors == {}
+    assert [f.key for f in report.figures] == [
+        "sustained_p99", "sustained_depth", "horizon_rate", "horizon_p99", "horizon_dead"]
+    by_key = {f.key: f for f in report.figures}
+    low = by_key["sustained_p99"].detail
+    assert low["offered_rate"] == sizes.sustained_rate and low["sent"] > 0
+    assert low["not_picked_up"] == 0 and low["completed"] > 0
+    assert low["pickup_p50_ms"] <= low["pickup_p99_ms"]
+    assert by_key["sustained_p99"].target == "<= 25" and by_key["sustained_p99"].ok is not None
+    high = by_key["sustained_depth"]
+    assert high.reference == sizes.sustained_high_rate and high.detail["depth_late_max"] >= 0
+    assert high.ok is (high.forklift is not None and high.forklift <= sizes.sustained_high_rate)
+    run = by_key["horizon_rate"].detail
+    assert set(run) == {"before", "held", "after"}
+    assert run["held"]["pinned_xmin"] is not None  # the hold really pinned a horizon
+    for stretch in run.values():
+        assert stretch["completed"] > 0 and stretch["not_picked_up"] == 0, stretch
+        assert {"rate", "pickup_p50_ms", "pickup_p99_ms", "depth_max", "dead_per_1000_jobs",
+                "db_cpu_us_per_job"} <= set(stretch)
+    # held, nothing the jobs' updates leave behind can be vacuumed: dead tuples only grow
+    assert run["held"]["dead_end"] > run["held"]["dead_start"]
+    rate = by_key["horizon_rate"]
+    assert rate.ratio == pytest.approx(run["held"]["rate"] / run["before"]["rate"])
+    assert rate.ok is (rate.ratio >= 0.9)
+    p99 = by_key["horizon_p99"]
+    assert p99.forklift == run["held"]["pickup_p99_ms"] and p99.ok is (p99.forklift <= 50.0)
+    assert by_key["horizon_dead"].ok is None and by_key["horizon_dead"].verdict == ""
+    doc = report.to_json()
+    json.dumps(doc)
+    assert {f["key"] for f in doc["figures"]} >= {"sustained_p99", "horizon_rate", "horizon_p99"}
+
+
+def test_the_command_takes_the_steady_lengths(dsn: str) -> None:
+    cli = [sys.executable, "-m", "forklift.cli.main", "bench", "--dsn", dsn]
+    bad = subprocess.run([*cli, "--only", "horizon", "--hold", "0"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and "--hold" in bad.stderr
+    done = subprocess.run([*cli, "--only", "sustained", "--sustain", "2", "--rate", "100",
+                           "--json"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["sizes"]["sustained_seconds"] == 2 and doc["sizes"]["sustained_rate"] == 100
+    assert [f["key"] for f in doc["figures"]] == ["sustained_p99", "sustained_depth"]
+    assert doc["figures"][0]["detail"]["offered_rate"] == 100

@@ -132,6 +132,32 @@ def test_terminal_states_need_finished_at(conn: psycopg.Connection[Any]) -> None
     assert row == (2,)
 
 
+def test_every_known_state_is_accepted_and_no_other(conn: psycopg.Connection[Any]) -> None:
+    insert = ("INSERT INTO forklift.jobs (kind, state, finished_at, worker_id, fence,"
+              " lease_expires_at) VALUES ('k', %s, {}, 'w', 1, now())")
+    terminal = {"completed", "cancelled", "dead"}
+    for state in ("scheduled", "available", "running", "retryable", *sorted(terminal)):
+        conn.execute(insert.format("now()" if state in terminal else "NULL"), (state,))
+    for bad in ("done", "Available", ""):
+        with pytest.raises(errors.CheckViolation, match="jobs_state_known"):
+            conn.execute(insert.format("NULL"), (bad,))
+    row = conn.execute("SELECT count(*) FROM forklift.jobs").fetchone()
+    assert row == (7,)
+
+
+def test_state_sets_are_stored_as_one_constant(conn: psycopg.Connection[Any]) -> None:
+    # Every statement on jobs prepares its checks and WHEN clauses from their stored form: a
+    # list of names is one node per name to parse and fold each time, an array constant one.
+    defs = [r[0] for r in conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint"
+        " WHERE conrelid = 'forklift.jobs'::regclass AND contype = 'c'"
+        " UNION ALL SELECT pg_get_triggerdef(oid) FROM pg_trigger"
+        " WHERE tgrelid = 'forklift.jobs'::regclass AND NOT tgisinternal").fetchall()]
+    with_sets = [d for d in defs if "ANY" in d]
+    assert len(with_sets) >= 6, defs  # two checks, four WHEN clauses
+    assert not [d for d in defs if "ARRAY[" in d], defs
+
+
 def test_one_live_job_per_unique_key(conn: psycopg.Connection[Any]) -> None:
     insert = "INSERT INTO forklift.jobs (kind, unique_key) VALUES (%s, %s) RETURNING id"
     first = conn.execute(insert, ("report", "day-1")).fetchone()

@@ -7,6 +7,7 @@ when every scenario ran and 1 when one failed to run.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
@@ -19,14 +20,32 @@ Quick = Annotated[
 Only = Annotated[
     str | None,
     typer.Option("--only", help="Comma-separated scenarios: e2e, c1, enqueue, enqueue_16, bulk,"
-                                " latency, e2e_4w, e2e_2w, stats, claim_backlog, memory, flow_keyed,"
-                                " flow_fair, wake, unused (default: all of these); fleet (1-16"
-                                " worker processes, run only when named)."),
+                                " latency, e2e_4w, e2e_2w, e2e_8w, stats, claim_backlog, memory,"
+                                " flow_keyed, flow_fair, wake, unused (default: all of these); fleet"
+                                " (1-16 worker processes), sustained (steady rates), horizon"
+                                " (steady rate, horizon held): run only when named."),
+]
+Sustain = Annotated[
+    float | None,
+    typer.Option("--sustain", min=1.0, help="Seconds of each steady run (sustained) and of the"
+                                            " stretches before and after the hold (horizon);"
+                                            " default 60."),
+]
+Hold = Annotated[
+    float | None,
+    typer.Option("--hold", min=1.0, help="Seconds the horizon scenario holds the xmin horizon;"
+                                         " default 300."),
+]
+Rate = Annotated[
+    int | None,
+    typer.Option("--rate", min=1, help="Jobs a second of the steady producer (sustained's low"
+                                       " rate, horizon); default 800."),
 ]
 
 
 @command(database=False)
-def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None) -> None:
+def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None,
+          sustain: Sustain = None, hold: Hold = None, rate: Rate = None) -> None:
     """Measure forklift against plain SQL on the same server: throughput, latency, memory, CPU.
 
     Each scenario runs in a fresh database it creates on the server and drops afterwards (the
@@ -44,8 +63,12 @@ def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None) ->
         what = (f"unknown scenario{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
                 if unknown else "no scenario given")
         raise cx.usage(f"{what}: choose from {', '.join(b.SCENARIOS)}")
+    sizes = b.QUICK if quick else b.FULL
+    sizes = dataclasses.replace(
+        sizes, sustained_seconds=sustain or sizes.sustained_seconds,
+        horizon_seconds=hold or sizes.horizon_seconds, sustained_rate=rate or sizes.sustained_rate)
     report = b.run_bench(
-        dsn, scenarios=names, quick=quick,
+        dsn, scenarios=names, quick=quick, sizes=sizes,
         progress=None if cx.as_json else (lambda m: err.print(f"[dim]{safe(m)}[/]")),
     )
     if cx.as_json:

@@ -46,10 +46,13 @@ CREATE TABLE {s}.jobs (
     -- some job waits for this one to settle (set at the dependent's commit)
     has_dependents      boolean     NOT NULL DEFAULT false,
     traceparent         text,     -- W3C trace context of the enqueue (forklift.otel)
+    -- state sets as one array constant each, not a list of names: every statement on jobs
+    -- prepares its checks and its triggers' WHEN clauses again, and a list is one node per name
+    -- to parse and fold (migration 0020)
     CONSTRAINT jobs_state_known CHECK (
-        state IN ('scheduled', 'available', 'running', 'retryable', 'completed', 'cancelled', 'dead')),
+        state = ANY ('{scheduled,available,running,retryable,completed,cancelled,dead}'::text[])),
     CONSTRAINT jobs_finished_iff_terminal CHECK (
-        (state IN ('completed', 'cancelled', 'dead')) = (finished_at IS NOT NULL)),
+        (state = ANY ('{completed,cancelled,dead}'::text[])) = (finished_at IS NOT NULL)),
     CONSTRAINT jobs_attempts_positive CHECK (max_attempts >= 1 AND attempt >= 0),
     CONSTRAINT jobs_running_has_lease CHECK (
         state <> 'running' OR (worker_id IS NOT NULL AND fence IS NOT NULL AND lease_expires_at IS NOT NULL))
@@ -551,8 +554,8 @@ CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
 CREATE TRIGGER jobs_batch_moved AFTER UPDATE OF state ON {s}.jobs
     FOR EACH ROW
     WHEN (NEW.batch_id IS NOT NULL AND OLD.state IS DISTINCT FROM NEW.state
-          AND (OLD.state IN ('running', 'completed', 'cancelled', 'dead')
-               OR NEW.state IN ('completed', 'cancelled', 'dead'))
+          AND (OLD.state = ANY ('{running,completed,cancelled,dead}'::text[])
+               OR NEW.state = ANY ('{completed,cancelled,dead}'::text[]))
           AND current_setting('forklift.batch_bulk', true) IS DISTINCT FROM 'on')
     EXECUTE FUNCTION {s}.jobs_batch_moved();
 
@@ -560,7 +563,8 @@ CREATE TRIGGER jobs_batch_moved AFTER UPDATE OF state ON {s}.jobs
 -- finish. Retention deletes terminal rows only and never fires this.
 CREATE TRIGGER jobs_batch_deleted AFTER DELETE ON {s}.jobs
     FOR EACH ROW
-    WHEN (OLD.batch_id IS NOT NULL AND OLD.state IN ('scheduled', 'available', 'running', 'retryable'))
+    WHEN (OLD.batch_id IS NOT NULL
+          AND OLD.state = ANY ('{scheduled,available,running,retryable}'::text[]))
     EXECUTE FUNCTION {s}.jobs_batch_deleted();
 
 -- A key whose limit falls is marked for its hand-offs to count its holders (migration 0017).
@@ -601,12 +605,13 @@ CREATE CONSTRAINT TRIGGER job_deps_attached AFTER INSERT ON {s}.job_deps
 -- A dependency settled (or an operator deleted it while live): look at its dependents.
 CREATE TRIGGER jobs_deps_settled AFTER UPDATE OF state ON {s}.jobs
     FOR EACH ROW
-    WHEN (NEW.has_dependents AND NEW.state IN ('completed', 'cancelled', 'dead')
-          AND OLD.state NOT IN ('completed', 'cancelled', 'dead'))
+    WHEN (NEW.has_dependents AND NEW.state = ANY ('{completed,cancelled,dead}'::text[])
+          AND NOT (OLD.state = ANY ('{completed,cancelled,dead}'::text[])))
     EXECUTE FUNCTION {s}.deps_settled();
 CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON {s}.jobs
     FOR EACH ROW
-    WHEN (OLD.has_dependents AND OLD.state IN ('scheduled', 'available', 'running', 'retryable'))
+    WHEN (OLD.has_dependents
+          AND OLD.state = ANY ('{scheduled,available,running,retryable}'::text[]))
     EXECUTE FUNCTION {s}.deps_settled();
 
 -- Consumers (app.consumer): one row a consumer, its cursor moved in the same transaction as

@@ -11,6 +11,7 @@ The package
     procs.py     the bench app, worker and producer subprocesses, the raw reference loops
     measure.py   loading jobs, spans, CPU of backends; the context a scenario gets
     runs.py      throughput runs shared by scenarios (worker processes, the plain loop)
+    steady.py    the long scenarios' fixed-rate producer, depth and dead-tuple probe, stretches
     registry.py  ``@scenario(...)``: how a scenario module registers itself
     scenarios/   one module per concern; a new module there is picked up by itself
     run.py       run_bench: the chosen scenarios into one report

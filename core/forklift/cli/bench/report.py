@@ -8,10 +8,10 @@ from typing import Any, Literal
 #: The figures of the main performance table, in its order; a scenario's other figures
 #: follow them (first these three, then any a later scenario module registers).
 TABLE_KEYS: tuple[str, ...] = (
-    "e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000", "bulk",
+    "e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000", "bulk_10000",
     "latency_p50", "latency_p99", "e2e_4w", "stats_1m", "claim_backlog",
 )
-EXTRA_KEYS: tuple[str, ...] = ("e2e_2w", "db_cpu", "memory")
+EXTRA_KEYS: tuple[str, ...] = ("e2e_2w", "e2e_8w", "db_cpu", "memory")
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,11 @@ class Sizes:
     stats_calls: int = 20
     backlog_small: int = 5_000
     backlog_large: int = 500_000
+    # The opt-in steady scenarios (sustained, horizon): rates in jobs/s and stretches in s.
+    sustained_rate: int = 800
+    sustained_high_rate: int = 5_000
+    sustained_seconds: float = 60.0
+    horizon_seconds: float = 300.0
 
 
 FULL = Sizes()
@@ -40,6 +45,7 @@ QUICK = Sizes(
     e2e_jobs=20_000, c1_jobs=1_000, enqueue_jobs=1_000, producer_jobs=4_000, bulk_jobs=40_000,
     bulk_small_jobs=20_000, latency_jobs=100, memory_jobs=100_000, stats_finished=100_000,
     stats_live=5_000, stats_calls=10, backlog_small=2_000, backlog_large=50_000,
+    sustained_seconds=15.0, horizon_seconds=30.0,
 )
 
 
@@ -49,7 +55,8 @@ def tiny_sizes() -> Sizes:
         e2e_jobs=300, c1_jobs=40, enqueue_jobs=40, producers=4, producer_jobs=80, bulk_jobs=400,
         bulk_call=200, bulk_small_jobs=200, copy_batch=100, latency_jobs=5, memory_jobs=1_000,
         stats_finished=2_000, stats_live=200, stats_calls=2, backlog_small=200,
-        backlog_large=2_000,
+        backlog_large=2_000, sustained_rate=200, sustained_high_rate=400, sustained_seconds=2.0,
+        horizon_seconds=2.0,
     )
 
 
@@ -169,6 +176,8 @@ def _fmt(value: float | None, unit: str) -> str:
         return f"{value:,.0f}"
     if unit in ("ms", "µs/job", "ms CPU"):
         return f"{value:,.2f}" if value < 10 else f"{value:,.1f}"
+    if unit in ("jobs", "tuples"):
+        return f"{value:,.0f}"
     if unit == "MiB":
         return f"{value:,.1f}"
     return f"{value:,.3g}"

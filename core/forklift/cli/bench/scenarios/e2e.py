@@ -59,3 +59,8 @@ def e2e_4w(bench: Bench) -> list[Figure]:
 @scenario("e2e_2w", figures=("e2e_2w",), order=61)
 def e2e_2w(bench: Bench) -> list[Figure]:
     return [_workers(bench, 2)]
+
+
+@scenario("e2e_8w", figures=("e2e_8w",), order=62)
+def e2e_8w(bench: Bench) -> list[Figure]:
+    return [_workers(bench, 8)]

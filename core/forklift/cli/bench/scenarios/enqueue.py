@@ -145,8 +145,8 @@ def _bulk(bench: Bench, key: str, call: int, jobs: int) -> Figure:
                   detail={"jobs": total})
 
 
-@scenario("bulk", figures=("bulk_1000", "bulk"), order=40)
+@scenario("bulk", figures=("bulk_1000", "bulk_10000"), order=40)
 def bulk(bench: Bench) -> list[Figure]:
     sz = bench.sizes
     return [_bulk(bench, "bulk_1000", sz.copy_batch, sz.bulk_small_jobs),
-            _bulk(bench, "bulk", sz.bulk_call, sz.bulk_jobs)]
+            _bulk(bench, "bulk_10000", sz.bulk_call, sz.bulk_jobs)]
