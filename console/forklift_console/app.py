@@ -37,7 +37,9 @@ from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.flow import FlowScreen
 from forklift_console.screens.health import HealthScreen
 from forklift_console.screens.help import HelpScreen
+from forklift_console.screens.job import JobScreen
 from forklift_console.screens.jobs import JobsScreen
+from forklift_console.screens.jump import JumpScreen
 from forklift_console.screens.kinds import KindsScreen
 from forklift_console.screens.modals import GotoScreen, PickScreen
 from forklift_console.screens.overview import OverviewScreen
@@ -72,6 +74,7 @@ class ConsoleApp(App[None]):
         ),
         Binding("0", "go('flow')", "Flow control", show=False),
         Binding(":", "goto", "Go to screen", show=False),
+        Binding("J", "jump", "Jump to job id", show=False, key_display="J"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f", "freeze", "Freeze", show=False),
         Binding("plus,equals_sign", "faster", "Faster refresh", show=False, key_display="+"),
@@ -215,10 +218,21 @@ class ConsoleApp(App[None]):
                 self.exit()
             elif target == "help":
                 self.action_help()
+            elif target and (target == "job" or target.startswith("job ")):
+                self.action_jump(target.removeprefix("job").strip())
             elif target:
                 self.action_go(target)
 
         self.push_screen(GotoScreen(), chosen)
+
+    def action_jump(self, initial: str = "") -> None:
+        """J or ``:job 123``: the job with that id, from any screen."""
+
+        def chosen(job_id: int | None) -> None:
+            if job_id is not None:
+                self.push_screen(JobScreen(job_id))
+
+        self.push_screen(JumpScreen(initial), chosen)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
@@ -270,6 +284,8 @@ class ConsoleApp(App[None]):
                     partial(self.action_go, mode),
                 )
         yield from self._sort_commands(screen)
+        yield SystemCommand("Jump to job id", "Open one job by its id (J, or :job 1234)",
+                            self.action_jump)
         yield SystemCommand("Help", "Keys of this screen and the glyph legend (?)", self.action_help)
         yield SystemCommand(
             "Freeze refresh" if not self.status.frozen else "Resume refresh",
