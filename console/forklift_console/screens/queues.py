@@ -23,6 +23,7 @@ from forklift.ops import (
     QueueStats,
     Stats,
 )
+from forklift.ops.charts import ChartSeries
 from forklift.ops.display import show_id
 from forklift.ops.runbook import command
 from forklift_console.plan import Plan
@@ -51,6 +52,7 @@ from forklift_console.widgets.text import (
     until,
 )
 from forklift_console.widgets.text import queue_state as queue_badge
+from forklift_console.widgets.window_chart import ChartWindow, chart_text, next_window
 
 SPARK_POINTS = 30
 
@@ -62,6 +64,8 @@ class QueuesData:
     why: Explanation | None
     #: The highlighted queue the fetch saw.
     asked: str | None
+    #: The highlighted queue's throughput over the window chosen with w (else None).
+    chart: ChartSeries | None = None
 
 
 class QueuesScreen(ConsoleScreen[QueuesData]):
@@ -75,13 +79,15 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         " l sets its concurrency limit (none lifts it); P prunes finished jobs older than an"
         " age (counted first, the count typed to confirm); enter shows its jobs."
         " / filters the rows (state:paused lag:>60 mail), s sorts by the next column, S"
-        " reverses."
+        " reverses. w charts the highlighted queue's throughput below over the last 5 min,"
+        " 1 h or 24 h (w again: the next window, then none)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Jobs"),
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("l", "limit", "Limit"),
         Binding("P", "prune", "Prune", key_display="P"),
+        Binding("w", "window", "Chart window", show=False),
         FILTER_KEY,
     ]
     action_focus_filter = open_filter
@@ -92,6 +98,9 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         self._stats: Stats | None = None
         self._why: Explanation | None = None
         self._want: str | None = None
+        #: The window charted for the highlighted queue (w), or None.
+        self.window: ChartWindow | None = None
+        self._chart: ChartSeries | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -117,14 +126,18 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         if name is None and stats.queues:
             name = stats.queues[0].name
         why = None
+        chart = None
         if name is not None:
             with contextlib.suppress(QueueNotFound):
                 why = op.explain_queue(name)
-        return QueuesData(stats, why, self._want)
+            window = self.window
+            if window is not None:
+                chart = op.stats.charts(window=window.window, bucket=window.bucket, queue=name)
+        return QueuesData(stats, why, self._want, chart)
 
     def show(self, answer: QueuesData) -> None:
         data = answer.stats
-        self._stats, self._why = data, answer.why
+        self._stats, self._why, self._chart = data, answer.why, answer.chart
         rows: list[Row] = []
         table = self.query_one("#queues", LiveTable)
         points = min(SPARK_POINTS, table.flex_width())  # the newest points, as many as fit
@@ -203,7 +216,24 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
             text.append(
                 f" · run time mean {seconds(rt.mean_seconds)}, p95 {seconds(rt.p95_seconds)}"
             )
+        chart, window = self._chart, self.window
+        if window is not None:
+            text.append("\n")
+            if (chart is not None and chart.queue == q.name
+                    and chart.window_seconds == window.window.total_seconds()):
+                text.append_text(chart_text(chart, window, self.app.size.width - 2,
+                                            what=f"Throughput, queue {show_id(q.name)}"))
+            else:
+                text.append(f"Throughput, the last {window.label}: loading…", style="dim")
         box.update(text)
+
+    def action_window(self) -> None:
+        """w: the highlighted queue's throughput over 5 min, 1 h, 24 h, then no chart."""
+        self.window = next_window(self.window)
+        self.notify(f"the highlighted queue's throughput over the last {self.window.label}"
+                    if self.window is not None else "no throughput chart", title="Queues")
+        self._show_detail()
+        self.reload()
 
     # -- actions ------------------------------------------------------------------------------
     def can(self, action: str) -> bool | None:
