@@ -15,7 +15,6 @@ from textual.widgets import DataTable, OptionList, Static
 
 from forklift import ForkliftError
 from forklift.ops import JobFilter, JobSummary, Operator, Stats
-from forklift.ops.charts import ChartSeries
 from forklift.ops.dead import DeadGroup
 from forklift.ops.health import Health
 from forklift_console.screens.base import ConsoleScreen
@@ -60,8 +59,8 @@ class OverviewData:
     health: Health | None = None
     #: Why health could not be read (a role without access to the statistics views...).
     health_error: str | None = None
-    #: The throughput over the window chosen with w (None: the stats' own half hour).
-    chart: ChartSeries | None = None
+    #: The stats over the window chosen with w (None: the half hour of ``stats``).
+    chart: Stats | None = None
 
 
 def fetch_overview(op: Operator) -> OverviewData:
@@ -132,7 +131,7 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
             self._slow_at = time.monotonic()
         health, error = self._health
         window = self.window
-        chart = (op.stats.charts(window=window.window, bucket=window.bucket)
+        chart = (op.stats.get(window=window.window, bucket=window.bucket, cached=False)
                  if window is not None else None)
         return replace(data, lost=self._lost, health=health, health_error=error, chart=chart)
 
@@ -206,7 +205,8 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         chart, window = data.chart, self.window
         if (chart is not None and window is not None
                 and chart.window_seconds == window.window.total_seconds()):
-            return chart_text(chart, window, self.app.size.width - 2, what="Throughput")
+            return chart_text(chart.totals.series, window, self.app.size.width - 2,
+                              what="Throughput")
         s, t = data.stats, data.stats.totals
         rates = Text().append(f"Throughput, {window_label(s)}\n", style="bold")
         width = len(t.series.completed)

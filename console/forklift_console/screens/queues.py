@@ -23,7 +23,6 @@ from forklift.ops import (
     QueueStats,
     Stats,
 )
-from forklift.ops.charts import ChartSeries
 from forklift.ops.display import show_id
 from forklift.ops.runbook import command
 from forklift_console.plan import Plan
@@ -64,8 +63,8 @@ class QueuesData:
     why: Explanation | None
     #: The highlighted queue the fetch saw.
     asked: str | None
-    #: The highlighted queue's throughput over the window chosen with w (else None).
-    chart: ChartSeries | None = None
+    #: The stats over the window chosen with w, for the highlighted queue's chart (else None).
+    chart: Stats | None = None
 
 
 class QueuesScreen(ConsoleScreen[QueuesData]):
@@ -100,7 +99,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         self._want: str | None = None
         #: The window charted for the highlighted queue (w), or None.
         self.window: ChartWindow | None = None
-        self._chart: ChartSeries | None = None
+        self._chart: Stats | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -126,13 +125,12 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         if name is None and stats.queues:
             name = stats.queues[0].name
         why = None
-        chart = None
         if name is not None:
             with contextlib.suppress(QueueNotFound):
                 why = op.explain_queue(name)
-            window = self.window
-            if window is not None:
-                chart = op.stats.charts(window=window.window, bucket=window.bucket, queue=name)
+        window = self.window
+        chart = (op.stats.get(window=window.window, bucket=window.bucket, cached=False)
+                 if window is not None else None)
         return QueuesData(stats, why, self._want, chart)
 
     def show(self, answer: QueuesData) -> None:
@@ -219,9 +217,10 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         chart, window = self._chart, self.window
         if window is not None:
             text.append("\n")
-            if (chart is not None and chart.queue == q.name
+            charted = chart.queue(q.name) if chart is not None else None
+            if (chart is not None and charted is not None
                     and chart.window_seconds == window.window.total_seconds()):
-                text.append_text(chart_text(chart, window, self.app.size.width - 2,
+                text.append_text(chart_text(charted.series, window, self.app.size.width - 2,
                                             what=f"Throughput, queue {show_id(q.name)}"))
             else:
                 text.append(f"Throughput, the last {window.label}: loading…", style="dim")

@@ -1,9 +1,9 @@
 """Throughput over a chosen time window (5 min, 1 h, 24 h), as lines of bars a panel shows.
 
 The Overview (for every queue) and the Queues screen (for the highlighted queue) step through
-the windows with ``w``; the figures are the operator API's chart series
-(:func:`forklift.ops.charts.chart_series`, one statement a refresh, read only while a window is
-chosen). Each line names what it counts and its total, the heading names the window and the
+the windows with ``w``; the figures are the operator API's stats for that window
+(``op.stats.get(window=..., cached=False)``: closed minutes from the stats rollup, so 24 h costs
+about what 5 min does; read only while a window is chosen). Each line names what it counts and its total, the heading names the window and the
 bucket in words, so nothing depends on colour or on guessing the scale. A series with nothing in
 the window draws no bars at all (a row of the lowest block reads as "a little"), and says so.
 When the buckets outnumber the columns, neighbouring buckets are added together so the whole
@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from rich.text import Text
 
-from forklift.ops.charts import ChartSeries
+from forklift.ops.stats import Series
 from forklift_console.widgets.text import JOB_STATES, SPARK_BLOCKS
 
 
@@ -77,14 +77,14 @@ def _span(seconds: float) -> str:
     return f"{seconds / 3600:g} h"
 
 
-def chart_text(series: ChartSeries, window: ChartWindow, width: int, *, what: str) -> Text:
+def chart_text(series: Series, window: ChartWindow, width: int, *, what: str) -> Text:
     """``what`` (e.g. "Throughput, queue mail"), the window in words, one line per outcome."""
     label_width, total_width = 13, 9
     room = max(10, width - label_width - total_width - 2)
     drawn = len(fit(series.completed, room))
     group = -(-len(series.completed) // drawn) if drawn else 1
     text = Text().append(f"{what}, the last {window.label}", style="bold")
-    per = window.bucket_label if group == 1 else _span(series.bucket_seconds * group)
+    per = window.bucket_label if group == 1 else _span(window.bucket.total_seconds() * group)
     text.append(f" · a bar per {per} · w: next window\n", style="dim")
     for label, glyph, values in (
         ("completed", JOB_STATES["completed"][0], series.completed),
