@@ -222,7 +222,8 @@ class PickScreen(ModalScreen[str | None]):
 
 
 class GotoScreen(ModalScreen[str | None]):
-    """``:`` then a screen's name (``:jobs``, ``:dead``), like k9s; ``:q`` quits."""
+    """``:`` then a screen's name (``:jobs``, ``:dead``), like k9s; ``:q`` quits; ``:job 123``
+    opens that job."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
 
@@ -249,6 +250,10 @@ class GotoScreen(ModalScreen[str | None]):
     @on(Input.Submitted)
     def _go(self, event: Input.Submitted) -> None:
         word = event.value.strip().lstrip(":").lower()
+        verb, _, rest = word.partition(" ")
+        if verb == "job":  # `:job 123` opens that job (the app asks for the id if none)
+            self.dismiss(f"job {rest.strip()}".rstrip())
+            return
         target = self.NAMES.get(word)
         if target is None:
             modes = [m for m, _, _ in TABS] + [m for m, _ in MORE_SCREENS]
