@@ -43,6 +43,7 @@ GROUPS = {
         ("keys", "keys:keys_app"),
         ("outbox", "outbox:outbox_app"),
         ("events", "outbox:events_app"),
+        ("webhooks", "webhooks:webhooks_app"),
     )
 }
 
