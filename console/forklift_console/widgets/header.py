@@ -29,6 +29,7 @@ MORE_SCREENS: tuple[tuple[str, str], ...] = (
     ("scheduled", "Scheduled"),
     ("kinds", "Kinds"),
     ("charts", "Charts"),
+    ("webhooks", "Webhooks"),
 )
 
 

@@ -32,7 +32,8 @@ LIVE = "('scheduled', 'available', 'running', 'retryable')"
 _COLUMNS = f"""
 e.name, e.url, e.enabled, e.disabled_reason, e.disabled_at, e.disabled_by, e.last_status,
 e.last_size, e.last_error, e.last_at, e.last_ok_at, e.failure_streak, e.delivered, e.failed,
-(SELECT count(*) FROM {{s}}.jobs j WHERE j.kind = '{KIND_PREFIX}' || e.name AND j.state IN {LIVE})
+(SELECT count(*) FROM {{s}}.jobs j WHERE j.kind = '{KIND_PREFIX}' || e.name AND j.state IN {LIVE}),
+'{KIND_PREFIX}' || e.name
 """
 LIST_SQL = f"SELECT {_COLUMNS} FROM {{s}}.webhook_endpoints e ORDER BY e.name"
 ONE_SQL = f"SELECT {_COLUMNS} FROM {{s}}.webhook_endpoints e WHERE e.name = %s"
@@ -83,6 +84,8 @@ class EndpointInfo(Shape):
     failed: int
     #: deliveries still owed: waiting, held while disabled, retrying or running
     pending: int
+    #: the job kind that delivers to it
+    kind: str
 
 
 @dataclass(frozen=True)
