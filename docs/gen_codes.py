@@ -29,6 +29,10 @@ MORE_FAILURE_CODES: dict[str, str] = {
     "dead at once",
     "dependency_failed": "a dependency (`after=`) ended dead or cancelled: the job is cancelled "
     "with this entry (policy `cancel`)",
+    "endpoint_gone": "a [webhook delivery](../how-to/webhooks.md) got 410 (or a status in the "
+    "endpoint's `disable_on`): dead at once, and the endpoint is disabled",
+    "rejected": "a [webhook delivery](../how-to/webhooks.md) got a 4xx other than 408, 409, 425 "
+    "and 429: dead at once",
 }
 
 
@@ -82,12 +86,14 @@ def error_classes() -> list[tuple[str, type[Any]]]:
     """Every exception of the public API with a ``code``: forklift's names, then forklift.ops."""
     import forklift
     import forklift.ops
+    import forklift.webhooks
 
     out: list[tuple[str, type[Any]]] = []
     seen: set[type[Any]] = set()
     for where, module, names in (
         ("forklift", forklift, forklift.__all__),
         ("forklift.ops", forklift.ops, getattr(forklift.ops, "__all__", [])),
+        ("forklift.webhooks", forklift.webhooks, forklift.webhooks.__all__),
     ):
         for name in names:
             obj = getattr(module, name, None)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from forklift.webhooks.endpoint import Endpoint as Endpoint
     from forklift.webhooks.errors import DeliveryFailed as DeliveryFailed
+    from forklift.webhooks.errors import EndpointNotFound as EndpointNotFound
     from forklift.webhooks.errors import InvalidSecret as InvalidSecret
     from forklift.webhooks.errors import SignatureRefused as SignatureRefused
     from forklift.webhooks.event import Event as Event
@@ -24,11 +25,11 @@ if TYPE_CHECKING:
 _WHERE = {
     "Endpoint": "endpoint", "Event": "event", "Inbound": "inbound", "Receiver": "receiver",
     "Secret": "signing", "new_secret": "signing", "DeliveryFailed": "errors",
-    "InvalidSecret": "errors", "SignatureRefused": "errors",
+    "EndpointNotFound": "errors", "InvalidSecret": "errors", "SignatureRefused": "errors",
 }
 
-__all__ = ["DeliveryFailed", "Endpoint", "Event", "Inbound", "InvalidSecret", "Receiver",
-           "Secret", "SignatureRefused", "new_secret"]
+__all__ = ["DeliveryFailed", "Endpoint", "EndpointNotFound", "Event", "Inbound", "InvalidSecret",
+           "Receiver", "Secret", "SignatureRefused", "new_secret"]
 
 
 def __getattr__(name: str) -> Any:
