@@ -121,7 +121,7 @@ def test_a_5xx_is_retried_until_attempts_run_out(
     assert (h["enabled"], h["failure_streak"], h["failed"], h["last_status"]) == (True, 3, 3, 500)
 
 
-def test_a_4xx_is_terminal_but_409_is_retried(
+def test_a_client_error_is_terminal_but_409_is_retried(
         app: Forklift, target: Target, conn: psycopg.Connection[Any]) -> None:
     ep = Endpoint(app, "picky", url=target.script("/picky", Answer(409), Answer(400)),
                   secrets=new_secret(), retry=FAST)
@@ -136,16 +136,19 @@ def test_a_4xx_is_terminal_but_409_is_retried(
 def test_an_endpoint_that_never_answers_times_out_and_is_retried(
         app: Forklift, target: Target, conn: psycopg.Connection[Any]) -> None:
     url = target.script("/never", Answer(200, hold=60), Answer(200))
-    ep = Endpoint(app, "never", url=url, secrets=new_secret(), timeout=0.5, retry=FAST)
+    ep = Endpoint(app, "never", url=url, secrets=new_secret(), timeout=1, retry=FAST)
     sent = ep.send("ping", {})
     with running_worker(app):
         assert wait_state(conn, sent.id, *TERMINAL)["state"] == "completed"
-    (timed_out, delivered) = attempts(conn, "never")
-    assert timed_out[1:3] == (None, "failed") and "no answer within 0.5s" in timed_out[4]
+    tried = attempts(conn, "never")
+    timed_out, delivered = tried[0], tried[-1]
+    assert timed_out[1:3] == (None, "failed") and "no answer within 1s" in timed_out[4]
     assert delivered[1:3] == (200, "delivered")
+    # on a loaded machine a later try may time out too; none is recorded as delivered twice
+    assert [t[2] for t in tried].count("delivered") == 1
 
 
-def test_410_disables_the_endpoint_holds_later_events_and_enable_delivers_them(
+def test_gone_disables_the_endpoint_holds_later_events_and_enable_delivers_them(
         app: Forklift, target: Target, conn: psycopg.Connection[Any], dsn: str) -> None:
     url = target.script("/gone", Answer(410), Answer(200))
     ep = Endpoint(app, "gone", url=url, secrets=new_secret(), retry=FAST)

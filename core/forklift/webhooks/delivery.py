@@ -21,7 +21,7 @@ import random
 import time
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from forklift._base.retry import Fail, Retry, Snooze
 from forklift._base.scrub import scrub
@@ -29,8 +29,10 @@ from forklift.webhooks import health, signing
 from forklift.webhooks.errors import DeliveryFailed
 
 if TYPE_CHECKING:
+
+    from forklift._app.app import Forklift
     from forklift._app.context import JobContext
-    from forklift.webhooks.endpoint import Endpoint
+    from forklift._base.retry import Backoff
     from forklift.webhooks.event import Event
 
 __all__ = ["FAILURE_CODES", "HOLD", "RETRYABLE_4XX", "classify", "deliver", "retry_after"]
@@ -48,6 +50,22 @@ JITTER = 0.1
 ORDER_RECHECK = 0.2
 
 Verdict = Literal["delivered", "gone", "rejected", "retry"]
+
+
+class Destination(Protocol):
+    """What a delivery needs of its endpoint (:class:`~forklift.webhooks.Endpoint` is one)."""
+
+    app: Forklift
+    name: str
+    url: str
+    kind_name: str
+    secrets: tuple[signing.Secret, ...]
+    ordered: bool
+    connect_timeout: float
+    timeout: float
+    disable_on: frozenset[int]
+    max_response: int
+    retry: Backoff
 
 
 def classify(status: int, disable_on: frozenset[int]) -> Verdict:
@@ -82,12 +100,12 @@ def _named_delay(asked: float, ceiling: float) -> float:
     return min(ceiling, base + base * JITTER * random.random())
 
 
-async def deliver(endpoint: Endpoint, ctx: JobContext, event: Event) -> dict[str, int]:
+async def deliver(endpoint: Destination, ctx: JobContext, event: Event) -> dict[str, int]:
     """The handler of an endpoint's kind: one attempt at delivering ``event``."""
     app = endpoint.app
     pool = await app.async_pool()
     async with pool.connection() as conn:
-        seen = await health.gate(conn, app.schema, name=endpoint.name, kind=endpoint.kind.name,
+        seen = await health.gate(conn, app.schema, name=endpoint.name, kind=endpoint.kind_name,
                                  job_id=ctx.job_id, ordered=endpoint.ordered)
     if not seen.enabled:
         raise Snooze(HOLD)
@@ -119,7 +137,7 @@ async def deliver(endpoint: Endpoint, ctx: JobContext, event: Event) -> dict[str
                          size=size)
 
 
-async def _post(endpoint: Endpoint, event: Event
+async def _post(endpoint: Destination, event: Event
                 ) -> tuple[int | None, int | None, float | None, str | None, int]:
     """(status, size, Retry-After seconds, error, milliseconds) of one POST."""
     import httpx

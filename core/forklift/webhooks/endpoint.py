@@ -106,8 +106,9 @@ class Endpoint:
         if self.concurrency is not None or rate is not None:
             keys = [Key(lambda _e: "*", limit=self.concurrency, rate=rate,
                         name=KIND_PREFIX + self.name)]
+        self.kind_name = KIND_PREFIX + self.name
         self.kind: JobKind[Event, dict[str, int]] = app.job(
-            name=KIND_PREFIX + self.name, queue=queue, max_attempts=max_attempts,
+            name=self.kind_name, queue=queue, max_attempts=max_attempts,
             retry=self.retry, timeout=self.connect_timeout + self.timeout + 30.0,
             failure_codes=delivery.FAILURE_CODES, concurrency=keys,
         )(self._run)
