@@ -206,6 +206,7 @@ def test_an_event_published_through_the_outbox_is_delivered_once_its_transaction
         wait_until(lambda: attempts(conn, "boxed"), timeout=30, message="recorded")
     (request,) = target.requests("/boxed")
     assert request.headers["webhook-id"] == "evt_8"
+    assert [a[:3] for a in attempts(conn, "boxed")] == [("evt_8", 200, "delivered")]
 
 
 def test_bad_declarations_name_their_field(app: Forklift) -> None:

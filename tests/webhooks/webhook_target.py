@@ -69,7 +69,7 @@ class Target:
 
     def script(self, path: str, *answers: Answer) -> str:
         with self.lock:
-            self.scripts[path] = list(answers)
+            self.scripts[path] = list(answers) or [Answer()]
         return self.url(path)
 
     def requests(self, path: str) -> list[Seen]:
