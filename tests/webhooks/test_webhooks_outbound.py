@@ -148,6 +148,18 @@ def test_an_endpoint_that_never_answers_times_out_and_is_retried(
     assert [t[2] for t in tried].count("delivered") == 1
 
 
+def test_a_slow_answer_within_the_timeout_is_delivered_once(
+        app: Forklift, target: Target, conn: psycopg.Connection[Any]) -> None:
+    ep = Endpoint(app, "slow", url=target.script("/slow", Answer(200, hold=0.5)),
+                  secrets=new_secret(), timeout=20, retry=FAST)
+    sent = ep.send("ping", {})
+    with running_worker(app):
+        done = wait_state(conn, sent.id, *TERMINAL)
+    assert (done["state"], done["attempt"]) == ("completed", 1)
+    assert len(target.requests("/slow")) == 1
+    assert [a[1:3] for a in attempts(conn, "slow")] == [(200, "delivered")]
+
+
 def test_gone_disables_the_endpoint_holds_later_events_and_enable_delivers_them(
         app: Forklift, target: Target, conn: psycopg.Connection[Any], dsn: str) -> None:
     url = target.script("/gone", Answer(410), Answer(200))
