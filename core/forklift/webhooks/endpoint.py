@@ -79,7 +79,7 @@ class Endpoint:
         self.name = check_name(name, "kind", field="name")
         parts = urlsplit(url) if isinstance(url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ConfigError(f"url of endpoint {self.name} must be an http(s) URL",
+            raise ConfigError(f"url of endpoint {self.name} must be an http or https URL",
                               field="url")
         self.url = url
         self.secrets = signing.secrets_of(secrets)
