@@ -32,6 +32,7 @@ ACTIONS = {
     "backfills start", "backfills pause", "backfills resume", "backfills cancel", "backfills rate",
     "health set", "retention set", "retention reset", "outbox retry", "events publish",
     "queues rate", "queues fair", "keys limit", "keys rate", "keys reset",
+    "webhooks enable", "webhooks disable",
 }
 #: ... and those that change something outside the audit trail.
 UNAUDITED = {"migrate", "db stop", "db remove"}

@@ -28,7 +28,7 @@ READS = {
     "backfills list", "backfills show", "batches list", "batches show", "health",
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
     "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
-    "events waits", "queues scale",
+    "events waits", "queues scale", "webhooks endpoints", "webhooks deliveries",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
@@ -37,7 +37,7 @@ WRITES = {
     "batches cancel", "batches retry-failed", "health set", "retention set", "retention reset",
     "queues pause", "queues resume", "queues limit", "queues rate", "queues fair",
     "keys limit", "keys rate", "keys reset", "dead requeue", "dead delete",
-    "outbox retry", "events publish",
+    "outbox retry", "events publish", "webhooks enable", "webhooks disable",
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
@@ -165,6 +165,8 @@ def seed(conn: psycopg.Connection[Any], dsn: str) -> dict[str, str]:
     conn.execute("INSERT INTO forklift.queues (name) VALUES ('mail')")
     conn.execute("INSERT INTO forklift.flow_keys (name, concurrency) VALUES ('tenant', 2)")
     register_worker(conn, "w1", ["mail"])
+    conn.execute("INSERT INTO forklift.webhook_endpoints (name, url, enabled)"
+                 " VALUES ('shop', 'https://shop.example/h', false)")
     dead = insert_job(conn, state="dead", errors=[error()])
     with Operator(dsn) as op:
         group = op.dead_groups().groups[0].id
@@ -215,6 +217,8 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["dead", "delete", t["group"], "--yes"],
         ["outbox", "retry", t["outbox"], "--yes"],
         ["events", "publish", "order.paid", "--data", "{}"],
+        ["webhooks", "enable", "shop"],
+        ["webhooks", "disable", "shop", "--yes"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
@@ -228,7 +232,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["queues", "explain", "mail"], ["workers", "list"], ["locks", "list"],
         ["keys", "list"], ["keys", "show", "tenant"],
         ["dead", "groups"], ["outbox", "list"], ["events", "list"], ["events", "waits"],
-        ["queues", "scale"],
+        ["queues", "scale"], ["webhooks", "endpoints"], ["webhooks", "deliveries"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
