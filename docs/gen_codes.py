@@ -35,6 +35,10 @@ MORE_FAILURE_CODES: dict[str, str] = {
     "columns that no subject reaches; dead at once, nothing touched",
     "subject_declaration_invalid": "a personal-data export or erase found a declared table or "
     "column missing, or a reach without a foreign key to follow; dead at once, nothing touched",
+    "endpoint_gone": "a [webhook delivery](../how-to/webhooks.md) got 410 (or a status in the "
+    "endpoint's `disable_on`): dead at once, and the endpoint is disabled",
+    "rejected": "a [webhook delivery](../how-to/webhooks.md) got a 4xx other than 408, 409, 425 "
+    "and 429: dead at once",
 }
 
 
@@ -91,6 +95,7 @@ def error_classes() -> list[tuple[str, type[Any]]]:
     import forklift.ledger
     import forklift.ops
     import forklift.partitions
+    import forklift.webhooks
 
     out: list[tuple[str, type[Any]]] = []
     seen: set[type[Any]] = set()
@@ -99,6 +104,7 @@ def error_classes() -> list[tuple[str, type[Any]]]:
         ("forklift.ops", forklift.ops, getattr(forklift.ops, "__all__", [])),
         ("forklift.ledger", forklift.ledger, forklift.ledger.__all__),
         ("forklift.partitions", forklift.partitions, forklift.partitions.__all__),
+        ("forklift.webhooks", forklift.webhooks, forklift.webhooks.__all__),
     ):
         for name in names:
             obj = getattr(module, name, None)

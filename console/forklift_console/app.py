@@ -47,6 +47,7 @@ from forklift_console.screens.overview import OverviewScreen
 from forklift_console.screens.queues import QueuesScreen
 from forklift_console.screens.schedules import SchedulesScreen
 from forklift_console.screens.waiting import RetriesScreen, ScheduledScreen
+from forklift_console.screens.webhooks import WebhooksScreen
 from forklift_console.screens.workers import WorkersScreen
 from forklift_console.screens.workflows import WorkflowsScreen
 from forklift_console.widgets.clipboard import cli_line, copy_out
@@ -130,6 +131,7 @@ class ConsoleApp(App[None]):
             "kinds": KindsScreen(),
             "charts": ChartsScreen(),
             "consumers": ConsumersScreen(),
+            "webhooks": WebhooksScreen(),
         }
         for mode, view in self.views.items():
             self.add_mode(mode, lambda view=view: view)  # type: ignore[misc]

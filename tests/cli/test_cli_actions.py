@@ -33,6 +33,7 @@ ACTIONS = {
     "health set", "retention set", "retention reset", "outbox retry", "events publish",
     "queues rate", "queues fair", "keys limit", "keys rate", "keys reset",
     "ledger create", "partitions run",
+    "webhooks enable", "webhooks disable",
 }
 #: ... and those that change something outside the audit trail.
 UNAUDITED = {"migrate", "db stop", "db remove"}

@@ -74,9 +74,10 @@ FLAT: dict[str, str] = {
 SESSION = {"session", "ctx", "schema", "actor", "read_only", "conn", "abort", "check_role",
            "close", "dry_run", "snapshot"}
 
-CLIENTS = sorted({target.partition(".")[0] for target in FLAT.values()})
-#: Clients that came after the flat names and so have none.
-NEWER_CLIENTS = ["consumers"]
+#: Clients that came after the flat facade, so no flat name answers through them.
+NEWER_CLIENTS = {"consumers", "webhooks"}
+
+CLIENTS = sorted({target.partition(".")[0] for target in FLAT.values()} | NEWER_CLIENTS)
 
 OPS = Path(operator_module.__file__).parent
 
@@ -207,10 +208,10 @@ def test_every_call_of_the_flat_facade_reaches_one_client_call(op: Operator) -> 
 def test_the_operator_is_its_clients_its_session_and_the_flat_names(op: Operator) -> None:
     public = {n for n in dir(Operator) if not n.startswith("_")}
     assert public - SESSION == set(FLAT) | set(CLIENTS) | set(NEWER_CLIENTS)
-    assert CLIENTS == ["audit", "backfills", "batches", "dead", "events", "health", "jobs",
+    assert CLIENTS == ["audit", "backfills", "batches", "consumers", "dead", "events", "health", "jobs",
                        "keys", "locks", "outbox", "queues", "retention", "schedules", "stats",
-                       "workers"]
-    for name in CLIENTS + NEWER_CLIENTS:
+                       "webhooks", "workers"]
+    for name in CLIENTS:
         client = getattr(op, name)
         # Each client holds the session, not the Operator, and one client serves every call.
         assert client._session is op.session and isinstance(op.session, OperatorSession)

@@ -29,6 +29,7 @@ READS = {
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
     "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
     "events waits", "queues scale", "consumers list", "consumers show",
+    "webhooks endpoints", "webhooks deliveries",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
@@ -38,7 +39,7 @@ WRITES = {
     "queues pause", "queues resume", "queues limit", "queues rate", "queues fair",
     "keys limit", "keys rate", "keys reset", "dead requeue", "dead delete",
     "outbox retry", "events publish", "consumers pause", "consumers resume",
-    "consumers reset-cursor",
+    "consumers reset-cursor", "webhooks enable", "webhooks disable",
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
@@ -168,6 +169,8 @@ def seed(conn: psycopg.Connection[Any], dsn: str) -> dict[str, str]:
     register_worker(conn, "w1", ["mail"])
     conn.execute("INSERT INTO forklift.consumers (name, kind, queue, batch_size, paused)"
                  " VALUES ('feed', 'feed', 'consumers', 10, true)")
+    conn.execute("INSERT INTO forklift.webhook_endpoints (name, url, enabled)"
+                 " VALUES ('shop', 'https://shop.example/h', false)")
     dead = insert_job(conn, state="dead", errors=[error()])
     with Operator(dsn) as op:
         group = op.dead_groups().groups[0].id
@@ -221,6 +224,8 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["consumers", "pause", "feed"],
         ["consumers", "resume", "feed"],
         ["consumers", "reset-cursor", "feed", "--to", "5", "--yes"],
+        ["webhooks", "enable", "shop"],
+        ["webhooks", "disable", "shop", "--yes"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
@@ -235,6 +240,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["keys", "list"], ["keys", "show", "tenant"],
         ["dead", "groups"], ["outbox", "list"], ["events", "list"], ["events", "waits"],
         ["queues", "scale"], ["consumers", "list"], ["consumers", "show", "feed"],
+        ["queues", "scale"], ["webhooks", "endpoints"], ["webhooks", "deliveries"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 

@@ -30,6 +30,7 @@ MORE_SCREENS: tuple[tuple[str, str], ...] = (
     ("kinds", "Kinds"),
     ("charts", "Charts"),
     ("consumers", "Consumers"),
+    ("webhooks", "Webhooks"),
 )
 
 

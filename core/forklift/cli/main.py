@@ -47,6 +47,7 @@ GROUPS = {
         ("partitions", "partitions:partitions_app"),
         ("subjects", "subjects:subjects_app"),
         ("consumers", "consumers:consumers_app"),
+        ("webhooks", "webhooks:webhooks_app"),
     )
 }
 

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from forklift.ops._clients.retention import RetentionClient
     from forklift.ops._clients.schedules import SchedulesClient
     from forklift.ops._clients.stats import StatsClient
+    from forklift.ops._clients.webhooks import WebhooksClient
     from forklift.ops._clients.workers import WorkersClient
     from forklift.ops.filters import JobFilter
 
@@ -92,6 +93,7 @@ class Operator:
     ``health``     get, horizon; set a threshold
     ``retention``  show; set or reset a window; prune
     ``consumers``  list, show; pause, resume, reset the cursor
+    ``webhooks``   endpoints, attempts; enable, disable an endpoint
     ============== =========================================================================
 
     ::
@@ -216,6 +218,12 @@ class Operator:
         from forklift.ops._clients.outbox import OutboxClient
 
         return OutboxClient(self.session)
+
+    @cached_property
+    def webhooks(self) -> WebhooksClient:
+        from forklift.ops._clients.webhooks import WebhooksClient
+
+        return WebhooksClient(self.session)
 
     @cached_property
     def events(self) -> EventsClient:

@@ -53,10 +53,12 @@ WRITES: dict[str, tuple[str, ...]] = {
     "worker": ("jobs", "queues", "workers", "leader", "batches", "schedules", "schedule_ticks",
                "backfills", "backfill_runs", "locks", "flow_keys", "flow_values", "dead_letters",
                "idle_workers", "job_steps", "job_deps", "events", "outbox", "stats_minutes",
-               "stats_rollup", "consumers"),
+               "stats_rollup", "consumers", "webhook_endpoints", "webhook_attempts",
+               "webhook_receipts"),
     "operator": ("jobs", "queues", "batches", "schedules", "schedule_ticks", "backfills",
                  "backfill_runs", "settings", "retention", "flow_keys", "dead_letters",
-                 "idle_workers", "job_steps", "job_deps", "events", "outbox", "consumers"),
+                 "idle_workers", "job_steps", "job_deps", "events", "outbox", "consumers",
+                 "webhook_endpoints"),
     "console": (),
 }
 #: Append-only for both writers (its trigger refuses UPDATE and DELETE anyway).
