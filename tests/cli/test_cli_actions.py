@@ -34,6 +34,7 @@ ACTIONS = {
     "queues rate", "queues fair", "keys limit", "keys rate", "keys reset",
     "ledger create", "partitions run",
     "webhooks enable", "webhooks disable",
+    "consumers pause", "consumers resume", "consumers reset-cursor",
 }
 #: ... and those that change something outside the audit trail.
 UNAUDITED = {"migrate", "db stop", "db remove"}
