@@ -608,3 +608,8 @@ CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON {s}.jobs
     FOR EACH ROW
     WHEN (OLD.has_dependents AND OLD.state IN ('scheduled', 'available', 'running', 'retryable'))
     EXECUTE FUNCTION {s}.deps_settled();
+
+-- A job's tenant and who enqueued it (attribution, never authority); NULL unless the enqueue
+-- names them or the kind derives the tenant from the payload (migration 0020).
+ALTER TABLE {s}.jobs ADD COLUMN tenant text;
+ALTER TABLE {s}.jobs ADD COLUMN enqueued_by text;
