@@ -32,6 +32,11 @@ Queues = Annotated[list[str] | None, typer.Option("--queue", "-q", help="Queue(s
 Kinds = Annotated[list[str] | None, typer.Option("--kind", "-k", help="Kind(s).")]
 Tags = Annotated[list[str] | None, typer.Option("--tag", help="Jobs carrying every tag given.")]
 Batch = Annotated[int | None, typer.Option("--batch", help="Jobs of this batch id.")]
+Tenants = Annotated[list[str] | None, typer.Option("--tenant", help="Jobs of these tenant(s).")]
+EnqueuedBy = Annotated[
+    list[str] | None,
+    typer.Option("--enqueued-by", help="Jobs enqueued by these (as their enqueue named them)."),
+]
 Search = Annotated[
     str | None,
     typer.Option("--search", help="Text in the args or the error history (case-insensitive)."),
@@ -62,13 +67,16 @@ def build_filter(
     before: str | None,
     time_field: str,
     ids: list[int] | None = None,
+    *,
+    tenant: list[str] | None = None,
+    enqueued_by: list[str] | None = None,
 ) -> JobFilter:
     from forklift.ops import JobFilter
 
     return JobFilter.build(
         states=state, queues=queue, kinds=kind, tags=tag, batch_id=batch, text=search,
         id_min=id_min, id_max=id_max, after=after, before=before, time_field=time_field,
-        ids=ids,
+        ids=ids, tenants=tenant, enqueued_by=enqueued_by,
     )
 
 
@@ -81,6 +89,8 @@ def jobs_list(
     queue: Queues = None,
     kind: Kinds = None,
     tag: Tags = None,
+    tenant: Tenants = None,
+    enqueued_by: EnqueuedBy = None,
     batch: Batch = None,
     search: Search = None,
     id_min: IdMin = None,
@@ -99,7 +109,7 @@ def jobs_list(
 ) -> None:
     """List jobs matching a filter, a page at a time (keyset pagination)."""
     flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after, before,
-                       time_field)
+                       time_field, tenant=tenant, enqueued_by=enqueued_by)
     page = cx.op.jobs(flt, sort=sort, limit=limit, cursor=cursor)
     if cx.as_json:
         cx.show(page)
@@ -107,8 +117,11 @@ def jobs_list(
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("id", "state", "queue", "kind", "attempt", "created", "run at / finished",
-                "last error (code: message)"):
+    # The tenant column only when a job on the page has one: untenanted installations see the
+    # table they always saw.
+    tenanted = any(j.tenant is not None for j in page.jobs)
+    for col in ("id", "state", "queue", "kind", *(("tenant",) if tenanted else ()), "attempt",
+                "created", "run at / finished", "last error (code: message)"):
         table.add_column(col, justify="right" if col == "id" else "left", overflow="fold")
     for j in page.jobs:
         last = ""
@@ -118,6 +131,7 @@ def jobs_list(
             str(j.id),
             state_text(j.state) if j.parked is None else safe(j.parked.describe(stamp)),
             ident(j.queue), ident(j.kind),
+            *((ident(j.tenant) if j.tenant is not None else "",) if tenanted else ()),
             f"{j.attempt}/{j.max_attempts}", stamp(j.created_at),
             stamp(j.finished_at or j.run_at), last,
         )
@@ -150,6 +164,10 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
               f" {job.attempt}/{job.max_attempts}")
     if job.tags:
         out.print(f"tags: {', '.join(ident(t) for t in job.tags)}")
+    if job.tenant is not None:
+        out.print(f"tenant: {ident(job.tenant)}")
+    if job.enqueued_by is not None:
+        out.print(f"enqueued by: {ident(job.enqueued_by)}")
     if job.unique_key:
         out.print(f"unique key: {ident(job.unique_key)}")
     if job.batch_id is not None:
@@ -236,6 +254,8 @@ def _action_command(action: str) -> Any:
         queue: Queues = None,
         kind: Kinds = None,
         tag: Tags = None,
+        tenant: Tenants = None,
+        enqueued_by: EnqueuedBy = None,
         batch: Batch = None,
         search: Search = None,
         id_min: IdMin = None,
@@ -251,7 +271,7 @@ def _action_command(action: str) -> Any:
         ] = DEFAULT_CAP,
     ) -> None:
         flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
-                           before, time_field)
+                           before, time_field, tenant=tenant, enqueued_by=enqueued_by)
         ids = list(dict.fromkeys(job_ids or []))
         if not ids and flt.is_empty() and not all_jobs:
             raise cx.usage(
