@@ -222,7 +222,9 @@ class JobKind(Generic[P, R]):
         if self.tenant_of is not None or self.tenant_required:
             fields["tenant"] = self._tenant(fields["tenant"], derived)
         if _otel.tracer() is not None:  # a producer span, its traceparent on the row
-            fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"])
+            fields["traceparent"] = _otel.enqueue_traceparent(
+                self.name, fields["queue"], tenant=fields["tenant"],
+                enqueued_by=fields["enqueued_by"])
         return _enq.Row(args=text, **fields)
 
     def _payload_text(self, args: P | dict[str, Any]) -> str:
@@ -336,7 +338,10 @@ class JobKind(Generic[P, R]):
             return []
         fields = self._row_options(**options)
         if _otel.tracer() is not None:  # one producer span for the bulk, on every row
-            fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"], bulk=True)
+            # The bulk's one span names the tenant the enqueue gave (rows may derive others).
+            fields["traceparent"] = _otel.enqueue_traceparent(
+                self.name, fields["queue"], bulk=True, tenant=fields["tenant"],
+                enqueued_by=fields["enqueued_by"])
         if self.tenant_of is not None:
             given = fields["tenant"]
             return _enq.Row.many_each(fields, (
