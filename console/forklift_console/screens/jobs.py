@@ -44,8 +44,7 @@ class Request:
 class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
     MODE = "jobs"
     HELP = (
-        "Type / then a filter: queue:mail state:dead,retryable kind:send_email tag:vip tenant:acme"
-        " enqueued_by:user:42 batch:42"
+        "Type / then a filter: queue:mail state:dead,retryable kind:send_email tag:vip batch:42"
         ' id:100..200 and free text (or "a quoted phrase") found in args and errors. The list'
         " pages by keyset ([ and ] move a page), so it stays quick on millions of rows; s sorts"
         " the whole list (on the server) by the next column, S reverses. space"
