@@ -209,3 +209,18 @@ def test_a_job_without_tenant_sends_the_same_statement() -> None:
     assert _fresh_insert(row) == (INSERT_NOW_SQL, (row.queue, row.kind, row.args))
     sql, params = _fresh_insert(plain.row(Order("a"), tenant="acme"))
     assert "tenant" in sql and "acme" in params
+
+
+def test_batch_targets_carry_their_derived_tenant(bound: Forklift,
+                                                  conn: psycopg.Connection[Any]) -> None:
+    batch, _ = bound.batch(by_field, [Order("acme"), Order("globex")], caller="test")
+    rows = conn.execute("SELECT tenant FROM forklift.jobs WHERE batch_id = %s"
+                        " ORDER BY batch_index", (batch.id,)).fetchall()
+    assert [r[0] for r in rows] == ["acme", "globex"]
+    plain_batch, _ = bound.batch(plain, [Order("a")], caller="test2")
+    rows = conn.execute("SELECT tenant FROM forklift.jobs WHERE batch_id = %s",
+                        (plain_batch.id,)).fetchall()
+    assert rows == [(None,)]
+    with pytest.raises(TenantRequired) as err:
+        bound.batch(required, [Order("a")], caller="test3")
+    assert err.value.detail["target"] == 0
