@@ -88,3 +88,13 @@ def test_console_filter_syntax_round_trips() -> None:
     flt = parse("tenant:acme,globex enqueued_by:user:42 queue:mail")
     assert flt.tenants == ("acme", "globex") and flt.enqueued_by == ("user:42",)
     assert parse(to_text(flt)) == flt
+
+
+def test_enqueue_command_takes_tenant_and_actor(dsn: str) -> None:
+    made = json.loads(ok(run(dsn, "enqueue", "basic.echo", "--args", '{"name": "x"}', "--app",
+                             "tests.apps.basic:app", "--tenant", "acme", "--enqueued-by",
+                             "ops:ada", "--json")).stdout)
+    assert (made["tenant"], made["enqueued_by"]) == ("acme", "ops:ada")
+    bad = run(dsn, "enqueue", "basic.echo", "--args", '{"name": "x"}', "--app",
+              "tests.apps.basic:app", "--tenant", "ac\u200bme")
+    assert bad.exit_code == 1 and "tenant" in bad.stderr
