@@ -224,3 +224,13 @@ def test_batch_targets_carry_their_derived_tenant(bound: Forklift,
     with pytest.raises(TenantRequired) as err:
         bound.batch(required, [Order("a")], caller="test3")
     assert err.value.detail["target"] == 0
+
+
+def test_replace_takes_the_new_payloads_tenant(bound: Forklift) -> None:
+    first = by_field.enqueue(Order("acme"), unique_key="r1", delay=60, enqueued_by="me")
+    again = by_field.enqueue(Order("globex"), unique_key="r1", delay=60, on_conflict="replace")
+    assert again.id == first.id and again.replaced
+    assert (again.tenant, again.enqueued_by) == ("globex", "me")
+    kept = plain.enqueue(Order("a"), unique_key="r2", delay=60, tenant="acme")
+    same = plain.enqueue(Order("b"), unique_key="r2", delay=60, on_conflict="replace")
+    assert same.id == kept.id and same.tenant == "acme"  # none named: the holder's stays

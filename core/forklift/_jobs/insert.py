@@ -73,13 +73,15 @@ INSERT_NOW_SQL = insert_now_sql(())
 # this statement created), or nothing when a live job holds the key and is left alone.
 INSERT_UNIQUE_SQL = _INSERT + ON_KEY + " DO NOTHING RETURNING " + JOB_COLUMNS + ", true"
 # replace: a live holder that is not running takes the new args, priority and run_at (and the
-# state they imply) in this one statement; a running holder is left alone (the WHERE), and the
-# caller is told so. The insert trigger wakes workers for inserted rows only, so a replaced job
-# that becomes available is announced here.
+# state they imply) in this one statement, and the new tenant when one is named (a kind that
+# derives it from the payload keeps the two in step; enqueued_by stays the first enqueuer's);
+# a running holder is left alone (the WHERE), and the caller is told so. The insert trigger
+# wakes workers for inserted rows only, so a replaced job that becomes available is announced
+# here.
 REPLACE_UNIQUE_SQL = (
     "WITH r AS (" + _INSERT + ON_KEY + " DO UPDATE SET args = excluded.args,"
     " priority = excluded.priority, run_at = excluded.run_at, state = excluded.state,"
-    " keys = excluded.keys"
+    " keys = excluded.keys, tenant = coalesce(excluded.tenant, j.tenant)"
     " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh)"
     " SELECT r.* FROM r LEFT JOIN LATERAL (SELECT pg_notify({channel}, r.queue)"
     " WHERE NOT r.fresh AND r.state = 'available') n ON true"
