@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from forklift._base.errors import PayloadTooLarge as PayloadTooLarge
     from forklift._base.errors import ReadOnly as ReadOnly
     from forklift._base.errors import SchemaOutdated as SchemaOutdated
+    from forklift._base.errors import TenantMismatch as TenantMismatch
+    from forklift._base.errors import TenantRequired as TenantRequired
     from forklift._base.errors import TooManyTargets as TooManyTargets
     from forklift._base.errors import UniqueConflict as UniqueConflict
     from forklift._base.errors import UnknownKind as UnknownKind
@@ -79,7 +81,7 @@ _ERRORS = (
     "InvalidPayload", "JobNotFound", "KindAlreadyDeclared", "NotJSON", "NotRequeueable",
     "NulCharacter", "PayloadTooLarge", "ReadOnly", "SchemaOutdated", "TooManyTargets",
     "UniqueConflict", "UnknownKind", "InvalidKey", "LockLost", "LockNotAcquired",
-    "EnqueueOutcomeUnknown",
+    "EnqueueOutcomeUnknown", "TenantMismatch", "TenantRequired",
 )
 #: Where each public name lives (its module is imported when the name is first used).
 _WHERE: dict[str, str] = {
@@ -148,6 +150,8 @@ __all__ = [
     "Source",
     "State",
     "TableSource",
+    "TenantMismatch",
+    "TenantRequired",
     "TooManyTargets",
     "UniqueConflict",
     "UnknownKind",

@@ -3,8 +3,9 @@
 ``forklift worker --log-format json`` uses :func:`configure`; an app that runs a worker itself
 calls ``forklift.logs.configure(format="json")`` (or puts :class:`JsonFormatter` on a handler of
 its own). Each line has ``ts`` (UTC, ISO 8601), ``level``, ``logger`` and ``message``, plus
-whichever of ``worker_id``, ``job_id``, ``kind``, ``queue``, ``attempt``, ``fence``, ``state``,
-``code`` the line concerns. The worker's own lines carry them (``extra=`` from
+whichever of ``worker_id``, ``job_id``, ``kind``, ``queue``, ``attempt``, ``fence``, ``tenant``,
+``enqueued_by``, ``state``, ``code`` the line concerns (``tenant`` and ``enqueued_by`` only for a
+job that carries them). The worker's own lines carry them (``extra=`` from
 :func:`job_fields`; its worker id from the context every one of its tasks runs in, so an async
 handler's own lines carry the worker id too).
 
@@ -33,7 +34,8 @@ __all__ = ["FIELDS", "Format", "JsonFormatter", "attach", "configure", "current_
            "job_fields"]
 
 Format = Literal["text", "json"]
-FIELDS = ("worker_id", "job_id", "kind", "queue", "attempt", "fence", "state", "code")
+FIELDS = ("worker_id", "job_id", "kind", "queue", "attempt", "fence", "tenant", "enqueued_by",
+          "state", "code")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 #: The worker whose task is running, if any (set once as the worker starts).

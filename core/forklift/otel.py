@@ -11,7 +11,8 @@ auto-instrumentation agent), or hand forklift one with :func:`use`. forklift the
   spans join the trace; attributes follow the messaging semantic conventions
   (``messaging.system`` = ``forklift``, ``messaging.operation.type``/``.name``,
   ``messaging.destination.name`` = the queue, ``messaging.message.id`` = the job id) plus
-  ``forklift.job.kind``, ``.attempt``, ``.fence`` and ``.outcome``; an attempt that fails
+  ``forklift.job.kind``, ``.attempt``, ``.fence`` and ``.outcome``, and ``forklift.job.tenant``
+  and ``.enqueued_by`` for a job that carries them (on the producer span too); an attempt that fails
   (retried or dead) sets the span's status to ERROR with its failure code (``error.type``).
   Payloads, results and error messages are never put on a span.
 
@@ -81,7 +82,8 @@ def _propagator() -> Any:
 
 
 # -- enqueue ---------------------------------------------------------------------------------------
-def enqueue_traceparent(kind: str, queue: str, *, bulk: bool = False) -> str | None:
+def enqueue_traceparent(kind: str, queue: str, *, bulk: bool = False,
+                        tenant: str | None = None, enqueued_by: str | None = None) -> str | None:
     """A producer span for an enqueue of ``kind`` into ``queue``; its traceparent (or None)."""
     t = tracer()
     if t is None:
@@ -89,11 +91,13 @@ def enqueue_traceparent(kind: str, queue: str, *, bulk: bool = False) -> str | N
     from opentelemetry.trace import SpanKind
 
     operation = "send" if bulk else "create"
-    span = t.start_span(f"{operation} {queue}", kind=SpanKind.PRODUCER, attributes={
+    attributes: dict[str, Any] = {
         "messaging.system": SYSTEM, "messaging.operation.type": operation,
         "messaging.operation.name": operation, "messaging.destination.name": queue,
         "forklift.job.kind": kind,
-    })
+    }
+    _attribution(attributes, tenant, enqueued_by)
+    span = t.start_span(f"{operation} {queue}", kind=SpanKind.PRODUCER, attributes=attributes)
     try:
         from opentelemetry import trace
 
@@ -102,6 +106,14 @@ def enqueue_traceparent(kind: str, queue: str, *, bulk: bool = False) -> str | N
         return carrier.get("traceparent")
     finally:
         span.end()
+
+
+def _attribution(attributes: dict[str, Any], tenant: str | None, enqueued_by: str | None) -> None:
+    """A job's tenant and actor as span attributes, when it carries them."""
+    if tenant is not None:
+        attributes["forklift.job.tenant"] = tenant
+    if enqueued_by is not None:
+        attributes["forklift.job.enqueued_by"] = enqueued_by
 
 
 # -- the worker's side ----------------------------------------------------------------------------
@@ -128,13 +140,15 @@ def attach(life: lifecycle.Lifecycle) -> None:
             linked = trace.get_current_span(parent).get_span_context()
             if linked.is_valid:
                 links.append(Link(linked))
-        span = t.start_span(f"process {job.queue}", context=parent, kind=SpanKind.CONSUMER,
-                            links=links, attributes={
+        attributes: dict[str, Any] = {
             "messaging.system": SYSTEM, "messaging.operation.type": "process",
             "messaging.operation.name": "process", "messaging.destination.name": job.queue,
             "messaging.message.id": str(job.id), "forklift.job.kind": job.kind,
             "forklift.job.attempt": job.attempt, "forklift.job.fence": job.fence,
-        })
+        }
+        _attribution(attributes, job.tenant, job.enqueued_by)
+        span = t.start_span(f"process {job.queue}", context=parent, kind=SpanKind.CONSUMER,
+                            links=links, attributes=attributes)
         if len(spans) >= limit:  # attempts that ended with no outcome (a lost lease)
             for fence in [f for f in spans if f not in running]:
                 spans.pop(fence).end()

@@ -384,7 +384,7 @@ def blocks_of(folder: Path, text: str) -> list[Block]:
 #: Dotted names in the pages that are not Python: tables, a setting, a logger, span attributes.
 NOT_PYTHON = {
     "forklift.jobs", "forklift.jobs_history", "forklift.settings", "forklift.queues_seen",
-    "forklift.job", "forklift.job.kind",
+    "forklift.job", "forklift.job.kind", "forklift.job.tenant", "forklift.job.enqueued_by",
     # SQL functions in the forklift schema
     "forklift.desired_workers",
 }

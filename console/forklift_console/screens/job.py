@@ -167,6 +167,10 @@ class JobScreen(ConsoleScreen[JobView]):
         text.append_text(ident(job.queue, limit=40))
         text.append(f"  priority {job.priority}  attempt {job.attempt}/{job.max_attempts}")
         extras = []
+        if job.tenant is not None:
+            extras.append(f"tenant {job.tenant}")
+        if job.enqueued_by is not None:
+            extras.append(f"enqueued by {job.enqueued_by}")
         if job.tags:
             extras.append("tags " + ", ".join(job.tags))
         if job.unique_key:

@@ -32,7 +32,7 @@ from forklift.ops.filters import JobFilter
 from forklift_console.widgets.rows import RowFilterError, parse_rows
 from forklift_console.widgets.table import LiveTable
 
-QUALIFIERS = ("queue", "state", "kind", "tag", "batch", "id", "group")
+QUALIFIERS = ("queue", "state", "kind", "tag", "tenant", "enqueued_by", "batch", "id", "group")
 
 
 class FilterError(ValueError):
@@ -47,6 +47,8 @@ def to_text(flt: JobFilter) -> str:
         ("state", flt.states),
         ("kind", flt.kinds),
         ("tag", flt.tags),
+        ("tenant", flt.tenants),
+        ("enqueued_by", flt.enqueued_by),
     ):
         if values:
             parts.append(f"{key}:{quote(','.join(values))}")
@@ -137,6 +139,8 @@ def parse(text: str) -> JobFilter:
             states=states,
             kinds=found.get("kind"),
             tags=found.get("tag"),
+            tenants=found.get("tenant"),
+            enqueued_by=found.get("enqueued_by"),
             batch_id=batch,
             id_min=id_min,
             id_max=id_max,
@@ -153,6 +157,8 @@ _EXAMPLES = {
     "state": "dead",
     "kind": "send_email",
     "tag": "vip",
+    "tenant": "acme",
+    "enqueued_by": "user:42",
     "batch": "42",
     "id": "100..200",
     "group": "3f2a9c01b2e4d5f6",

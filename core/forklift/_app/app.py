@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from forklift import hooks as _hooks
 from forklift._app.enqueue import Enqueuer, batch_outcome_unknown
-from forklift._app.kind import ErrorsMode, Extra, JobKind, as_delay
+from forklift._app.kind import ErrorsMode, Extra, JobKind, TenantOf, as_delay
 from forklift._base.errors import (
     ConfigError,
     EnqueueOutcomeUnknown,
@@ -167,6 +167,8 @@ class Forklift:
         concurrency: Sequence[Key] | None = None,
         rate: Rate | None = None,
         lease_expiries: int = 3,
+        tenant_required: bool = False,
+        tenant: TenantOf | None = None,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -186,6 +188,8 @@ class Forklift:
         concurrency: Sequence[Key] | None = None,
         rate: Rate | None = None,
         lease_expiries: int = 3,
+        tenant_required: bool = False,
+        tenant: TenantOf | None = None,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -197,6 +201,9 @@ class Forklift:
         value (docs: how-to/flow-control.md).
         ``lease_expiries`` is how many attempts in a row may end by lease expiry (the process
         running the job died) before the job goes ``dead`` with ``worker_lost``.
+        ``tenant_required=True`` refuses an enqueue without a tenant (TenantRequired);
+        ``tenant=`` (a function of the payload, or a payload field's name) derives the tenant
+        from the payload, and an enqueue naming another is refused (TenantMismatch).
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -220,6 +227,8 @@ class Forklift:
                 concurrency=concurrency,
                 rate=rate,
                 lease_expiries=lease_expiries,
+                tenant_required=tenant_required,
+                tenant=tenant,
             )
             self.kinds[kind_name] = kind
             return kind

@@ -11,8 +11,14 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, get_
 
 from forklift import hooks as _hooks
 from forklift import otel as _otel
-from forklift._base.errors import ConfigError, ForkliftError, InvalidOption
-from forklift._base.names import check_name, check_tags
+from forklift._base.errors import (
+    ConfigError,
+    ForkliftError,
+    InvalidOption,
+    TenantMismatch,
+    TenantRequired,
+)
+from forklift._base.names import check_name, check_tags, shown
 from forklift._base.retry import Backoff
 from forklift._features.flow import keys as _keys
 from forklift._jobs import insert as _enq
@@ -27,12 +33,15 @@ if TYPE_CHECKING:
     from forklift._db.steps import Steps
     from forklift._features.flow.keys import Key, Rate
 
-__all__ = ["ErrorsMode", "Extra", "JobKind", "KindApp"]
+__all__ = ["ErrorsMode", "Extra", "JobKind", "KindApp", "TenantOf"]
 
 P = TypeVar("P")
 R = TypeVar("R")
 
 ErrorsMode = Literal["full", "codes"]
+#: How a kind derives a job's tenant from its validated payload: a function of the payload, or
+#: the name of a payload field (a key of a dict payload, an attribute of any other).
+TenantOf = Callable[[Any], Any] | str
 #: What enqueue does with payload fields the payload type does not declare.
 Extra = Literal["forbid", "ignore"]
 _CODE = re.compile(r"[a-z][a-z0-9_]{0,63}")
@@ -131,6 +140,8 @@ class JobKind(Generic[P, R]):
         concurrency: Sequence[Key] | None = None,
         rate: Rate | None = None,
         lease_expiries: int = 3,
+        tenant_required: bool = False,
+        tenant: TenantOf | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -160,6 +171,17 @@ class JobKind(Generic[P, R]):
         self.failure_codes = frozenset(failure_codes)
         #: The kind's keys (forklift._features.flow.keys), or None: its jobs then carry no key values.
         self.flow = _keys.declare(self.name, concurrency, rate)
+        if not isinstance(tenant_required, bool):
+            raise ConfigError(f"tenant_required of {name} must be True or False, not"
+                              f" {tenant_required!r}", field="tenant_required")
+        if tenant is not None and not callable(tenant) and not (
+                isinstance(tenant, str) and tenant.isidentifier()):
+            raise ConfigError(f"tenant= of {name} is a function of the payload or the name of a"
+                              f" payload field, not {tenant!r}", field="tenant")
+        #: Whether an enqueue without a tenant (given, or derived by ``tenant_of``) is refused.
+        self.tenant_required = tenant_required
+        #: How the tenant is derived from the payload, or None: then only the enqueue names it.
+        self.tenant_of: TenantOf | None = tenant
         self.is_async = inspect.iscoroutinefunction(fn)
         params = _handler_params(fn, name)
         try:
@@ -187,16 +209,22 @@ class JobKind(Generic[P, R]):
 
         ``options`` are :meth:`_row_options`'s.
         """
-        keys = None
-        if self.flow is not None:
+        keys = derived = None
+        if self.tenant_of is not None:
+            text, keys, derived = self._derived_payload(args)
+        elif self.flow is not None:
             text, keys = self._keyed_payload(args)
         else:
             text = self._payload_text(args)
         fields = self._row_options(**options)
         if keys is not None:
             fields["keys"] = keys
+        if self.tenant_of is not None or self.tenant_required:
+            fields["tenant"] = self._tenant(fields["tenant"], derived)
         if _otel.tracer() is not None:  # a producer span, its traceparent on the row
-            fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"])
+            fields["traceparent"] = _otel.enqueue_traceparent(
+                self.name, fields["queue"], tenant=fields["tenant"],
+                enqueued_by=fields["enqueued_by"])
         return _enq.Row(args=text, **fields)
 
     def _payload_text(self, args: P | dict[str, Any]) -> str:
@@ -211,6 +239,51 @@ class JobKind(Generic[P, R]):
         keys = self.flow.values(value)
         return self.payload.to_text(value, kind=self.name, limit=self.app.payload_limit), keys
 
+    def _derived_payload(self, args: P | dict[str, Any]
+                         ) -> tuple[str, list[str] | None, str | None]:
+        """The stored payload, its key values (None for an unkeyed kind) and the tenant the
+        kind derives from it (None when the payload names none)."""
+        value = self.payload.validate(args, kind=self.name, forbid_unknown=self.extra == "forbid")
+        keys = self.flow.values(value) if self.flow is not None else None
+        text = self.payload.to_text(value, kind=self.name, limit=self.app.payload_limit)
+        return text, keys, self._tenant_of_payload(value)
+
+    def _tenant_of_payload(self, value: Any) -> str | None:
+        of = self.tenant_of
+        try:
+            if isinstance(of, str):
+                got = value.get(of) if isinstance(value, dict) else getattr(value, of, None)
+            else:
+                assert of is not None
+                got = of(value)
+        except Exception as exc:
+            raise InvalidOption(f"the tenant function of {self.name} raised"
+                                f" {type(exc).__name__}: {exc}", field="tenant",
+                                kind=self.name) from exc
+        if got is None:
+            return None
+        if isinstance(got, int) and not isinstance(got, bool):
+            got = str(got)  # an organisation's numeric id
+        if not isinstance(got, str):
+            raise InvalidOption(f"the tenant {self.name} derives from its payload must be a"
+                                f" string, not {type(got).__name__}", field="tenant",
+                                kind=self.name)
+        return check_name(got, "tenant")
+
+    def _tenant(self, given: str | None, derived: str | None) -> str | None:
+        """The job's tenant from the one the enqueue gave and the one the payload yields."""
+        if given is not None and derived is not None and given != derived:
+            raise TenantMismatch(
+                f"tenant {shown(given)} differs from the tenant {shown(derived)} of the"
+                f" {self.name} payload", field="tenant", kind=self.name, given=given,
+                derived=derived)
+        tenant = derived if given is None else given
+        if tenant is None and self.tenant_required:
+            how = " or in the payload" if self.tenant_of is not None else ""
+            raise TenantRequired(f"{self.name} requires a tenant: name it with tenant=...{how}",
+                                 field="tenant", kind=self.name)
+        return tenant
+
     def _row_options(
         self,
         *,
@@ -223,6 +296,8 @@ class JobKind(Generic[P, R]):
         tags: Iterable[str] = (),
         meta: dict[str, Any] | None = None,
         retry: Backoff | None = None,
+        tenant: str | None = None,
+        enqueued_by: str | None = None,
     ) -> dict[str, Any]:
         """Every field of a Row but its payload, checked (the same for all rows of a bulk)."""
         limit = self.app.payload_limit
@@ -252,6 +327,8 @@ class JobKind(Generic[P, R]):
             tags=check_tags(tags) if tags else [],
             meta=meta_text,
             retry=json.dumps(retry.to_json()) if retry is not None else None,
+            tenant=None if tenant is None else check_name(tenant, "tenant"),
+            enqueued_by=None if enqueued_by is None else check_name(enqueued_by, "enqueued_by"),
         )
 
     def rows(self, many: Iterable[P | dict[str, Any]], **options: Any) -> list[_enq.Row]:
@@ -261,7 +338,17 @@ class JobKind(Generic[P, R]):
             return []
         fields = self._row_options(**options)
         if _otel.tracer() is not None:  # one producer span for the bulk, on every row
-            fields["traceparent"] = _otel.enqueue_traceparent(self.name, fields["queue"], bulk=True)
+            # The bulk's one span names the tenant the enqueue gave (rows may derive others).
+            fields["traceparent"] = _otel.enqueue_traceparent(
+                self.name, fields["queue"], bulk=True, tenant=fields["tenant"],
+                enqueued_by=fields["enqueued_by"])
+        if self.tenant_of is not None:
+            given = fields["tenant"]
+            return _enq.Row.many_each(fields, (
+                {"args": text, "keys": keys, "tenant": self._tenant(given, derived)}
+                for text, keys, derived in map(self._derived_payload, items)))
+        if self.tenant_required and fields["tenant"] is None:
+            self._tenant(None, None)  # refused: no tenant for any of them
         if self.flow is not None:
             return _enq.Row.many_keyed(fields, map(self._keyed_payload, items))
         return _enq.Row.many(fields, map(self._payload_text, items))

@@ -78,6 +78,20 @@ class InvalidName(InvalidOption):
     code = "invalid_name"
 
 
+class TenantRequired(EnqueueRefused):
+    """The kind requires a tenant (``tenant_required=True``) and the enqueue named none, nor
+    did the payload yield one; ``detail``: ``field`` (``tenant``), ``kind``."""
+
+    code = "tenant_required"
+
+
+class TenantMismatch(EnqueueRefused):
+    """The enqueue named a tenant and the kind derived another from the payload; ``detail``:
+    ``field`` (``tenant``), ``kind``, ``given`` and ``derived``."""
+
+    code = "tenant_mismatch"
+
+
 class UniqueConflict(EnqueueRefused):
     """A live job already holds the unique key and the policy is ``raise``."""
 

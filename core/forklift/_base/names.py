@@ -1,4 +1,5 @@
-"""The one checker for identifiers: queue names, kinds, tags, schedules, backfills, keys.
+"""The one checker for identifiers: queue names, kinds, tags, schedules, backfills, keys,
+tenants and who enqueued a job.
 
 An identifier is something a person reads and types back (``forklift queues pause mail``), so
 it must show every character it holds. Refused, with :class:`~forklift.InvalidName` naming the
@@ -36,6 +37,8 @@ CAPS: Final[dict[str, int]] = {
     "event": 200,
     "topic": 200,
     "step": 200,
+    "tenant": 200,
+    "enqueued_by": 200,
 }
 #: How many tags one job may carry.
 MAX_TAGS: Final = 100

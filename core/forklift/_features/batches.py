@@ -116,6 +116,7 @@ class _Target:
     retry: str | None
     traceparent: str | None = None
     keys: list[str] | None = None  # a keyed kind's values (forklift._features.flow.keys)
+    tenant: str | None = None  # derived from the payload by a kind that says how
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ def prepare(
         mode=mode,  # type: ignore[arg-type]  # checked above
         max_parallel=max_parallel,
         targets=[_Target(r.queue, r.args, r.priority, r.max_attempts, r.retry, r.traceparent,
-                         r.keys) for r in rows],
+                         r.keys, r.tenant) for r in rows],
         meta=meta_text,
         on_complete=_callback_spec(app, on_complete, "on_complete"),
         on_success=_callback_spec(app, on_success, "on_success"),
@@ -314,6 +315,10 @@ def submit_steps(plan: _Plan) -> Steps[tuple[Batch, bool]]:
         # others never send the column.
         records = [(*r, t.keys) for r, t in zip(records, plan.targets, strict=True)]
         copy_sql = copy_sql.replace(") FROM STDIN", ", keys) FROM STDIN")
+    if any(t.tenant is not None for t in plan.targets):
+        # Targets of a kind that derives its tenant carry it; the others never send the column.
+        records = [(*r, t.tenant) for r, t in zip(records, plan.targets, strict=True)]
+        copy_sql = copy_sql.replace(") FROM STDIN", ", tenant) FROM STDIN")
     yield Copy(render(copy_sql, s), records)
     return batch, False
 

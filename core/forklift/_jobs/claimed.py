@@ -36,7 +36,7 @@ SET state = 'running', attempt = t.attempt + 1, worker_id = %(w)s,
 WHERE t.id = ANY (ARRAY(SELECT c.id FROM c))
 RETURNING t.id, t.queue, t.kind, t.args::text, t.attempt, t.max_attempts, t.fence, t.retry::text,
           t.meta::text, t.batch_id, t.priority, t.run_at, t.attempted_at IS NOT NULL, t.traceparent,
-          extract(epoch FROM now() - t.run_at)::float8"""
+          extract(epoch FROM now() - t.run_at)::float8, t.tenant, t.enqueued_by"""
 
 
 # The C scanner json.loads ends in, without its two whitespace matches a row: a jsonb column
@@ -67,6 +67,9 @@ class Claimed:
     traceparent: str | None = None
     #: seconds from when the job was due (run_at) to this claim, by the server's clock
     lag: float | None = None
+    #: The job's tenant and who enqueued it (migration 0023), for traces and log lines
+    tenant: str | None = None
+    enqueued_by: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Claimed:
@@ -74,7 +77,7 @@ class Claimed:
         integer longer than Python's digit limit) is returned with ``undecodable`` set, so it
         fails alone instead of failing the claim of its whole batch."""
         (id_, queue, kind, args, attempt, max_attempts, fence, retry, meta, batch_id, priority,
-         run_at, started, traceparent, lag) = row
+         run_at, started, traceparent, lag, tenant, enqueued_by) = row
         broken = None
         try:
             args = _scan(args, 0)[0]
@@ -99,5 +102,6 @@ class Claimed:
             "max_attempts": max_attempts, "fence": fence, "retry": retry, "meta": meta,
             "batch_id": batch_id, "priority": priority, "run_at": run_at, "started": started,
             "undecodable": broken, "traceparent": traceparent, "lag": lag,
+            "tenant": tenant, "enqueued_by": enqueued_by,
         })
         return job

@@ -23,7 +23,7 @@ HELD_AT: Final = datetime(9999, 1, 1, tzinfo=UTC)
 JOB_COLUMNS = (
     "id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at,"
     " attempted_at, finished_at, worker_id, fence, lease_expires_at, cancel_requested_at,"
-    " errors, result, partial, progress, unique_key, batch_id, tags, meta"
+    " errors, result, partial, progress, unique_key, batch_id, tags, meta, tenant, enqueued_by"
 )
 
 
@@ -53,6 +53,10 @@ class Job:
     batch_id: int | None = None
     tags: list[str] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    #: The tenant the job belongs to (given at enqueue or derived from the payload by its kind).
+    tenant: str | None = None
+    #: Who enqueued it, as the enqueue said: attribution for people reading, never authority.
+    enqueued_by: str | None = None
     #: True when enqueue returned an existing live job holding the same unique key.
     reused: bool = False
     #: True when ``on_conflict="replace"`` gave that existing job the new args, priority and

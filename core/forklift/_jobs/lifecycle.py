@@ -64,6 +64,10 @@ class AttemptJob(Protocol):
     def traceparent(self) -> str | None: ...
     @property
     def lag(self) -> float | None: ...
+    @property
+    def tenant(self) -> str | None: ...
+    @property
+    def enqueued_by(self) -> str | None: ...
 
 
 class Attempt(Protocol):
@@ -206,5 +210,10 @@ def attach(lifecycle: Lifecycle) -> None:
 
 def job_fields(job: AttemptJob) -> dict[str, Any]:
     """The ``extra=`` of a log line about a claimed job (never its payload)."""
-    return {"job_id": job.id, "kind": job.kind, "queue": job.queue, "attempt": job.attempt,
-            "fence": job.fence}
+    fields = {"job_id": job.id, "kind": job.kind, "queue": job.queue, "attempt": job.attempt,
+              "fence": job.fence}
+    if job.tenant is not None:
+        fields["tenant"] = job.tenant
+    if job.enqueued_by is not None:
+        fields["enqueued_by"] = job.enqueued_by
+    return fields

@@ -29,6 +29,7 @@ COPY_DEFAULTS: dict[str, Any] = {
     "priority": 0, "max_attempts": 20, "unique_key": None, "tags": [], "meta": "{}", "retry": None,
     "traceparent": None,  # untraced (no tracer provider): never sent
     "keys": None,  # a kind without keys (forklift._features.flow.keys)
+    "tenant": None, "enqueued_by": None,  # a job that names neither
 }
 #: A live holder can finish between our insert and our read of it: try again, this often.
 UNIQUE_ROUNDS: Final = 5
@@ -56,15 +57,19 @@ class Row:
     traceparent: str | None = None  # the enqueue's producer span (forklift.otel), if traced
     #: Key values (forklift._features.flow.keys), computed from the payload; None for unkeyed kinds.
     keys: list[str] | None = None
+    #: The job's tenant and who enqueued it (checked names), None when the enqueue names neither.
+    tenant: str | None = None
+    enqueued_by: str | None = None
 
     def __init__(self, queue: str, kind: str, args: str, priority: int, max_attempts: int,
                  at: datetime | None, delay: float, unique_key: str | None, tags: list[str],
                  meta: str, retry: str | None, traceparent: str | None = None,
-                 keys: list[str] | None = None) -> None:
+                 keys: list[str] | None = None, tenant: str | None = None,
+                 enqueued_by: str | None = None) -> None:
         self.__dict__.update(
             queue=queue, kind=kind, args=args, priority=priority, max_attempts=max_attempts,
             at=at, delay=delay, unique_key=unique_key, tags=tags, meta=meta, retry=retry,
-            traceparent=traceparent, keys=keys)
+            traceparent=traceparent, keys=keys, tenant=tenant, enqueued_by=enqueued_by)
 
     @classmethod
     def many(cls, fields: dict[str, Any], payloads: Iterable[str]) -> list[Row]:
@@ -96,6 +101,18 @@ class Row:
             out.append(row)
         return out
 
+    @classmethod
+    def many_each(cls, fields: dict[str, Any], items: Iterable[dict[str, Any]]) -> list[Row]:
+        """:meth:`many` for rows that differ in more than their payload (a kind that derives
+        the tenant from it): each item holds the fields of its own row (``args`` at least)."""
+        out = []
+        for own in items:
+            row = object.__new__(cls)
+            row.__dict__.update(fields)
+            row.__dict__.update(own)
+            out.append(row)
+        return out
+
     def params(self) -> tuple[Any, ...]:
         return (
             self.queue,
@@ -109,6 +126,8 @@ class Row:
             self.retry,
             self.traceparent,
             self.keys,
+            self.tenant,
+            self.enqueued_by,
             self.at,
             self.delay,
         )

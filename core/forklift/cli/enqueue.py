@@ -57,6 +57,9 @@ def enqueue(
     priority: Annotated[int | None, typer.Option(
         min=-32768, max=32767, help="Lower runs first (default: the kind's).")] = None,
     unique_key: Annotated[str | None, typer.Option(help="At most one live job per key.")] = None,
+    tenant: Annotated[str | None, typer.Option(help="The tenant the job belongs to.")] = None,
+    enqueued_by: Annotated[str | None, typer.Option(
+        help="Who enqueued it, shown with the job (attribution, never authority).")] = None,
     app_spec: AppOpt = None,
 ) -> None:
     """Enqueue one job, validated against the kind declared in your app (audited)."""
@@ -79,7 +82,8 @@ def enqueue(
         with fc.connection(target.dsn, "enqueue") as conn, \
                 conn.transaction(force_rollback=cx.dry_run):
             job = target.enqueue(kind, payload, conn=conn, queue=queue, delay=delay,
-                                 priority=priority, unique_key=unique_key)
+                                 priority=priority, unique_key=unique_key, tenant=tenant,
+                                 enqueued_by=enqueued_by)
             audit.record(conn, ctx, "enqueue",
                          {"job": job.id, "kind": job.kind, "queue": job.queue},
                          count=0 if job.reused else 1, reason=reason,

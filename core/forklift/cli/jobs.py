@@ -32,6 +32,11 @@ Queues = Annotated[list[str] | None, typer.Option("--queue", "-q", help="Queue(s
 Kinds = Annotated[list[str] | None, typer.Option("--kind", "-k", help="Kind(s).")]
 Tags = Annotated[list[str] | None, typer.Option("--tag", help="Jobs carrying every tag given.")]
 Batch = Annotated[int | None, typer.Option("--batch", help="Jobs of this batch id.")]
+Tenants = Annotated[list[str] | None, typer.Option("--tenant", help="Jobs of these tenant(s).")]
+EnqueuedBy = Annotated[
+    list[str] | None,
+    typer.Option("--enqueued-by", help="Jobs enqueued by these (as their enqueue named them)."),
+]
 Search = Annotated[
     str | None,
     typer.Option("--search", help="Text in the args or the error history (case-insensitive)."),
@@ -68,13 +73,16 @@ def build_filter(
     time_field: str,
     ids: list[int] | None = None,
     args: list[str] | None = None,
+    *,
+    tenant: list[str] | None = None,
+    enqueued_by: list[str] | None = None,
 ) -> JobFilter:
     from forklift.ops import JobFilter
 
     return JobFilter.build(
         states=state, queues=queue, kinds=kind, tags=tag, batch_id=batch, text=search,
         id_min=id_min, id_max=id_max, after=after, before=before, time_field=time_field,
-        ids=ids, args=args,
+        ids=ids, args=args, tenants=tenant, enqueued_by=enqueued_by,
     )
 
 
@@ -87,6 +95,8 @@ def jobs_list(
     queue: Queues = None,
     kind: Kinds = None,
     tag: Tags = None,
+    tenant: Tenants = None,
+    enqueued_by: EnqueuedBy = None,
     batch: Batch = None,
     search: Search = None,
     id_min: IdMin = None,
@@ -106,7 +116,7 @@ def jobs_list(
 ) -> None:
     """List jobs matching a filter, a page at a time (keyset pagination)."""
     flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after, before,
-                       time_field, args=arg)
+                       time_field, args=arg, tenant=tenant, enqueued_by=enqueued_by)
     page = cx.op.jobs(flt, sort=sort, limit=limit, cursor=cursor)
     if cx.as_json:
         cx.show(page)
@@ -114,8 +124,11 @@ def jobs_list(
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("id", "state", "queue", "kind", "attempt", "created", "run at / finished",
-                "last error (code: message)"):
+    # The tenant column only when a job on the page has one: untenanted installations see the
+    # table they always saw.
+    tenanted = any(j.tenant is not None for j in page.jobs)
+    for col in ("id", "state", "queue", "kind", *(("tenant",) if tenanted else ()), "attempt",
+                "created", "run at / finished", "last error (code: message)"):
         table.add_column(col, justify="right" if col == "id" else "left", overflow="fold")
     for j in page.jobs:
         last = ""
@@ -125,6 +138,7 @@ def jobs_list(
             str(j.id),
             state_text(j.state) if j.parked is None else safe(j.parked.describe(stamp)),
             ident(j.queue), ident(j.kind),
+            *((ident(j.tenant) if j.tenant is not None else "",) if tenanted else ()),
             f"{j.attempt}/{j.max_attempts}", stamp(j.created_at),
             stamp(j.finished_at or j.run_at), last,
         )
@@ -157,6 +171,10 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
               f" {job.attempt}/{job.max_attempts}")
     if job.tags:
         out.print(f"tags: {', '.join(ident(t) for t in job.tags)}")
+    if job.tenant is not None:
+        out.print(f"tenant: {ident(job.tenant)}")
+    if job.enqueued_by is not None:
+        out.print(f"enqueued by: {ident(job.enqueued_by)}")
     if job.unique_key:
         out.print(f"unique key: {ident(job.unique_key)}")
     if job.batch_id is not None:
@@ -243,6 +261,8 @@ def _action_command(action: str) -> Any:
         queue: Queues = None,
         kind: Kinds = None,
         tag: Tags = None,
+        tenant: Tenants = None,
+        enqueued_by: EnqueuedBy = None,
         batch: Batch = None,
         search: Search = None,
         id_min: IdMin = None,
@@ -259,7 +279,8 @@ def _action_command(action: str) -> Any:
         ] = DEFAULT_CAP,
     ) -> None:
         flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
-                           before, time_field, args=arg)
+                           before, time_field, args=arg, tenant=tenant,
+                           enqueued_by=enqueued_by)
         ids = list(dict.fromkeys(job_ids or []))
         if not ids and flt.is_empty() and not all_jobs:
             raise cx.usage(

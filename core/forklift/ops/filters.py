@@ -84,7 +84,8 @@ def _args(values: Iterable[str | ArgsMatch] | str | None) -> tuple[ArgsMatch, ..
 class JobFilter:
     """Which jobs: every field narrows the selection; an empty filter matches every job.
 
-    ``states``/``queues``/``kinds``: any of; ``tags``: the job carries all of them; ``text``: a
+    ``states``/``queues``/``kinds``/``tenants``/``enqueued_by``: any of; ``tags``: the job
+    carries all of them; ``text``: a
     substring (case-insensitive) of the args' or the error history's JSON text; ``id_min``/
     ``id_max``: inclusive; ``after``/``before``: a half-open range [after, before) on
     ``time_field``; ``ids``: exactly these jobs; ``dead_group``: the dead jobs of one
@@ -96,6 +97,8 @@ class JobFilter:
     queues: tuple[str, ...] = ()
     kinds: tuple[str, ...] = ()
     tags: tuple[str, ...] = ()
+    tenants: tuple[str, ...] = ()
+    enqueued_by: tuple[str, ...] = ()
     batch_id: int | None = None
     text: str | None = None
     id_min: int | None = None
@@ -115,6 +118,8 @@ class JobFilter:
         queues: Iterable[str] | str | None = None,
         kinds: Iterable[str] | str | None = None,
         tags: Iterable[str] | str | None = None,
+        tenants: Iterable[str] | str | None = None,
+        enqueued_by: Iterable[str] | str | None = None,
         batch_id: int | None = None,
         text: str | None = None,
         id_min: int | None = None,
@@ -133,6 +138,8 @@ class JobFilter:
             queues=_strings(queues, "queue"),
             kinds=_strings(kinds, "kind"),
             tags=_strings(tags, "tag"),
+            tenants=_strings(tenants, "tenant"),
+            enqueued_by=_strings(enqueued_by, "enqueued_by"),
             batch_id=batch_id,
             text=check_text(text, "text") if text else None,
             id_min=id_min,
@@ -151,7 +158,8 @@ class JobFilter:
             raise InvalidFilter(
                 f"unknown state {bad[0]!r}: use one of {', '.join(STATES)}", field="state"
             )
-        for what, values in (("queue", self.queues), ("kind", self.kinds), ("tag", self.tags)):
+        for what, values in (("queue", self.queues), ("kind", self.kinds), ("tag", self.tags),
+                             ("tenant", self.tenants), ("enqueued_by", self.enqueued_by)):
             for v in values:
                 check_text(v, what)
         if self.text is not None:
@@ -225,6 +233,12 @@ class JobFilter:
         if self.tags:
             parts.append(f"{a}.tags @> %s::text[]")
             params.append(list(self.tags))
+        if self.tenants:
+            parts.append(f"{a}.tenant = ANY(%s::text[])")
+            params.append(list(self.tenants))
+        if self.enqueued_by:
+            parts.append(f"{a}.enqueued_by = ANY(%s::text[])")
+            params.append(list(self.enqueued_by))
         if self.batch_id is not None:
             parts.append(f"{a}.batch_id = %s")
             params.append(self.batch_id)

@@ -47,6 +47,7 @@ MAX_PAGE = 500
 LIST_COLUMNS = (
     "t.id, t.queue, t.kind, t.state, t.priority, t.attempt, t.max_attempts, t.run_at,"
     " t.created_at, t.attempted_at, t.finished_at, t.worker_id, t.batch_id, t.tags,"
+    " t.tenant, t.enqueued_by,"
     f" left(t.args::text, {PREVIEW}) AS args_preview,"
     " t.errors -> -1 ->> 'code' AS last_error_code,"
     f" left(t.errors -> -1 ->> 'message', {PREVIEW}) AS last_error_message, "
@@ -98,6 +99,9 @@ class JobSummary(Shape):
     args_preview: str
     last_error_code: str | None
     last_error_message: str | None
+    #: the job's tenant and who enqueued it (forklift.Job), None when the enqueue named neither
+    tenant: str | None = None
+    enqueued_by: str | None = None
     #: why a scheduled job waits (its state stays scheduled); None otherwise
     parked: Parked | None = None
 

@@ -56,6 +56,8 @@ def filter_flags(flt: JobFilter) -> list[str]:
         ("--queue", flt.queues),
         ("--kind", flt.kinds),
         ("--tag", flt.tags),
+        ("--tenant", flt.tenants),
+        ("--enqueued-by", flt.enqueued_by),
     ):
         for v in values:
             out += [flag, v]

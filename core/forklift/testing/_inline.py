@@ -75,7 +75,7 @@ class _Runner:
             finished_at=now if outcome.next in TERMINAL_STATES else None, worker_id="inline",
             fence=0, errors=[outcome.error] if outcome.error else [],
             result=json.loads(outcome.result) if outcome.result is not None else None,
-            tags=list(row.tags), meta=meta,
+            tags=list(row.tags), meta=meta, tenant=row.tenant, enqueued_by=row.enqueued_by,
         )
         self.runs.jobs.append(job)
         if raised and self.propagate and outcome.next != "completed":

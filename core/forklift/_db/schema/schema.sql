@@ -48,7 +48,7 @@ CREATE TABLE {s}.jobs (
     traceparent         text,     -- W3C trace context of the enqueue (forklift.otel)
     -- state sets as one array constant each, not a list of names: every statement on jobs
     -- prepares its checks and its triggers' WHEN clauses again, and a list is one node per name
-    -- to parse and fold (migration 0020)
+    -- to parse and fold (migration 0021)
     CONSTRAINT jobs_state_known CHECK (
         state = ANY ('{scheduled,available,running,retryable,completed,cancelled,dead}'::text[])),
     CONSTRAINT jobs_finished_iff_terminal CHECK (
@@ -689,3 +689,7 @@ CREATE TABLE {s}.webhook_receipts (
     PRIMARY KEY (receiver, delivery_id)
 );
 CREATE INDEX webhook_receipts_at_idx ON {s}.webhook_receipts (received_at);
+-- A job's tenant and who enqueued it (attribution, never authority); NULL unless the enqueue
+-- names them or the kind derives the tenant from the payload (migration 0023).
+ALTER TABLE {s}.jobs ADD COLUMN tenant text;
+ALTER TABLE {s}.jobs ADD COLUMN enqueued_by text;
