@@ -376,7 +376,7 @@ def test_the_demo_schedule_starts_a_paced_backfill_an_operator_can_slow(dsn: str
             moving = wait_until(
                 lambda: (b := state(conn, "demo.reindex")).items_per_s > 0 and b.eta != "—" and b,
                 timeout=30, message=lambda: f"no pace yet: {state(conn, 'demo.reindex')}")
-            assert moving.total == demo.ACCOUNTS and moving.rate == 4.0
+            assert moving.total == demo.ACCOUNTS and moving.rate == demo.REINDEX_RATE
             slowed = ops.set_rate(conn, OPS, "demo.reindex", 0.5)
             assert slowed.rate == 0.5 and slowed.state == "running"
             ops.pause(conn, OPS, "demo.reindex")
