@@ -18,7 +18,13 @@ from textual.worker import get_current_worker
 from forklift.ops import Operator
 from forklift_console.host import ConsoleHost
 from forklift_console.widgets.filterbar import FilterLine
-from forklift_console.widgets.header import TABS, CommandEcho, StaleBanner, StatusBar, TabBar
+from forklift_console.widgets.header import (
+    CommandEcho,
+    StaleBanner,
+    StatusBar,
+    TabBar,
+    screen_label,
+)
 from forklift_console.widgets.rows import RowFilterError, parse_rows
 from forklift_console.widgets.table import Cell, Column, LiveTable
 
@@ -62,6 +68,9 @@ class ConsoleScreen(Screen[None], Generic[D]):
     #: This screen's actions that act on the highlighted row (see :data:`ROW_ACTIONS`).
     ROW_ACTIONS: ClassVar[frozenset[str]] = ROW_ACTIONS
 
+    #: The first visit focuses the list (not a filter field above it); so does every arrival.
+    AUTO_FOCUS = "LiveTable, OptionList"
+
     #: The id of the table whose columns change with the width (see :meth:`layout_columns`).
     LAYOUT_TABLE: ClassVar[str | None] = None
 
@@ -78,6 +87,8 @@ class ConsoleScreen(Screen[None], Generic[D]):
         self.loads = 0  # completed loads, for tests waiting on fresh data
         self.failures = 0  # loads that failed (reported in the banner)
         self._when_loaded: list[Callable[[], None]] = []
+        #: Set by the app when it switches to this screen (not when a dialog closes).
+        self.arriving = False
 
     @property
     def console(self) -> ConsoleHost:
@@ -151,7 +162,18 @@ class ConsoleScreen(Screen[None], Generic[D]):
         if key is not None:
             table.move_to_key(key)
 
+    def focus_list(self) -> None:
+        """Focus this screen's main list (what :attr:`AUTO_FOCUS` names), if it has one."""
+        lists = [w for w in self.query(self.AUTO_FOCUS or "LiveTable") if w.display]
+        if lists and self.is_attached:
+            lists[0].focus()
+
     def on_screen_resume(self) -> None:
+        if self.arriving:
+            # Arriving on a screen puts the focus on its list, whatever an earlier visit
+            # left focused: tab then always leads to the same pane.
+            self.arriving = False
+            self.focus_list()
         self.paint_chrome()
         self.reload()
 
@@ -175,7 +197,7 @@ class ConsoleScreen(Screen[None], Generic[D]):
 
     def palette(self) -> Iterable[tuple[str, str, str]]:
         """(title, help, action) for the command palette: this screen's keyed actions."""
-        label = next((lbl for mode, _, lbl in TABS if mode == self.MODE), self.MODE)
+        label = screen_label(self.MODE)
         for b in type(self).BINDINGS:
             if not isinstance(b, Binding) or not b.description:
                 continue

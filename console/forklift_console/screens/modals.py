@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical
@@ -16,7 +16,7 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from forklift_console.plan import Plan
-from forklift_console.widgets.header import MORE_SCREENS, TABS
+from forklift_console.widgets.header import MORE_KEYS, MORE_SCREENS, TABS
 from forklift_console.widgets.text import ids_summary, one_line, plain
 
 
@@ -187,9 +187,9 @@ class ReasonScreen(ModalScreen[tuple[str, str] | None]):
 class PickScreen(ModalScreen[str | None]):
     """Which one? The command palette's question before an action on one row of a screen
     (``Queues: Pause/resume`` from the overview): the rows as that screen shows them, enter
-    picks, esc cancels. Dismisses with the picked row's key."""
+    picks, esc (or q) cancels. Dismisses with the picked row's key."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "cancel", "Cancel")]
 
     def __init__(
         self, title: str, choices: list[tuple[str, Text]], *, current: str | None = None
@@ -204,7 +204,7 @@ class PickScreen(ModalScreen[str | None]):
             yield Label(Text(self.title_text, style="bold"), id="title")
             yield OptionList(*(Option(label, id=key) for key, label in self.choices),
                              id="choices")
-            yield Label(Text("enter: act on it · esc: cancel", style="dim"), id="hint")
+            yield Label(Text("enter: act on it · esc or q: cancel", style="dim"), id="hint")
 
     def on_mount(self) -> None:
         box = self.query_one("#choices", OptionList)
@@ -222,40 +222,81 @@ class PickScreen(ModalScreen[str | None]):
 
 
 class GotoScreen(ModalScreen[str | None]):
-    """``:`` then a screen's name (``:jobs``, ``:dead``), like k9s; ``:q`` quits."""
+    """``:`` then a screen's name (``:jobs``, ``:dead``), like k9s; ``:q`` quits.
+
+    The dialog itself takes the keys, in the order typed, and shows them in its field (which
+    never takes the focus): keys typed right after ``:`` come before any field could have
+    the focus, and ``:health⏎`` typed quickly once answered "no screen called ''". Tab or →
+    completes the name the field suggests."""
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    AUTO_FOCUS = ""
 
     NAMES: ClassVar[dict[str, str]] = {
         **{mode: mode for mode, _, _ in TABS},
         **{key: mode for mode, key, _ in TABS},
         **{label.lower().split()[0]: mode for mode, _, label in TABS},
         **{mode: mode for mode, _ in MORE_SCREENS},
+        **{key: mode for mode, key in MORE_KEYS.items()},
         "q": "quit",
         "quit": "quit",
         "help": "help",
     }
+    MODES: ClassVar[list[str]] = [m for m, _, _ in TABS] + [m for m, _ in MORE_SCREENS]
 
     def compose(self) -> ComposeResult:
         with Vertical(id="goto"):
-            modes = [m for m, _, _ in TABS] + [m for m, _ in MORE_SCREENS]
-            yield Input(
-                placeholder=":" + " ".join(modes),
-                suggester=SuggestFromList(modes, case_sensitive=False),
+            field = Input(
+                placeholder=":" + " ".join(self.MODES),
+                suggester=SuggestFromList(self.MODES, case_sensitive=False),
                 id="where",
                 compact=True,
             )
+            field.can_focus = False
+            yield field
 
-    @on(Input.Submitted)
-    def _go(self, event: Input.Submitted) -> None:
-        word = event.value.strip().lstrip(":").lower()
+    def __init__(self) -> None:
+        super().__init__()
+        #: What was typed: the field only shows it (a key may come before the field is
+        #: mounted, and mounting would reset what it holds).
+        self.typed = ""
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._show)
+
+    def _show(self) -> None:
+        field = self.query_one("#where", Input)
+        field.value = self.typed
+        field.cursor_position = len(self.typed)
+
+    def on_key(self, event: events.Key) -> None:
+        typed = self.typed
+        if event.key == "enter":
+            self._submit(typed)
+        elif event.key == "backspace":
+            self.typed = typed[:-1]
+        elif event.key in ("tab", "right"):
+            matches = [m for m in self.MODES if typed and m.startswith(typed.lower())]
+            if len(matches) == 1:
+                self.typed = matches[0]
+        elif event.is_printable and event.character:
+            self.typed = typed + event.character
+        else:
+            return
+        event.stop()
+        event.prevent_default()
+        if self.is_mounted and self.query("#where"):
+            self._show()
+
+    def _submit(self, value: str) -> None:
+        word = value.strip().lstrip(":").lower()
         target = self.NAMES.get(word)
         if target is None:
-            modes = [m for m, _, _ in TABS] + [m for m, _ in MORE_SCREENS]
-            matches = [m for m in modes if m.startswith(word)] if word else []
+            matches = [m for m in self.MODES if m.startswith(word)] if word else []
             target = matches[0] if len(matches) == 1 else None
         if target is None:
-            self.notify(f"no screen called {word!r}", severity="warning")
+            self.notify(f"no screen called {word!r}: the screens are "
+                        + " ".join(f":{m}" for m in self.MODES), severity="warning")
             return
         self.dismiss(target)
 

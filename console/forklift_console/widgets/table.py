@@ -59,6 +59,10 @@ class LiveTable(DataTable[Cell]):
         Binding("space", "mark", "Mark"),
         Binding("shift+down", "mark_range(1)", "Mark range", key_display="⇧↓", show=False),
         Binding("shift+up", "mark_range(-1)", "Mark range up", key_display="⇧↑", show=False),
+        # A row cursor goes to the first and last row (DataTable's own home/end scroll
+        # sideways, which a table that never scrolls sideways ignores).
+        Binding("home", "scroll_top", "", show=False),
+        Binding("end", "scroll_bottom", "", show=False),
     ]
 
     class SortChanged(Message):
