@@ -12,7 +12,7 @@ from textual.actions import parse as parse_action
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import DataTable, Footer
 from textual.worker import get_current_worker
 
 from forklift.ops import Operator
@@ -67,6 +67,12 @@ class ConsoleScreen(Screen[None], Generic[D]):
     HELP: ClassVar[str] = ""
     #: This screen's actions that act on the highlighted row (see :data:`ROW_ACTIONS`).
     ROW_ACTIONS: ClassVar[frozenset[str]] = ROW_ACTIONS
+
+    #: What enter says on a row of this screen that nothing opens (a screen with an ``open``
+    #: key opens its main list's rows with it).
+    NOTHING_TO_OPEN: ClassVar[str] = "a row here is shown whole: there is nothing more to open"
+    #: The ``open`` key opens a row of any list of the screen, not only the first one.
+    OPENS_EVERY_LIST: ClassVar[bool] = False
 
     #: The first visit focuses the list (not a filter field above it); so does every arrival.
     AUTO_FOCUS = "LiveTable, OptionList"
@@ -193,7 +199,13 @@ class ConsoleScreen(Screen[None], Generic[D]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITE_ACTIONS and self.console.read_only:
             return None  # shown, disabled
+        if action in self.ROW_ACTIONS and self._no_row():
+            return None  # a row action with no row: the key says why (list_state)
         return self.can_with(action, parameters) if parameters else self.can(action)
+
+    def _no_row(self) -> bool:
+        focused = self.focused
+        return isinstance(focused, LiveTable) and focused.row_count == 0
 
     def palette(self) -> Iterable[tuple[str, str, str]]:
         """(title, help, action) for the command palette: this screen's keyed actions."""
@@ -222,7 +234,49 @@ class ConsoleScreen(Screen[None], Generic[D]):
         pressed says this, and the help shows it beside the key)."""
         if action in WRITE_ACTIONS and self.console.read_only:
             return READ_ONLY_WHY
-        return self.reason(action, parameters) or "it does not apply to what is shown now"
+        return self.reason(action, parameters) or self.list_state()
+
+    def list_state(self) -> str:
+        """The cause a key finds nothing to act on, when the screen names none of its own."""
+        if self.loads == 0:
+            return "nothing is loaded yet: the first refresh has not answered"
+        table = self.main_list()
+        if table is None:
+            return "this screen shows no list to act on"
+        if table.row_count == 0:
+            if table.total:
+                return f"the filter hides all {table.total:,} rows"
+            return "the list is empty"
+        return f"not for the highlighted row ({table.current_key})"
+
+    def main_list(self) -> LiveTable | None:
+        """The list the keys act on: the focused one, else the first shown."""
+        focused = self.focused
+        if isinstance(focused, LiveTable):
+            return focused
+        return next((t for t in self.query(LiveTable) if t.display), None)
+
+    # -- enter on a row ------------------------------------------------------------------------
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """enter on a row: the screen's ``open`` key (through the same check as the key, so a
+        row that cannot be opened says why), or a sentence saying there is nothing to open."""
+        event.stop()
+        table = event.data_table
+        if isinstance(table, LiveTable):
+            self.enter_row(table)
+
+    def on_live_table_nothing_selected(self, event: LiveTable.NothingSelected) -> None:
+        event.stop()
+        self.notify(f"enter: nothing to open: {self.list_state()}", title="nothing to open",
+                    severity="warning")
+
+    def enter_row(self, table: LiveTable) -> None:
+        first = next((t for t in self.query(LiveTable) if t.display), None)
+        opens = any(isinstance(b, Binding) and b.action == "open" for b in type(self).BINDINGS)
+        if opens and (table is first or self.OPENS_EVERY_LIST):
+            self.call_later(self._run_picked, "open")
+        else:
+            self.notify(f"enter: {self.NOTHING_TO_OPEN}", title="nothing to open")
 
     def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
         """A screen's own :meth:`why_not` (read-only is handled for every screen)."""

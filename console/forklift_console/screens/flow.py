@@ -110,6 +110,7 @@ class ValueScreen(ModalScreen[str | None]):
 
 class FlowScreen(ConsoleScreen[FlowSnapshot]):
     MODE = "flow"
+    OPENS_EVERY_LIST = True
     HELP = (
         "Flow control across the fleet. Upper table: queues with keys, a rate or fair share --"
         " running against the queue's limit, its rate and what its bucket holds, waiting jobs"
@@ -267,8 +268,14 @@ class FlowScreen(ConsoleScreen[FlowSnapshot]):
         q = self.selected_queue() if self._on_queues() else None
         if q is not None:
             self.console.show_jobs(f"queue:{quote(q.queue)}", came_from="flow")
-        k = self.selected_key() if q is None else None
-        if k is not None and k.kinds:
+            return
+        k = self.selected_key()
+        if k is None:
+            self.notify(self.why_not("open"), title="nothing to open", severity="warning")
+        elif not k.kinds:
+            self.notify(f"no job kind declares the key {k.name!r}: there are no jobs to list",
+                        title="nothing to open", severity="warning")
+        else:
             self.console.show_jobs(" ".join(f"kind:{quote(x)}" for x in k.kinds[:1]),
                                    came_from="flow")
 

@@ -17,17 +17,21 @@ from textual.widgets.option_list import Option
 
 from forklift_console.plan import Plan
 from forklift_console.widgets.header import MORE_KEYS, MORE_SCREENS, TABS
-from forklift_console.widgets.text import ids_summary, one_line, plain
+from forklift_console.widgets.text import ids_summary, one_line, plain, plural
 
 
 class ConfirmScreen(ModalScreen[bool]):
-    """Names the verb, the count and the ids; focus starts on Cancel.
+    """Names the verb, the count and the ids. Like every dialog, enter confirms and esc backs
+    out; the focus is on what the person must do next (type the count, or confirm).
 
     For an action on everything matching a filter, the confirm button stays disabled until the
     operator types the count.
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "Back"),
+        Binding("enter", "confirm", "Confirm"),
+    ]
     AUTO_FOCUS = ""
 
     def __init__(self, plan: Plan) -> None:
@@ -57,9 +61,10 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Input(placeholder="type the count here", id="typed", compact=True)
                 yield Static(self._missing(""), id="missing")
             with Horizontal(id="buttons"):
-                yield Button("Cancel", id="cancel", variant="primary", compact=True)
+                # "Back", not "Cancel": the verb may be Cancel ("Cancel" beside "Cancel 1").
+                yield Button("Back (esc)", id="cancel", compact=True)
                 yield Button(
-                    f"{plan.verb} {plan.count:,}",
+                    f"{plan.verb} {plural(plan.count, plan.noun)} (⏎)",
                     id="confirm",
                     variant="error" if plan.destructive else "warning",
                     disabled=plan.typed,
@@ -67,9 +72,17 @@ class ConfirmScreen(ModalScreen[bool]):
                 )
 
     def on_mount(self) -> None:
-        # What the person must do next has the focus: type the count, or decide.
+        # What the person must do next has the focus: type the count, or confirm.
         (self.query_one("#typed", Input) if self.plan.typed else
-         self.query_one("#cancel", Button)).focus()
+         self.query_one("#confirm", Button)).focus()
+
+    def action_confirm(self) -> None:
+        """enter outside the count field (which says itself what is missing)."""
+        if self.query_one("#confirm", Button).disabled:
+            self.notify(str(self._missing(self.query_one("#typed", Input).value)),
+                        severity="warning")
+        else:
+            self.dismiss(True)
 
     def _missing(self, typed: str) -> Text:
         wanted = str(self.plan.count)

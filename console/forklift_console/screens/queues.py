@@ -255,11 +255,6 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         if q is not None:
             self.console.show_jobs(f"queue:{quote(q.name)}")
 
-    @on(DataTable.RowSelected, "#queues")
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
-
     def action_toggle_pause(self) -> None:
         q = self.selected()
         if q is None:

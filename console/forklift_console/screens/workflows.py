@@ -22,6 +22,7 @@ from forklift.ops.runbook import cli
 from forklift.ops.steps import Parked
 from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.job import JobScreen
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     JOB_STATES,
@@ -59,6 +60,8 @@ class WorkflowsView:
 
 class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
     MODE = "workflows"
+    NOTHING_TO_OPEN = ("topics, messages and events are shown whole in their rows; enter opens"
+                       " a job in the list of jobs waiting for an event")
     HELP = (
         "The transactional outbox: per topic, messages waiting for the relay and dead ones; the"
         " newest messages with their state and last error. Below, the newest events and the"
@@ -121,6 +124,15 @@ class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
         self.query_one("#info", Static).update(Text(
             f"outbox: {pending} pending, {dead_total} dead in {plural(len(data.topics), 'topic')} · "
             f"{plural(len(data.waits), 'job')} waiting for an event"))
+
+    def enter_row(self, table: LiveTable) -> None:
+        """enter on a job waiting for an event opens that job; the other lists are shown
+        whole."""
+        key = table.current_key
+        if table.id == "waits" and key is not None:
+            self.app.push_screen(JobScreen(int(key)))
+        else:
+            self.notify(f"enter: {self.NOTHING_TO_OPEN}", title="nothing to open")
 
     def action_retry(self) -> None:
         topic = self.query_one("#topics", LiveTable).current_key

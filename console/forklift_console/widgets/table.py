@@ -75,6 +75,19 @@ class LiveTable(DataTable[Cell]):
             self.column = column
             self.descending = descending
 
+    class NothingSelected(Message):
+        """enter on a list with no row (DataTable says nothing then): the screen says why."""
+
+        def __init__(self, table: LiveTable) -> None:
+            super().__init__()
+            self.table = table
+
+    def action_select_cursor(self) -> None:
+        if self.row_count == 0:
+            self.post_message(self.NothingSelected(self))
+            return
+        super().action_select_cursor()
+
     class MarksChanged(Message):
         def __init__(self, table: LiveTable) -> None:
             super().__init__()
