@@ -15,6 +15,8 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from forklift.ops.errors import InvalidFilter
+from forklift.ops.filters import MAX_TEXT, duration
 from forklift_console.plan import Plan
 from forklift_console.widgets.header import MORE_KEYS, MORE_SCREENS, TABS
 from forklift_console.widgets.text import ids_summary, one_line, plain, plural
@@ -152,10 +154,12 @@ class ReasonScreen(ModalScreen[tuple[str, str] | None]):
             yield Label("Reason (shown to everyone, kept in the audit trail; optional):")
             yield Input(placeholder="e.g. mail provider outage, INC-1234", id="reason",
                         compact=True)
+            yield Static(id="reason-error", classes="field-error")
             if self.ask_for:
                 yield Label("Resume automatically after (optional, e.g. 30m, 2h; empty: until"
                             " resumed by hand):")
                 yield Input(placeholder="until resumed by hand", id="for", compact=True)
+                yield Static(id="for-error", classes="field-error")
             yield Static(self._cli_text(), id="cli")
             yield Label(Text("enter: next field, then confirm · esc: cancel", style="dim"),
                         id="hint")
@@ -175,9 +179,30 @@ class ReasonScreen(ModalScreen[tuple[str, str] | None]):
         hint.append_text(plain(self.cli_for(*self._values())))
         return hint
 
+    def _errors(self) -> dict[str, str]:
+        """What the operator API would refuse, by field, checked as it is typed."""
+        reason, until = self._values()
+        errors: dict[str, str] = {}
+        if len(reason) > MAX_TEXT:
+            errors["reason"] = (f"✖ {len(reason):,} characters: a reason holds at most"
+                                f" {MAX_TEXT}; shorten it")
+        if until:
+            try:
+                duration(until, "resume after")
+            except InvalidFilter as exc:
+                errors["for"] = f"✖ {exc.message}"
+        return errors
+
     @on(Input.Changed)
     def _changed(self) -> None:
         self.query_one("#cli", Static).update(self._cli_text())
+        errors = self._errors()
+        for name in ("reason", "for"):
+            for box in self.query(f"#{name}-error"):
+                assert isinstance(box, Static)
+                box.update(errors.get(name, ""))
+                box.display = name in errors
+        self.query_one("#confirm", Button).disabled = bool(errors)
 
     @on(Input.Submitted, "#reason")
     def _reason_entered(self, event: Input.Submitted) -> None:
@@ -190,6 +215,11 @@ class ReasonScreen(ModalScreen[tuple[str, str] | None]):
     @on(Input.Submitted, "#for")
     @on(Button.Pressed, "#confirm")
     def _confirm(self) -> None:
+        errors = self._errors()
+        if errors:
+            # The dialog stays, with what was typed: the error is beside its field.
+            self.query_one(f"#{next(iter(errors))}", Input).focus()
+            return
         self.dismiss(self._values())
 
     @on(Button.Pressed, "#cancel")
