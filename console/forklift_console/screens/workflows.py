@@ -25,24 +25,18 @@ from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import JobScreen
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
-    JOB_STATES,
-    badge,
     count,
     one_line,
+    parked_badge,
     plural,
     stamp,
     style_of,
 )
 
 PAGE = 50
-#: A parked job's word in a state column (its state is still scheduled).
-PARKED_WORDS = {"sleeping": "sleeping", "event": "waiting", "jobs": "held"}
-
-
 def parked_state(p: Parked) -> Text:
     """The state cell of a parked job: scheduled's glyph and colour, the reason's word."""
-    glyph, style = JOB_STATES["scheduled"]
-    return badge(glyph, PARKED_WORDS[p.why], style)
+    return parked_badge(p.why)
 
 
 def parked_words(p: Parked, now: datetime) -> Text:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from rich.text import Text
+from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from forklift.ops.replica import ReplicaStatus
@@ -118,6 +119,9 @@ class StatusBar(Static):
         tail.append("  ")
         if status.frozen:
             tail.append("❄ frozen (f)", style="bold")
+        elif isinstance(self.app.screen, ModalScreen):
+            # The refresh holds still while a dialog is open (see Refresher.tick).
+            tail.append("held: dialog open", style="dim")
         else:
             tail.append(f"every {rate_label(status.interval)}", style="dim")
         # The target gives way first when the terminal is narrow; its schema stays whole.
@@ -150,14 +154,13 @@ class TabBar(Static):
         # The title (the filter, the job shown) takes the room the labels leave: it never
         # shortens them (a filter on Jobs once cut every label to six letters). The other
         # screens give way first, down to a count of those left out.
-        wanted = min(len(title) + 2, MIN_TITLE + 2) if title else 0
-        line = Text()
-        for shorten in (0, 1, 2):
-            for more in (0, 1, 2, 3):
-                line = self._line(current, shorten, more)
-                if line.cell_len + wanted <= width:
-                    break
-            if line.cell_len + wanted <= width:
+        wanted = len(title) + 2 if title else 0
+        shorten = next((n for n in (0, 1) if self._line(current, n, 3).cell_len <= width), 2)
+        line = self._line(current, shorten, 3)
+        for more in (0, 1, 2, 3, 4):
+            richer = self._line(current, shorten, more)
+            if richer.cell_len + wanted <= width or (more == 4 and title):
+                line = richer
                 break
         room = width - line.cell_len - 2
         if title and room >= MIN_TITLE:
@@ -180,6 +183,9 @@ class TabBar(Static):
                 items.append(Text(f"[{key} {label}]", style="bold reverse"))
             else:
                 items.append(Text(key if shorten == 2 else f"{key} {word}", style="dim"))
+        if more == 4 and current not in MORE_KEYS and current not in dict(MORE_SCREENS):
+            # A long title (a filter) takes the room: the other screens stay in ":" and "?".
+            return Text(" ").append_text(Text(" ").join(items)).append(" ")
         items.append(Text("│", style="dim"))
         left = 0
         for other, label in MORE_SCREENS:
@@ -190,6 +196,8 @@ class TabBar(Static):
             elif more == 0 or (more == 1 and hot):
                 items.append(Text(f"{hot} {label.split()[0]}" if hot else f":{other}",
                                   style="dim"))
+            elif more == 4:
+                continue
             elif hot is None or more == 3:
                 left += 1
             else:

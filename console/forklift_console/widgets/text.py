@@ -27,6 +27,17 @@ JOB_STATES: Final[dict[str, tuple[str, str]]] = {
     "cancelled": ("⊘", "state-cancelled"),
     "dead": ("✖", "state-dead"),
 }
+#: A parked job's word wherever its state is shown (list, detail header): its state stays
+#: scheduled; the word says why (ctx.sleep, ctx.wait_for_event, after= jobs).
+PARKED_WORDS: Final[dict[str, str]] = {"sleeping": "sleeping", "event": "waiting", "jobs": "held"}
+
+
+def parked_badge(why: str) -> Text:
+    """A parked job's state: scheduled's glyph and colour, the reason's word."""
+    glyph, style = JOB_STATES["scheduled"]
+    return badge(glyph, PARKED_WORDS[why], style)
+
+
 QUEUE_STATES: Final[dict[str, tuple[str, str]]] = {
     "active": ("▶", "state-running"),
     "idle": ("·", "state-idle"),
