@@ -187,8 +187,8 @@ def duration(seconds: float | None) -> str:
     """A short human duration: ``0s``, ``42s``, ``3m05s``, ``2h14m``, ``3d4h``."""
     if seconds is None:
         return NONE
-    negative = seconds < 0
     s = int(abs(seconds))
+    negative = seconds < 0 and s > 0  # never "-0s"
     if s < 60:
         out = f"{s}s"
     elif s < 3600:
