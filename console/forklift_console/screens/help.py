@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.actions import parse as parse_action
 from textual.app import ComposeResult
@@ -12,8 +14,9 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from forklift_console.screens.base import WRITE_ACTIONS, ConsoleScreen
-from forklift_console.widgets.header import MORE_SCREENS, TABS
+from forklift_console.screens.base import WRITE_ACTIONS, ConsoleScreen, own_bindings
+from forklift_console.screens.job import JobScreen
+from forklift_console.widgets.header import MORE_KEYS, MORE_SCREENS, TABS, screen_label
 from forklift_console.widgets.table import LiveTable
 from forklift_console.widgets.text import (
     CONNECTION_STATES,
@@ -47,18 +50,30 @@ LEGEND_WORDS = {
 }
 
 
-def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]:
-    """(keys, description, note) for the screen's own bindings, then the app's."""
+class KeyRow(NamedTuple):
+    """A line of the help: the keys as shown, what they do, why not now; ``key`` is the key
+    to press (the test that presses every key the help lists uses it)."""
+
+    keys: str
+    description: str
+    note: str
+    key: str
+
+
+def key_rows(screen: Screen[Any], read_only: bool) -> list[KeyRow]:
+    """The screen's own bindings, its list's, then the app's."""
     app = screen.app
-    rows: list[tuple[str, str, str]] = []
+    rows: list[KeyRow] = []
     seen: set[str] = set()
-    # The list's own keys (sort, marks) sit on its table, between the screen's and the app's.
-    tables = [t for t in screen.query(LiveTable) if t.display][:1]
+    # The list's own keys (sort, marks) sit on its table, between the screen's and the app's:
+    # those of the list that has the focus, where the keys go.
+    focused = screen.focused
+    tables = [focused] if isinstance(focused, LiveTable) else []
     for node in (screen, *tables, app):
-        for b in type(node).BINDINGS:
+        for b in own_bindings(node):
             if not isinstance(b, Binding) or not b.description or b.action in seen:
                 continue
-            if b.action.startswith("go("):  # the number keys: one line below says it all
+            if b.action.startswith("go(") or b.action == "goto":  # the lines below say it all
                 continue
             seen.add(b.action)
             keys = b.key_display or app.get_key_display(b)
@@ -74,7 +89,37 @@ def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]
                     note = "n/a now"
             elif state is False:
                 continue
-            rows.append((keys, b.description, note))
+            rows.append(KeyRow(keys, b.description, note, b.key.split(",")[0].strip()))
+    return rows
+
+
+def help_title(screen: Screen[Any]) -> str:
+    """The screen's own name: each help box says which screen its keys belong to."""
+    mode = getattr(screen, "MODE", "")
+    if isinstance(screen, JobScreen):
+        return "Job detail"
+    return screen_label(mode) if mode else "Console"
+
+
+def general_keys(screen: Screen[Any]) -> list[tuple[str, str]]:
+    """The keys every screen shares, as they work on this one: moving only where there is a
+    list or text to move in, tab only where there is another pane, esc as the screen has it."""
+    rows: list[tuple[str, str]] = []
+    last = TABS[-1][1]
+    rows.append((f"1-{last}", "switch screen (" + ", ".join(
+        f"{key} {label}" for mode, label in MORE_SCREENS if (key := MORE_KEYS.get(mode))
+    ) + ")"))
+    rows.append((":name", "go to any screen: " + " ".join(
+        f":{m}" for m, _, _ in TABS) + " " + " ".join(f":{m}" for m, _ in MORE_SCREENS)))
+    rows.append(("ctrl+p", "every action, searchable"))
+    focused = screen.focused
+    if isinstance(focused, LiveTable):
+        rows.append(("↑ ↓ pgup pgdn", "move in the list"))
+        if focused.row_count > 1:
+            rows.append(("home end", "first / last row"))
+    panes = [w for w in screen.query("*") if w.focusable and w.display]
+    if len(panes) > 1:
+        rows.append(("tab", "next pane"))
     return rows
 
 
@@ -90,43 +135,46 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         under = self.under
-        keys = Text()
-        name = next((label for mode, _, label in TABS if mode == getattr(under, "MODE", "")), "")
-        keys.append(f"{name or 'Console'} — keys\n", style="bold")
+        head = Text()
+        head.append(f"{help_title(under)} — keys\n", style="bold")
         if isinstance(under, ConsoleScreen) and under.HELP:
-            keys.append(under.HELP + "\n\n")
-        for key, description, note in key_rows(under, self.read_only):
-            keys.append(f"  {key:>9}  ", style="bold")
-            keys.append(description)
+            head.append(under.HELP + "\n")
+        # Keys in a grid: a long note wraps inside its own column, never back to column 0.
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(justify="right", no_wrap=True, style="bold")
+        keys.add_column()
+        for key, description, note, _ in key_rows(under, self.read_only):
+            line = Text(description)
             if note:
-                keys.append(f"  ({note})", style="dim")
-            keys.append("\n")
-        last = TABS[-1][1]
-        keys.append(f"\n  1-{last} or :name  switch screen · ctrl+p  every action, searchable\n")
-        keys.append("  " + " ".join(f":{m}" for m, _ in MORE_SCREENS)
-                    + "  screens without a number key\n")
-        keys.append("  ↑ ↓ pgup pgdn home end  move · tab  next pane · esc  back / close\n")
+                line.append(f"  ({note})", style="dim")
+            keys.add_row(key, line)
+        for key, words in general_keys(under):
+            keys.add_row(key, words)
+        tail = Text()
         if self.read_only:
-            keys.append("\n  READ-ONLY: actions that change jobs or queues are disabled.\n",
+            tail.append("\nREAD-ONLY: actions that change jobs or queues are disabled.\n",
                         style="bold")
-        keys.append("\n  esc, ? or q closes this help", style="dim")
+        tail.append("\nesc, ? or q closes this help", style="dim")
 
-        legend = Text().append("Legend: a glyph and a word for every state\n", style="bold")
+        legend = Table.grid(padding=(0, 1))
+        legend.add_column(no_wrap=True)
+        legend.add_column()
         for title, states in (
             ("jobs", JOB_STATES),
             ("queues", QUEUE_STATES),
             ("workers", WORKER_STATES),
             ("database", CONNECTION_STATES),
         ):
-            legend.append(f"  {title}\n", style="underline")
+            legend.add_row(Text(f"  {title}", style="underline"))
             for state, (glyph, style) in states.items():
-                legend.append("    ")
-                legend.append_text(badge(glyph, state, style, width=12))
-                legend.append(f" {LEGEND_WORDS.get((title, state), '')}\n")
-        legend.append(f"  marks\n    {MARK}            marked: the next action's target\n")
+                legend.add_row(Text("    ").append_text(badge(glyph, state, style, width=12)),
+                               LEGEND_WORDS.get((title, state), ""))
+        legend.add_row(Text("  marks", style="underline"))
+        legend.add_row(Text(f"    {MARK}"), "marked: the next action's target")
         with VerticalScroll(id="dialog"), Horizontal(id="help-cols"):
-            yield Static(keys, id="help")
-            yield Static(legend, id="legend")
+            yield Static(Group(head, keys, tail), id="help")
+            yield Static(Group(Text("Legend: a glyph and a word for every state",
+                                    style="bold"), legend), id="legend")
 
     def action_close(self) -> None:
         self.dismiss(None)

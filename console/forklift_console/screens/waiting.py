@@ -19,7 +19,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from forklift.ops import ActionResult, BulkReport, JobFilter, JobPage, JobSummary, Operator, Sort
 from forklift.ops.runbook import cli
@@ -147,6 +147,7 @@ class WaitingScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         elif len(self._cursors) > 1:
             self._cursors.pop()
         else:
+            self.notify("this is the first page", title="Prev page")
             return
         self.table.move_cursor(row=0)
         self.reload()
@@ -243,17 +244,15 @@ class WaitingScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         self._propose("cancel", "Cancel")
 
     def action_clear(self) -> None:
+        if not self.table.marks:
+            self.notify("no row is marked: space marks one", title="Clear marks")
+            return
         self.table.clear_marks()
 
     def action_open(self) -> None:
         job = self.current()
         if job is not None:
             self.app.push_screen(JobScreen(job.id))
-
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
 
 
 class RetriesScreen(WaitingScreen):
