@@ -192,6 +192,11 @@ class ConsoleScreen(Screen[None], Generic[D]):
         self.paint_chrome()
         self.reload()
 
+    def on_screen_suspend(self) -> None:
+        # A dialog opening over this screen holds the refresh: the header says so at once,
+        # not at the next tick.
+        self.paint_chrome()
+
     def paint_chrome(self) -> None:
         app = self.console
         now = app.now()
