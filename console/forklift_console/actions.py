@@ -19,6 +19,7 @@ from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import VERBS
 from forklift_console.screens.jobs import bulk_cli, bulk_report
 from forklift_console.screens.modals import ConfirmScreen
+from forklift_console.widgets.text import one_line
 
 log = logging.getLogger("forklift_console")
 
@@ -169,4 +170,6 @@ class Actions:
     def _failed(self, verb: str, exc: BaseException) -> None:
         if not isinstance(exc, ForkliftError):
             log.warning("%s failed", verb, exc_info=exc)
-        self._app.notify(describe_error(exc), title=f"{verb} refused", severity="error")
+        # A refusal may quote what was typed: the toast keeps to a few lines.
+        self._app.notify(str(one_line(describe_error(exc), limit=300)), title=f"{verb} refused",
+                         severity="error")

@@ -30,7 +30,7 @@ from forklift_console.plan import Plan
 from forklift_console.refresher import Refresher
 from forklift_console.screens.audit import AuditScreen
 from forklift_console.screens.backfills import BackfillsScreen
-from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.base import READ_ONLY_WHY, WRITE_ACTIONS, ConsoleScreen
 from forklift_console.screens.batches import BatchesScreen
 from forklift_console.screens.charts import ChartsScreen
 from forklift_console.screens.dead import DeadScreen
@@ -46,7 +46,7 @@ from forklift_console.screens.schedules import SchedulesScreen
 from forklift_console.screens.waiting import RetriesScreen, ScheduledScreen
 from forklift_console.screens.workers import WorkersScreen
 from forklift_console.screens.workflows import WorkflowsScreen
-from forklift_console.widgets.header import MORE_SCREENS, TABS, Status
+from forklift_console.widgets.header import MORE_KEYS, MORE_SCREENS, TABS, Status
 from forklift_console.widgets.table import LiveTable
 from forklift_console.widgets.text import use_colour
 
@@ -207,6 +207,7 @@ class ConsoleApp(App[None]):
     # -- navigation ---------------------------------------------------------------------------
     def action_go(self, mode: str) -> None:
         if mode in self.views and self.current_mode != mode:
+            self.views[mode].arriving = True
             self.switch_mode(mode)
 
     def action_goto(self) -> None:
@@ -234,6 +235,9 @@ class ConsoleApp(App[None]):
         origin = came_from or self.current_mode
         if jobs.set_filter_text(text, came_from=origin if origin != "jobs" else None):
             self.action_go("jobs")
+            # A job's detail left open on the jobs screen is not what this asked for.
+            while len(self.screen_stack) > 1 and self.screen is not jobs:
+                self.pop_screen()
 
     # -- screenshots --------------------------------------------------------------------------
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
@@ -265,8 +269,9 @@ class ConsoleApp(App[None]):
             )
         for mode, label in MORE_SCREENS:
             if mode in self.views:
+                keys = f"key {MORE_KEYS[mode]} or :{mode}" if mode in MORE_KEYS else f":{mode}"
                 yield SystemCommand(
-                    f"Go to {label}", f"Show the {label.lower()} screen (:{mode})",
+                    f"Go to {label}", f"Show the {label.lower()} screen ({keys})",
                     partial(self.action_go, mode),
                 )
         yield from self._sort_commands(screen)
@@ -285,7 +290,11 @@ class ConsoleApp(App[None]):
                     help_text,
                     partial(self._palette_action, mode, view, action, title),
                 )
-        yield from super().get_system_commands(screen)
+        # Textual's own "Keys" panel lists its internals ("Focus Next", "c,super+^c"): the
+        # console's help (?) takes its place.
+        for command in super().get_system_commands(screen):
+            if command.title != "Keys":
+                yield command
 
     def _sort_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """Sort this screen's list by any of its columns (what s and S step through)."""
@@ -309,6 +318,9 @@ class ConsoleApp(App[None]):
         first (the palette opened elsewhere must not act on whatever row that screen
         happened to have highlighted)."""
         _, name, _ = parse_action(action)
+        if name in WRITE_ACTIONS and self.read_only:
+            self.notify(f"{title}: {READ_ONLY_WHY}", title="not available", severity="warning")
+            return
         if self.current_mode != mode:
             self.switch_mode(mode)
         if name in view.ROW_ACTIONS:

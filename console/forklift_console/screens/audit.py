@@ -37,6 +37,8 @@ def target_text(target: dict[str, object]) -> str:
 
 class AuditScreen(ConsoleScreen[list[AuditEntry]]):
     MODE = "audit"
+    NOTHING_TO_OPEN = ("an audit entry is shown whole in its row (who, what, target, when, why,"
+                       " outcome): there is no detail behind it")
     HELP = (
         "The audit trail: who did what to which jobs or queues, when, why and with what"
         " outcome, newest first. Refusals are recorded too. ] and [ page through older"

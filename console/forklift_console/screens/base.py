@@ -12,13 +12,19 @@ from textual.actions import parse as parse_action
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import DataTable, Footer
 from textual.worker import get_current_worker
 
 from forklift.ops import Operator
 from forklift_console.host import ConsoleHost
 from forklift_console.widgets.filterbar import FilterLine
-from forklift_console.widgets.header import TABS, CommandEcho, StaleBanner, StatusBar, TabBar
+from forklift_console.widgets.header import (
+    CommandEcho,
+    StaleBanner,
+    StatusBar,
+    TabBar,
+    screen_label,
+)
 from forklift_console.widgets.rows import RowFilterError, parse_rows
 from forklift_console.widgets.table import Cell, Column, LiveTable
 
@@ -62,6 +68,15 @@ class ConsoleScreen(Screen[None], Generic[D]):
     #: This screen's actions that act on the highlighted row (see :data:`ROW_ACTIONS`).
     ROW_ACTIONS: ClassVar[frozenset[str]] = ROW_ACTIONS
 
+    #: What enter says on a row of this screen that nothing opens (a screen with an ``open``
+    #: key opens its main list's rows with it).
+    NOTHING_TO_OPEN: ClassVar[str] = "a row here is shown whole: there is nothing more to open"
+    #: The ``open`` key opens a row of any list of the screen, not only the first one.
+    OPENS_EVERY_LIST: ClassVar[bool] = False
+
+    #: The first visit focuses the list (not a filter field above it); so does every arrival.
+    AUTO_FOCUS = "LiveTable, OptionList"
+
     #: The id of the table whose columns change with the width (see :meth:`layout_columns`).
     LAYOUT_TABLE: ClassVar[str | None] = None
 
@@ -78,6 +93,8 @@ class ConsoleScreen(Screen[None], Generic[D]):
         self.loads = 0  # completed loads, for tests waiting on fresh data
         self.failures = 0  # loads that failed (reported in the banner)
         self._when_loaded: list[Callable[[], None]] = []
+        #: Set by the app when it switches to this screen (not when a dialog closes).
+        self.arriving = False
 
     @property
     def console(self) -> ConsoleHost:
@@ -151,7 +168,18 @@ class ConsoleScreen(Screen[None], Generic[D]):
         if key is not None:
             table.move_to_key(key)
 
+    def focus_list(self) -> None:
+        """Focus this screen's main list (what :attr:`AUTO_FOCUS` names), if it has one."""
+        lists = [w for w in self.query(self.AUTO_FOCUS or "LiveTable") if w.display]
+        if lists and self.is_attached:
+            lists[0].focus()
+
     def on_screen_resume(self) -> None:
+        if self.arriving:
+            # Arriving on a screen puts the focus on its list, whatever an earlier visit
+            # left focused: tab then always leads to the same pane.
+            self.arriving = False
+            self.focus_list()
         self.paint_chrome()
         self.reload()
 
@@ -171,11 +199,17 @@ class ConsoleScreen(Screen[None], Generic[D]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITE_ACTIONS and self.console.read_only:
             return None  # shown, disabled
+        if action in self.ROW_ACTIONS and self._no_row():
+            return None  # a row action with no row: the key says why (list_state)
         return self.can_with(action, parameters) if parameters else self.can(action)
+
+    def _no_row(self) -> bool:
+        focused = self.focused
+        return isinstance(focused, LiveTable) and focused.row_count == 0
 
     def palette(self) -> Iterable[tuple[str, str, str]]:
         """(title, help, action) for the command palette: this screen's keyed actions."""
-        label = next((lbl for mode, _, lbl in TABS if mode == self.MODE), self.MODE)
+        label = screen_label(self.MODE)
         for b in type(self).BINDINGS:
             if not isinstance(b, Binding) or not b.description:
                 continue
@@ -200,7 +234,49 @@ class ConsoleScreen(Screen[None], Generic[D]):
         pressed says this, and the help shows it beside the key)."""
         if action in WRITE_ACTIONS and self.console.read_only:
             return READ_ONLY_WHY
-        return self.reason(action, parameters) or "it does not apply to what is shown now"
+        return self.reason(action, parameters) or self.list_state()
+
+    def list_state(self) -> str:
+        """The cause a key finds nothing to act on, when the screen names none of its own."""
+        if self.loads == 0:
+            return "nothing is loaded yet: the first refresh has not answered"
+        table = self.main_list()
+        if table is None:
+            return "this screen shows no list to act on"
+        if table.row_count == 0:
+            if table.total:
+                return f"the filter hides all {table.total:,} rows"
+            return "the list is empty"
+        return f"not for the highlighted row ({table.current_key})"
+
+    def main_list(self) -> LiveTable | None:
+        """The list the keys act on: the focused one, else the first shown."""
+        focused = self.focused
+        if isinstance(focused, LiveTable):
+            return focused
+        return next((t for t in self.query(LiveTable) if t.display), None)
+
+    # -- enter on a row ------------------------------------------------------------------------
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """enter on a row: the screen's ``open`` key (through the same check as the key, so a
+        row that cannot be opened says why), or a sentence saying there is nothing to open."""
+        event.stop()
+        table = event.data_table
+        if isinstance(table, LiveTable):
+            self.enter_row(table)
+
+    def on_live_table_nothing_selected(self, event: LiveTable.NothingSelected) -> None:
+        event.stop()
+        self.notify(f"enter: nothing to open: {self.list_state()}", title="nothing to open",
+                    severity="warning")
+
+    def enter_row(self, table: LiveTable) -> None:
+        first = next((t for t in self.query(LiveTable) if t.display), None)
+        opens = any(isinstance(b, Binding) and b.action == "open" for b in type(self).BINDINGS)
+        if opens and (table is first or self.OPENS_EVERY_LIST):
+            self.call_later(self._run_picked, "open")
+        else:
+            self.notify(f"enter: {self.NOTHING_TO_OPEN}", title="nothing to open")
 
     def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
         """A screen's own :meth:`why_not` (read-only is handled for every screen)."""

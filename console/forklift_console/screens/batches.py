@@ -207,38 +207,18 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
         if b is not None:
             self.console.show_jobs(f"batch:{b.id}", came_from="batches")
 
-    @on(DataTable.RowSelected, "#batches")
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
-
     def action_cancel(self) -> None:
         b = self.selected()
         if b is None or b.is_terminal:
             return
         batch_id = b.id
-        waiting = max(0, b.remaining - b.in_flight)
-        scope = (f"batch {batch_id} ({show_id(b.kind)}, caller {show_id(b.caller)}):"
-                 f" {plural(waiting, 'waiting target')} end cancelled now;"
-                 f" {plural(b.in_flight, 'running target')}"
-                 f" {'finishes and keeps its result' if b.in_flight == 1 else 'finish and keep their results'};"
-                 f" {b.settled:,} already settled stay as they are")
-        self.console.propose(
-            Plan(
-                verb="Cancel",
-                noun="batch",
-                count=1,
-                ids=(batch_id,),
-                scope=scope,
-                typed_count=False,
-                cli=command("batches", "cancel", args=(batch_id,), options={"--yes": True}),
-                run=lambda op: op.cancel_batch(batch_id),
-                report=lambda done: (
-                    f"batch {batch_id} cancelled: {plural(waiting, 'waiting target')} will not"
-                    " run; running ones finish and keep their results"
-                    if done else f"batch {batch_id} had already finished: nothing to cancel"
-                ),
-            )
+        # Released targets (in flight) may still be waiting for a worker: those end now like
+        # the held ones. Only the running ones finish; the dialog counts them first.
+        limit = max(1, b.in_flight)
+        self.console.propose_checked(
+            "Cancel",
+            lambda op: op.batch(batch_id, states=["running"], limit=limit),
+            lambda detail: _cancel_plan(b, len(detail.targets)),
         )
 
     def action_requeue(self) -> None:
@@ -257,3 +237,29 @@ class BatchesScreen(ConsoleScreen[BatchesData]):
                 report=lambda n: f"batch {batch_id}: {plural(n, 'failed target')} requeued",
             )
         )
+
+
+def _cancel_plan(b: Batch, running: int) -> Plan:
+    """Cancel a batch: its waiting targets (held or released) end now, running ones finish."""
+    batch_id = b.id
+    waiting = max(0, b.remaining - running)
+    scope = (f"batch {batch_id} ({show_id(b.kind)}, caller {show_id(b.caller)}):"
+             f" {plural(waiting, 'waiting target')} end cancelled now;"
+             f" {plural(running, 'running target')}"
+             f" {'finishes and keeps its result' if running == 1 else 'finish and keep their results'};"
+             f" {b.settled:,} already settled stay as they are")
+    return Plan(
+        verb="Cancel",
+        noun="batch",
+        count=1,
+        ids=(batch_id,),
+        scope=scope,
+        typed_count=False,
+        cli=command("batches", "cancel", args=(batch_id,), options={"--yes": True}),
+        run=lambda op: op.cancel_batch(batch_id),
+        report=lambda done: (
+            f"batch {batch_id} cancelled: {plural(waiting, 'waiting target')} will not"
+            " run; running ones finish and keep their results"
+            if done else f"batch {batch_id} had already finished: nothing to cancel"
+        ),
+    )

@@ -171,8 +171,11 @@ class ChartsScreen(ConsoleScreen[ChartSeries]):
             self.query_one(f"#{chart.key}-title", Static).update(
                 heading(chart, values, data.bucket_seconds))
             self.query_one(f"#{chart.key}-axis", Static).update(axis(chart, values))
-            self.query_one(f"#{chart.key}-chart", Sparkline).data = [
-                float(v or 0) for v in values]
+            drawn = [float(v or 0) for v in values]
+            # Nothing to draw reads as a flat floor: Textual's Sparkline fills the box for a
+            # single point, and an all-zero window is no peak.
+            self.query_one(f"#{chart.key}-chart", Sparkline).data = (
+                drawn if any(drawn) and len(drawn) > 1 else [])
             self.query_one(f"#{chart.key}-time", Static).update(
                 time_axis(data.window_seconds, width))
         self._paint_info(len(data.buckets))

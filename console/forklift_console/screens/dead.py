@@ -238,11 +238,6 @@ class DeadScreen(MarkedList, ConsoleScreen[DeadLetters]):
         if g is not None:
             self.console.show_jobs(f"group:{g.id}", came_from="dead")
 
-    @on(DataTable.RowSelected, "#groups")
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
-
     def action_act(self, action: str) -> None:
         """r, D: requeue or delete every job of the marked groups (or the highlighted one)."""
         groups = self.targets()

@@ -25,6 +25,7 @@ from forklift.ops.rates import Bucket, FlowQueue, RateInfo
 from forklift.ops.runbook import command
 from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.forms import parse_limit, parse_rate
 from forklift_console.widgets.filterbar import quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import NONE, capped, duration, one_line, plain
@@ -73,16 +74,20 @@ class ValueScreen(ModalScreen[str | None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
     AUTO_FOCUS = "#value"
 
-    def __init__(self, title: str, hint: str, current: str, cli_for: object) -> None:
+    def __init__(self, title: str, hint: str, current: str, cli_for: object,
+                 check: Callable[[str], object]) -> None:
         super().__init__(classes="dialog")
         self.title_text, self.hint, self.current = title, hint, current
         self.cli_for = cli_for
+        #: Raises ValueError with what is wrong: checked as it is typed, said under the field.
+        self.check = check
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label(Text(self.title_text, style="bold"), id="title")
             yield Label(f"Now: {self.current}. {self.hint}")
             yield Input(placeholder=self.current, id="value", compact=True)
+            yield Static(id="value-error", classes="field-error")
             yield Static(self._cli(""), id="cli")
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
@@ -93,14 +98,32 @@ class ValueScreen(ModalScreen[str | None]):
         text.append_text(plain(self.cli_for(value or "…")))  # type: ignore[operator]
         return text
 
+    def _error(self, value: str) -> str | None:
+        try:
+            self.check(value)
+        except ValueError as exc:
+            return f"✖ {exc}"
+        return None
+
     @on(Input.Changed, "#value")
     def _changed(self, event: Input.Changed) -> None:
         self.query_one("#cli", Static).update(self._cli(event.value.strip()))
+        error = self._error(event.value) if event.value.strip() else None
+        box = self.query_one("#value-error", Static)
+        box.update(error or "")
+        box.display = error is not None
+        self.query_one("#confirm", Button).disabled = error is not None
 
     @on(Input.Submitted)
     @on(Button.Pressed, "#confirm")
     def _confirm(self) -> None:
         value = self.query_one("#value", Input).value.strip()
+        error = self._error(value) if value else None
+        if error is not None:
+            box = self.query_one("#value-error", Static)
+            box.update(error)
+            box.display = True  # the dialog stays, with what was typed
+            return
         self.dismiss(value or None)
 
     @on(Button.Pressed, "#cancel")
@@ -110,6 +133,7 @@ class ValueScreen(ModalScreen[str | None]):
 
 class FlowScreen(ConsoleScreen[FlowSnapshot]):
     MODE = "flow"
+    OPENS_EVERY_LIST = True
     HELP = (
         "Flow control across the fleet. Upper table: queues with keys, a rate or fair share --"
         " running against the queue's limit, its rate and what its bucket holds, waiting jobs"
@@ -267,8 +291,14 @@ class FlowScreen(ConsoleScreen[FlowSnapshot]):
         q = self.selected_queue() if self._on_queues() else None
         if q is not None:
             self.console.show_jobs(f"queue:{quote(q.queue)}", came_from="flow")
-        k = self.selected_key() if q is None else None
-        if k is not None and k.kinds:
+            return
+        k = self.selected_key()
+        if k is None:
+            self.notify(self.why_not("open"), title="nothing to open", severity="warning")
+        elif not k.kinds:
+            self.notify(f"no job kind declares the key {k.name!r}: there are no jobs to list",
+                        title="nothing to open", severity="warning")
+        else:
             self.console.show_jobs(" ".join(f"kind:{quote(x)}" for x in k.kinds[:1]),
                                    came_from="flow")
 
@@ -312,7 +342,9 @@ class FlowScreen(ConsoleScreen[FlowSnapshot]):
                           lambda op: getattr(op, setter)(name, arg))
 
         self.app.push_screen(ValueScreen(f"{what.capitalize()} of {noun} {name}",
-                                         HINTS[what], current, cli), chosen)
+                                         HINTS[what], current, cli,
+                                         parse_rate if what == "rate" else parse_limit),
+                             chosen)
 
     def _limit(self, value: str) -> int | bool | None:
         """The limit typed (None for none), or False after saying why it is not one."""

@@ -18,8 +18,9 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
+from forklift import ForkliftError, Rate
 from forklift.ops.errors import InvalidFilter
-from forklift.ops.filters import duration
+from forklift.ops.filters import MAX_TEXT, duration
 from forklift.ops.runbook import command
 from forklift_console.widgets.text import ident, plain
 
@@ -42,6 +43,29 @@ def parse_limit(text: str) -> int | None:
     if not 0 <= limit <= MAX_LIMIT:
         raise ValueError(f"a concurrency limit is between 0 and {MAX_LIMIT:,}")
     return limit
+
+
+def checked_reason(text: str) -> str:
+    """A reason the operator API accepts (at most 500 characters), stripped; raises
+    ValueError saying how long it is."""
+    reason = text.strip()
+    if len(reason) > MAX_TEXT:
+        raise ValueError(f"the reason has {len(reason):,} characters; at most {MAX_TEXT}")
+    return reason
+
+
+def parse_rate(text: str) -> str | None:
+    """A rate as ``100/s``, ``10/5s``, ``600/m`` (checked as the API would), or ``none``."""
+    value = text.strip()
+    if value.lower() in ("none", "off"):
+        return None
+    if not value:
+        raise ValueError("type N/period (100/s, 10/5s, 600/m), or none to lift the rate")
+    try:
+        Rate.parse(value)
+    except ForkliftError as exc:
+        raise ValueError(exc.message) from None
+    return value
 
 
 def limit_cli(name: str, limit: int | None, reason: str) -> str:
@@ -151,7 +175,7 @@ class LimitScreen(_Form):
 
     def answer(self) -> tuple[object, str]:
         limit = parse_limit(self.query_one("#limit", Input).value)
-        reason = self.query_one("#reason", Input).value.strip()
+        reason = checked_reason(self.query_one("#reason", Input).value)
         return LimitAnswer(limit, reason), limit_cli(self.queue, limit, reason)
 
 
@@ -205,6 +229,6 @@ class PruneScreen(_Form):
                 ages[state] = text
         if not ages:
             raise ValueError("give an age for at least one state")
-        answer = PruneAnswer(ages, self.query_one("#reason", Input).value.strip())
+        answer = PruneAnswer(ages, checked_reason(self.query_one("#reason", Input).value))
         return answer, answer.cli()
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.console import Group
+from rich.table import Table
 from rich.text import Text
 from textual.actions import parse as parse_action
 from textual.app import ComposeResult
@@ -13,7 +15,8 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 from forklift_console.screens.base import WRITE_ACTIONS, ConsoleScreen
-from forklift_console.widgets.header import MORE_SCREENS, TABS
+from forklift_console.screens.job import JobScreen
+from forklift_console.widgets.header import MORE_KEYS, MORE_SCREENS, TABS, screen_label
 from forklift_console.widgets.table import LiveTable
 from forklift_console.widgets.text import (
     CONNECTION_STATES,
@@ -58,7 +61,7 @@ def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]
         for b in type(node).BINDINGS:
             if not isinstance(b, Binding) or not b.description or b.action in seen:
                 continue
-            if b.action.startswith("go("):  # the number keys: one line below says it all
+            if b.action.startswith("go(") or b.action == "goto":  # the lines below say it all
                 continue
             seen.add(b.action)
             keys = b.key_display or app.get_key_display(b)
@@ -78,6 +81,34 @@ def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]
     return rows
 
 
+def help_title(screen: Screen[Any]) -> str:
+    """The screen's own name: each help box says which screen its keys belong to."""
+    mode = getattr(screen, "MODE", "")
+    if isinstance(screen, JobScreen):
+        return "Job detail"
+    return screen_label(mode) if mode else "Console"
+
+
+def general_keys(screen: Screen[Any]) -> list[tuple[str, str]]:
+    """The keys every screen shares, as they work on this one: moving only where there is a
+    list or text to move in, tab only where there is another pane, esc as the screen has it."""
+    rows: list[tuple[str, str]] = []
+    last = TABS[-1][1]
+    rows.append((f"1-{last}", "switch screen (" + ", ".join(
+        f"{key} {label}" for mode, label in MORE_SCREENS if (key := MORE_KEYS.get(mode))
+    ) + ")"))
+    rows.append((":name", "go to any screen: " + " ".join(
+        f":{m}" for m, _, _ in TABS) + " " + " ".join(f":{m}" for m, _ in MORE_SCREENS)))
+    rows.append(("ctrl+p", "every action, searchable"))
+    if screen.query(LiveTable):
+        rows.append(("↑ ↓ pgup pgdn", "move in the list"))
+        rows.append(("home end", "first / last row"))
+    panes = [w for w in screen.query("*") if w.focusable and w.display]
+    if len(panes) > 1:
+        rows.append(("tab", "next pane"))
+    return rows
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,question_mark,q", "close", "Close"),
@@ -90,43 +121,46 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         under = self.under
-        keys = Text()
-        name = next((label for mode, _, label in TABS if mode == getattr(under, "MODE", "")), "")
-        keys.append(f"{name or 'Console'} — keys\n", style="bold")
+        head = Text()
+        head.append(f"{help_title(under)} — keys\n", style="bold")
         if isinstance(under, ConsoleScreen) and under.HELP:
-            keys.append(under.HELP + "\n\n")
+            head.append(under.HELP + "\n")
+        # Keys in a grid: a long note wraps inside its own column, never back to column 0.
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(justify="right", no_wrap=True, style="bold")
+        keys.add_column()
         for key, description, note in key_rows(under, self.read_only):
-            keys.append(f"  {key:>9}  ", style="bold")
-            keys.append(description)
+            line = Text(description)
             if note:
-                keys.append(f"  ({note})", style="dim")
-            keys.append("\n")
-        last = TABS[-1][1]
-        keys.append(f"\n  1-{last} or :name  switch screen · ctrl+p  every action, searchable\n")
-        keys.append("  " + " ".join(f":{m}" for m, _ in MORE_SCREENS)
-                    + "  screens without a number key\n")
-        keys.append("  ↑ ↓ pgup pgdn home end  move · tab  next pane · esc  back / close\n")
+                line.append(f"  ({note})", style="dim")
+            keys.add_row(key, line)
+        for key, words in general_keys(under):
+            keys.add_row(key, words)
+        tail = Text()
         if self.read_only:
-            keys.append("\n  READ-ONLY: actions that change jobs or queues are disabled.\n",
+            tail.append("\nREAD-ONLY: actions that change jobs or queues are disabled.\n",
                         style="bold")
-        keys.append("\n  esc, ? or q closes this help", style="dim")
+        tail.append("\nesc, ? or q closes this help", style="dim")
 
-        legend = Text().append("Legend: a glyph and a word for every state\n", style="bold")
+        legend = Table.grid(padding=(0, 1))
+        legend.add_column(no_wrap=True)
+        legend.add_column()
         for title, states in (
             ("jobs", JOB_STATES),
             ("queues", QUEUE_STATES),
             ("workers", WORKER_STATES),
             ("database", CONNECTION_STATES),
         ):
-            legend.append(f"  {title}\n", style="underline")
+            legend.add_row(Text(f"  {title}", style="underline"))
             for state, (glyph, style) in states.items():
-                legend.append("    ")
-                legend.append_text(badge(glyph, state, style, width=12))
-                legend.append(f" {LEGEND_WORDS.get((title, state), '')}\n")
-        legend.append(f"  marks\n    {MARK}            marked: the next action's target\n")
+                legend.add_row(Text("    ").append_text(badge(glyph, state, style, width=12)),
+                               LEGEND_WORDS.get((title, state), ""))
+        legend.add_row(Text("  marks", style="underline"))
+        legend.add_row(Text(f"    {MARK}"), "marked: the next action's target")
         with VerticalScroll(id="dialog"), Horizontal(id="help-cols"):
-            yield Static(keys, id="help")
-            yield Static(legend, id="legend")
+            yield Static(Group(head, keys, tail), id="help")
+            yield Static(Group(Text("Legend: a glyph and a word for every state",
+                                    style="bold"), legend), id="legend")
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -153,7 +153,7 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
             text.append_text(ident(q.name, limit=40))
             waiting = q.counts.get("available", 0) + q.counts.get("retryable", 0)
             text.append(f": {plural(waiting, 'job')} waiting and no live worker listens on it"
-                        " (start one with `forklift worker --queue …`)")
+                        f" (start one with `forklift worker --queues {quote(q.name)}`)")
             out.append(Alert("∅", style_of("state-warn"), text, f"queue:{quote(q.name)}"))
         elif q.state == "failing":
             text = Text("queue ")

@@ -23,6 +23,7 @@ from forklift_console.widgets.text import (
     ident,
     job_state,
     one_line,
+    parked_badge,
     plain,
     pretty_json,
     stamp,
@@ -55,6 +56,18 @@ def job_plan(action: str, job_id: int, state: str) -> Plan:
         run=run,
         report=_result_text,
     )
+
+
+def parked_why(detail: JobDetail) -> str | None:
+    """Why a scheduled job is parked (a key of :data:`PARKED_WORDS`), or None."""
+    if not detail.parked:
+        return None
+    for step in detail.steps:
+        if step.state == "sleeping":
+            return "sleeping"
+        if step.state == "waiting":
+            return "event"
+    return "jobs"
 
 
 def copy_out(app: App[Any], text: str, what: str) -> None:
@@ -166,7 +179,10 @@ class JobScreen(ConsoleScreen[JobView]):
         text = Text().append(f"job {job.id}  ", style="bold")
         text.append_text(ident(job.kind, limit=60))
         text.append("  ")
-        text.append_text(job_state(job.state))
+        why_parked = parked_why(data.detail)
+        # A parked job reads as the list says it (waiting, sleeping, held), not "scheduled".
+        text.append_text(job_state(job.state) if why_parked is None
+                         else parked_badge(why_parked))
         text.append("  queue ")
         text.append_text(ident(job.queue, limit=40))
         text.append(f"  priority {job.priority}  attempt {job.attempt}/{job.max_attempts}")
@@ -189,7 +205,12 @@ class JobScreen(ConsoleScreen[JobView]):
             for i, reason in enumerate(data.explanation.reasons):
                 if i:
                     why.append("\n     ")
-                why.append_text(plain(reason.text))
+                if reason.code == "scheduled" and data.detail.parked:
+                    # Its run_at is a wait's deadline or a placeholder, not when it runs.
+                    why.append_text(plain(f"job {job.id} is parked, {data.detail.parked}:"
+                                          " it becomes available when that ends"))
+                else:
+                    why.append_text(plain(reason.text))
         self.query_one("#why", Static).update(why)
 
         self._show_progress(job.progress)

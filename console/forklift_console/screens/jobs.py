@@ -303,11 +303,6 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         if job is not None:
             self.app.push_screen(JobScreen(job.id))
 
-    @on(DataTable.RowSelected, "#jobs")
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
-
     # -- actions ------------------------------------------------------------------------------
     def can(self, action: str) -> bool | None:
         if action == "act":

@@ -12,11 +12,10 @@ from datetime import timedelta
 from typing import ClassVar
 
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from forklift.ops import Operator
 from forklift.ops.kinds import KindRow, KindStats
@@ -142,7 +141,3 @@ class KindsScreen(ConsoleScreen[KindStats]):
         if r is not None:
             self.console.show_jobs(f"queue:{quote(r.queue)} kind:{quote(r.kind)}", came_from=self.MODE)
 
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()

@@ -11,7 +11,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import DataTable, OptionList, Static
+from textual.widgets import OptionList, Static
 
 from forklift import ForkliftError
 from forklift.ops import JobFilter, JobSummary, Operator, Stats
@@ -236,7 +236,3 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         event.stop()
         self._open_alert(event.option_index)
 
-    @on(DataTable.RowSelected, "#queues")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()

@@ -53,6 +53,16 @@ from forklift_console.widgets.text import (
 from forklift_console.widgets.text import queue_state as queue_badge
 
 SPARK_POINTS = 30
+COLUMNS: tuple[Column, ...] = (
+    Column("state", "State", 11),  # "∅ no worker" whole
+    Column("queue", "Queue", 12),
+    Column("available", "Avail", 6),
+    Column("running", "Run/lim", 7),
+    Column("retryable", "Retry", 5),
+    Column("dead", "Dead", 5),
+    Column("lag", "Lag", 6),
+    Column("spark", "Done/min", None),
+)
 
 
 @dataclass(frozen=True)
@@ -96,19 +106,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
             yield FilterLine("queues", "queues")
-            yield LiveTable(
-                [
-                    Column("state", "State", 10),
-                    Column("queue", "Queue", 12),
-                    Column("available", "Avail", 6),
-                    Column("running", "Run/lim", 7),
-                    Column("retryable", "Retry", 5),
-                    Column("dead", "Dead", 5),
-                    Column("lag", "Lag", 6),
-                    Column("spark", "Done/min", None),
-                ],
-                id="queues",
-            )
+            yield LiveTable(COLUMNS, id="queues")
             yield Static(id="detail")
 
     def fetch(self, op: Operator) -> QueuesData:
@@ -129,7 +127,8 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         table = self.query_one("#queues", LiveTable)
         points = min(SPARK_POINTS, table.flex_width())  # the newest points, as many as fit
         for q in data.queues:
-            limit = "∞" if q.concurrency is None else str(q.concurrency)
+            # Without a queue limit the workers' slots bound it: "37/∞" read as unbounded.
+            limit = "–" if q.concurrency is None else str(q.concurrency)
             rows.append(
                 (
                     q.name,
@@ -254,11 +253,6 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         q = self.selected()
         if q is not None:
             self.console.show_jobs(f"queue:{quote(q.name)}")
-
-    @on(DataTable.RowSelected, "#queues")
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
 
     def action_toggle_pause(self) -> None:
         q = self.selected()

@@ -169,11 +169,6 @@ class SchedulesScreen(ConsoleScreen[list[ScheduleInfo]]):
         if s is not None:
             self.console.show_jobs(f"kind:{quote(s.kind)}", came_from="schedules")
 
-    @on(DataTable.RowSelected, "#schedules")
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
-
     def action_toggle_pause(self) -> None:
         s = self.selected()
         if s is None:

@@ -19,7 +19,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import Static
 
 from forklift.ops import ActionResult, BulkReport, JobFilter, JobPage, JobSummary, Operator, Sort
 from forklift.ops.runbook import cli
@@ -249,11 +249,6 @@ class WaitingScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         job = self.current()
         if job is not None:
             self.app.push_screen(JobScreen(job.id))
-
-    @on(DataTable.RowSelected)
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
 
 
 class RetriesScreen(WaitingScreen):

@@ -308,11 +308,6 @@ class WorkersScreen(ConsoleScreen[WorkersData]):
         if w is not None:
             self.console.show_jobs("state:running", came_from="workers")
 
-    @on(DataTable.RowSelected, "#workers")
-    def _selected(self, event: DataTable.RowSelected) -> None:
-        event.stop()
-        self.action_open()
-
     def action_drain(self) -> None:
         w, demo = self.selected(), self.console.demo
         if w is None or demo is None:

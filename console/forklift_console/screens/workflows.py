@@ -22,26 +22,21 @@ from forklift.ops.runbook import cli
 from forklift.ops.steps import Parked
 from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.job import JobScreen
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
-    JOB_STATES,
-    badge,
     count,
     one_line,
+    parked_badge,
     plural,
     stamp,
     style_of,
 )
 
 PAGE = 50
-#: A parked job's word in a state column (its state is still scheduled).
-PARKED_WORDS = {"sleeping": "sleeping", "event": "waiting", "jobs": "held"}
-
-
 def parked_state(p: Parked) -> Text:
     """The state cell of a parked job: scheduled's glyph and colour, the reason's word."""
-    glyph, style = JOB_STATES["scheduled"]
-    return badge(glyph, PARKED_WORDS[p.why], style)
+    return parked_badge(p.why)
 
 
 def parked_words(p: Parked, now: datetime) -> Text:
@@ -59,6 +54,8 @@ class WorkflowsView:
 
 class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
     MODE = "workflows"
+    NOTHING_TO_OPEN = ("topics, messages and events are shown whole in their rows; enter opens"
+                       " a job in the list of jobs waiting for an event")
     HELP = (
         "The transactional outbox: per topic, messages waiting for the relay and dead ones; the"
         " newest messages with their state and last error. Below, the newest events and the"
@@ -121,6 +118,15 @@ class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
         self.query_one("#info", Static).update(Text(
             f"outbox: {pending} pending, {dead_total} dead in {plural(len(data.topics), 'topic')} · "
             f"{plural(len(data.waits), 'job')} waiting for an event"))
+
+    def enter_row(self, table: LiveTable) -> None:
+        """enter on a job waiting for an event opens that job; the other lists are shown
+        whole."""
+        key = table.current_key
+        if table.id == "waits" and key is not None:
+            self.app.push_screen(JobScreen(int(key)))
+        else:
+            self.notify(f"enter: {self.NOTHING_TO_OPEN}", title="nothing to open")
 
     def action_retry(self) -> None:
         topic = self.query_one("#topics", LiveTable).current_key

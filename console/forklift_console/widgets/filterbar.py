@@ -74,8 +74,22 @@ def _int(key: str, value: str) -> int:
         raise FilterError(f"{key}: wants a whole number, got {value!r}") from None
 
 
+#: Words the console shows for a state (or an operator may guess) that are not states.
+STATE_HINTS: dict[str, str] = {
+    "waiting": "a job parked waiting for an event is scheduled: use state:scheduled",
+    "sleeping": "a job parked asleep is scheduled: use state:scheduled",
+    "held": "a job held for the jobs it waits on is scheduled: use state:scheduled",
+    "failed": "use state:retryable (failed, will retry) or state:dead (failed for good)",
+    "done": "use state:completed",
+    "pending": "use state:available (ready for a worker) or state:scheduled (due later)",
+    "queued": "use state:available (ready for a worker) or state:scheduled (due later)",
+}
+
+
 def parse(text: str) -> JobFilter:
     """Parse filter text; raises :class:`FilterError` with a message meant for the operator."""
+    # "/state:dead": the key that opens the filter typed into it (the help writes "/ filter").
+    text = text.strip().removeprefix("/")
     try:
         tokens = shlex.split(text, posix=True)
     except ValueError as exc:
@@ -98,8 +112,12 @@ def parse(text: str) -> JobFilter:
         found.setdefault(key.lower(), []).extend(v for v in value.split(",") if v)
     states = tuple(found.get("state", ()))
     for s in states:
+        if s.lower() in STATES and s not in STATES:
+            raise FilterError(f"state:{s}: states are lower case, state:{s.lower()}")
         if s not in STATES:
-            raise FilterError(f"state:{s} is not a state; states are " + ", ".join(STATES))
+            hint = STATE_HINTS.get(s.lower())
+            raise FilterError(f"state:{s} is not a state" + (f": {hint}" if hint else "")
+                              + "; states are " + ", ".join(STATES))
     batch = None
     if "batch" in found:
         if len(found["batch"]) != 1:

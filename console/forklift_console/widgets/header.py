@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from rich.text import Text
+from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from forklift.ops.replica import ReplicaStatus
@@ -23,13 +24,29 @@ TABS: tuple[tuple[str, str, str], ...] = (
     ("schedules", "8", "Schedules"),
     ("backfills", "9", "Backfills"),
 )
+#: Where the tab bar draws a rule between the numbered screens: the work itself (overview to
+#: dead letters), who does it (workers, audit), the long runs (batches to backfills).
+TAB_GROUPS: frozenset[str] = frozenset({"workers", "batches"})
 #: (mode, label): screens without a number key, reached with ``:name`` and the palette.
 MORE_SCREENS: tuple[tuple[str, str], ...] = (
+    ("flow", "Flow control"),
+    ("health", "Health"),
+    ("workflows", "Workflows"),
     ("retries", "Retries"),
     ("scheduled", "Scheduled"),
     ("kinds", "Kinds"),
     ("charts", "Charts"),
 )
+#: The keys of screens in :data:`MORE_SCREENS` that have a key of their own.
+MORE_KEYS: dict[str, str] = {"flow": "0", "health": "h"}
+
+
+def screen_label(mode: str) -> str:
+    """A screen's name as the tab bar, the help and the palette say it."""
+    for tab, _, label in TABS:
+        if tab == mode:
+            return label
+    return dict(MORE_SCREENS).get(mode, mode.capitalize())
 
 
 @dataclass(frozen=True)
@@ -102,6 +119,9 @@ class StatusBar(Static):
         tail.append("  ")
         if status.frozen:
             tail.append("❄ frozen (f)", style="bold")
+        elif isinstance(self.app.screen, ModalScreen):
+            # The refresh holds still while a dialog is open (see Refresher.tick).
+            tail.append("held: dialog open", style="dim")
         else:
             tail.append(f"every {rate_label(status.interval)}", style="dim")
         # The target gives way first when the terminal is narrow; its schema stays whole.
@@ -124,16 +144,23 @@ def _replica(app: object) -> ReplicaStatus | None:
 
 
 class TabBar(Static):
-    """The screens and their number keys; the current one is bracketed (not only coloured)."""
+    """Every screen: the numbered ones in three groups, then the others (``0 Flow``,
+    ``h Health``, ``:retries`` ...); the current one is bracketed (not only coloured). What
+    does not fit folds into ``+N :``, named in full by ``:`` and the help."""
 
     def show(self, current: str, title: str | None = None) -> None:
         width = self.app.size.width
         # Full labels when they fit; else short ones; else only the current screen is named.
         # The title (the filter, the job shown) takes the room the labels leave: it never
-        # shortens them (a filter on Jobs once cut every label to six letters).
-        for shorten in (0, 1, 2):
-            line = self._line(current, shorten)
-            if line.cell_len <= width:
+        # shortens them (a filter on Jobs once cut every label to six letters). The other
+        # screens give way first, down to a count of those left out.
+        wanted = len(title) + 2 if title else 0
+        shorten = next((n for n in (0, 1) if self._line(current, n, 3).cell_len <= width), 2)
+        line = self._line(current, shorten, 3)
+        for more in (0, 1, 2, 3, 4):
+            richer = self._line(current, shorten, more)
+            if richer.cell_len + wanted <= width or (more == 4 and title):
+                line = richer
                 break
         room = width - line.cell_len - 2
         if title and room >= MIN_TITLE:
@@ -143,21 +170,41 @@ class TabBar(Static):
         self.update(line)
 
     @staticmethod
-    def _line(current: str, shorten: int) -> Text:
-        # " 1 Overview  2 Queues [3 Jobs] 4 Dead letters ": the current one's brackets take
-        # the spaces around it, so the nine full labels fit in 104 columns.
-        line = Text(" ")
+    def _line(current: str, shorten: int, more: int) -> Text:
+        # " 1 Overview 2 Queues [3 Jobs] 4 Dead letters │ 5 Workers ...": one space between
+        # screens, a rule between groups, so the nine full labels and a bracketed screen
+        # without a number key fit in 120 columns.
+        items: list[Text] = []
         for mode, key, label in TABS:
+            if mode in TAB_GROUPS:
+                items.append(Text("│", style="dim"))
             word = label if shorten == 0 else label.split()[0][:6]
             if mode == current:
-                line.append(f"[{key} {label}]", style="bold reverse")
-            elif shorten == 2:
-                line.append(f" {key} ", style="dim")
+                items.append(Text(f"[{key} {label}]", style="bold reverse"))
             else:
-                line.append(f" {key} {word} ", style="dim")
-        for mode, _ in MORE_SCREENS:  # a screen without a number key names itself
-            if mode == current:
-                line.append(f"[:{mode}]", style="bold reverse")
+                items.append(Text(key if shorten == 2 else f"{key} {word}", style="dim"))
+        if more == 4 and current not in MORE_KEYS and current not in dict(MORE_SCREENS):
+            # A long title (a filter) takes the room: the other screens stay in ":" and "?".
+            return Text(" ").append_text(Text(" ").join(items)).append(" ")
+        items.append(Text("│", style="dim"))
+        left = 0
+        for other, label in MORE_SCREENS:
+            hot = MORE_KEYS.get(other)
+            if other == current:
+                items.append(Text(f"[{hot + ' ' + label if hot else ':' + other}]",
+                                  style="bold reverse"))
+            elif more == 0 or (more == 1 and hot):
+                items.append(Text(f"{hot} {label.split()[0]}" if hot else f":{other}",
+                                  style="dim"))
+            elif more == 4:
+                continue
+            elif hot is None or more == 3:
+                left += 1
+            else:
+                items.append(Text(hot, style="dim"))
+        if left:
+            items.append(Text(f"+{left} :", style="dim"))
+        line = Text(" ").append_text(Text(" ").join(items))
         line.append(" ")
         return line
 

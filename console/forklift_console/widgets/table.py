@@ -59,6 +59,10 @@ class LiveTable(DataTable[Cell]):
         Binding("space", "mark", "Mark"),
         Binding("shift+down", "mark_range(1)", "Mark range", key_display="⇧↓", show=False),
         Binding("shift+up", "mark_range(-1)", "Mark range up", key_display="⇧↑", show=False),
+        # A row cursor goes to the first and last row (DataTable's own home/end scroll
+        # sideways, which a table that never scrolls sideways ignores).
+        Binding("home", "scroll_top", "", show=False),
+        Binding("end", "scroll_bottom", "", show=False),
     ]
 
     class SortChanged(Message):
@@ -70,6 +74,19 @@ class LiveTable(DataTable[Cell]):
             self.table = table
             self.column = column
             self.descending = descending
+
+    class NothingSelected(Message):
+        """enter on a list with no row (DataTable says nothing then): the screen says why."""
+
+        def __init__(self, table: LiveTable) -> None:
+            super().__init__()
+            self.table = table
+
+    def action_select_cursor(self) -> None:
+        if self.row_count == 0:
+            self.post_message(self.NothingSelected(self))
+            return
+        super().action_select_cursor()
 
     class MarksChanged(Message):
         def __init__(self, table: LiveTable) -> None:

@@ -27,6 +27,17 @@ JOB_STATES: Final[dict[str, tuple[str, str]]] = {
     "cancelled": ("⊘", "state-cancelled"),
     "dead": ("✖", "state-dead"),
 }
+#: A parked job's word wherever its state is shown (list, detail header): its state stays
+#: scheduled; the word says why (ctx.sleep, ctx.wait_for_event, after= jobs).
+PARKED_WORDS: Final[dict[str, str]] = {"sleeping": "sleeping", "event": "waiting", "jobs": "held"}
+
+
+def parked_badge(why: str) -> Text:
+    """A parked job's state: scheduled's glyph and colour, the reason's word."""
+    glyph, style = JOB_STATES["scheduled"]
+    return badge(glyph, PARKED_WORDS[why], style)
+
+
 QUEUE_STATES: Final[dict[str, tuple[str, str]]] = {
     "active": ("▶", "state-running"),
     "idle": ("·", "state-idle"),
@@ -176,8 +187,8 @@ def duration(seconds: float | None) -> str:
     """A short human duration: ``0s``, ``42s``, ``3m05s``, ``2h14m``, ``3d4h``."""
     if seconds is None:
         return NONE
-    negative = seconds < 0
     s = int(abs(seconds))
+    negative = seconds < 0 and s > 0  # never "-0s"
     if s < 60:
         out = f"{s}s"
     elif s < 3600:

@@ -64,8 +64,9 @@ def console(cx: Call, actor: Actor = None, refresh: Refresh = "2s") -> None:
     FORKLIFT_READ_ONLY=1) every action is disabled, in the console and in the operator API.
     With --replica-dsn (or FORKLIFT_REPLICA_DSN) the screens read a streaming replica while
     its lag is within --replica-max-lag; actions stay on the primary; the header shows the lag.
-    Needs the console extra: pip install 'forklift[console]'.
+    Needs the console extra: pip install 'forklift\\[console]'.
     """
+    # (The backslash keeps Rich's help markup from taking [console] for a style tag.)
     require_textual()
     interval = refresh_seconds(refresh)
     from forklift.ops import connect as fc

@@ -101,6 +101,10 @@ def queue_state(
     if lag is not None and lag > LAG_SECONDS:
         return "lagging"
     live = sum(counts.get(st, 0) for st in ("available", "running", "retryable"))
+    if workers == 0:
+        # Nothing flows without a live worker: jobs still running are an exited worker's,
+        # left until their leases lapse; finished ones in the window are history.
+        return "no_worker" if live else "idle"
     return "active" if live or completed else "idle"
 
 
