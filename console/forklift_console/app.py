@@ -37,7 +37,9 @@ from forklift_console.screens.dead import DeadScreen
 from forklift_console.screens.flow import FlowScreen
 from forklift_console.screens.health import HealthScreen
 from forklift_console.screens.help import HelpScreen
+from forklift_console.screens.job import JobScreen
 from forklift_console.screens.jobs import JobsScreen
+from forklift_console.screens.jump import JumpScreen
 from forklift_console.screens.kinds import KindsScreen
 from forklift_console.screens.modals import GotoScreen, PickScreen
 from forklift_console.screens.overview import OverviewScreen
@@ -46,6 +48,7 @@ from forklift_console.screens.schedules import SchedulesScreen
 from forklift_console.screens.waiting import RetriesScreen, ScheduledScreen
 from forklift_console.screens.workers import WorkersScreen
 from forklift_console.screens.workflows import WorkflowsScreen
+from forklift_console.widgets.clipboard import cli_line, copy_out
 from forklift_console.widgets.header import MORE_KEYS, MORE_SCREENS, TABS, Status
 from forklift_console.widgets.table import LiveTable
 from forklift_console.widgets.text import use_colour
@@ -72,6 +75,10 @@ class ConsoleApp(App[None]):
         ),
         Binding("0", "go('flow')", "Flow control", show=False),
         Binding(":", "goto", "Go to screen", show=False),
+        Binding("J", "jump", "Jump to job id", show=False, key_display="J"),
+        # priority: it must reach the app from inside a dialog, where the line is.
+        Binding("ctrl+y", "copy_cli", "Copy the CLI line", show=False, key_display="^y",
+                priority=True),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("f", "freeze", "Freeze", show=False),
         Binding("plus,equals_sign", "faster", "Faster refresh", show=False, key_display="+"),
@@ -182,6 +189,19 @@ class ConsoleApp(App[None]):
         """An action was done: the command echo shows its CLI equivalent."""
         self.last_command = command
 
+    def action_copy_cli(self) -> None:
+        """ctrl+y: the CLI line of the dialog open now (every dialog shows one), else of the
+        last action done (the command echo), for a runbook or a terminal."""
+        line = cli_line(self.screen)
+        what = "the dialog's CLI line"
+        if line is None and self.last_command:
+            line, what = self.last_command, "the last action's CLI line"
+        if line is None:
+            self.notify("no CLI line to copy: open an action's dialog first", title="Copy CLI",
+                        severity="warning")
+            return
+        copy_out(self, line, what, title="Copy CLI")
+
     def on_unmount(self) -> None:
         self.backend.close()
 
@@ -216,10 +236,21 @@ class ConsoleApp(App[None]):
                 self.exit()
             elif target == "help":
                 self.action_help()
+            elif target and (target == "job" or target.startswith("job ")):
+                self.action_jump(target.removeprefix("job").strip())
             elif target:
                 self.action_go(target)
 
         self.push_screen(GotoScreen(), chosen)
+
+    def action_jump(self, initial: str = "") -> None:
+        """J or ``:job 123``: the job with that id, from any screen."""
+
+        def chosen(job_id: int | None) -> None:
+            if job_id is not None:
+                self.push_screen(JobScreen(job_id))
+
+        self.push_screen(JumpScreen(initial), chosen)
 
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
@@ -275,6 +306,10 @@ class ConsoleApp(App[None]):
                     partial(self.action_go, mode),
                 )
         yield from self._sort_commands(screen)
+        yield SystemCommand("Jump to job id", "Open one job by its id (J, or :job 1234)",
+                            self.action_jump)
+        yield SystemCommand("Copy the CLI line", "Of the dialog open, else of the last action"
+                            " (ctrl+y): to the clipboard, or a file", self.action_copy_cli)
         yield SystemCommand("Help", "Keys of this screen and the glyph legend (?)", self.action_help)
         yield SystemCommand(
             "Freeze refresh" if not self.status.frozen else "Resume refresh",
@@ -300,6 +335,9 @@ class ConsoleApp(App[None]):
         """Sort this screen's list by any of its columns (what s and S step through)."""
         tables = [t for t in screen.query(LiveTable) if t.display][:1]
         for table in tables:
+            if table.sortable():
+                yield SystemCommand("Sort by… (pick a column and direction)",
+                                    "Choose the sort from a list (o)", table.action_sort_pick)
             for col in table.sortable():
                 label = col.label.strip() or col.key
                 for descending in (False, True):

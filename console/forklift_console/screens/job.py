@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import ProgressBar, Static
@@ -19,6 +19,7 @@ from forklift.ops import ActionResult, Explanation, JobDetail, Operator
 from forklift.ops.runbook import command
 from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.widgets.clipboard import copy_out as copy_out  # imported from here
 from forklift_console.widgets.text import (
     ident,
     job_state,
@@ -68,11 +69,6 @@ def parked_why(detail: JobDetail) -> str | None:
         if step.state == "waiting":
             return "event"
     return "jobs"
-
-
-def copy_out(app: App[Any], text: str, what: str) -> None:
-    app.copy_to_clipboard(text)
-    app.notify(f"copied {what} to the clipboard", title="Copied")
 
 
 #: What to do instead, by action and the job's state.

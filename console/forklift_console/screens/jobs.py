@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Input, Static
 
 from forklift.ops import JobFilter, JobPage, JobSummary, Operator, Sort
@@ -22,9 +22,11 @@ from forklift_console.screens.jobs_bulk import bulk_report as bulk_report
 from forklift_console.screens.jobs_bulk import ids_cli, marked_report
 from forklift_console.screens.jobs_rows import current_line, job_cells, reconciled_total
 from forklift_console.screens.listing import MarkedList
+from forklift_console.screens.saved import SavedFiltersScreen
 from forklift_console.widgets.filterbar import FilterBar, FilterError, parse, to_text
+from forklift_console.widgets.saved_filters import SavedFilters
 from forklift_console.widgets.table import Column, LiveTable
-from forklift_console.widgets.text import MARK
+from forklift_console.widgets.text import MARK, plain
 
 PAGE = 100
 #: Recount the matches (capped at 10,000) at most this often; the page itself refreshes
@@ -45,14 +47,22 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
     MODE = "jobs"
     HELP = (
         "Type / then a filter: queue:mail state:dead,retryable kind:send_email tag:vip batch:42"
-        ' id:100..200 and free text (or "a quoted phrase") found in args and errors. The list'
+        " id:100..200, a payload field (args.customer.id:42, args.plan:gold; a number also"
+        ' matches its text) and free text (or "a quoted phrase") found in args and errors. The list'
         " pages by keyset ([ and ] move a page), so it stays quick on millions of rows; s sorts"
         " the whole list (on the server) by the next column, S reverses. space"
         " marks a job, shift+↑↓ a range, a marks all jobs matching the filter; r requeues,"
         " C cancels, D deletes"
         " the marked jobs (or the one under the cursor). Every action asks first. y copies the"
-        " highlighted job's id."
+        " highlighted job's id. F lists the saved filters (enter applies one) and saves the"
+        " current filter under a name."
     )
+    DEFAULT_CSS = """
+    JobsScreen #filter-row { height: 1; }
+    JobsScreen #filter-row > #filter { width: 1fr; }
+    JobsScreen #filter-why { width: auto; max-width: 60%; height: 1; padding: 0 1; display: none; }
+    JobsScreen #filter-why.-shown { display: block; }
+    """
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("slash", "focus_filter", "Filter", key_display="/"),
         Binding("enter", "open", "Detail"),
@@ -62,6 +72,7 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         Binding("C", "act('cancel')", "Cancel", key_display="C"),
         Binding("D", "act('delete')", "Delete", key_display="D"),
         Binding("y", "copy_id", "Copy id", show=False),
+        Binding("F", "saved_filters", "Saved filters", show=False, key_display="F"),
         Binding("right_square_bracket", "page(1)", "Next page", key_display="]"),
         Binding("left_square_bracket", "page(-1)", "Prev page", key_display="[", show=False),
         Binding("escape", "back", "Back", show=False),
@@ -74,6 +85,9 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         self.filter_text = ""
         self.sort = Sort()  # newest first
         self.came_from: str | None = None
+        #: What is wrong with the filter being typed (shown beside it), or None.
+        self.filter_problem: str | None = None
+        self._refused: str | None = None  # why the last filter entered was not applied
         self._cursors: list[str | None] = [None]  # start cursor of each page seen so far
         self._page: JobPage | None = None
         self._rows: dict[int, JobSummary] = {}
@@ -82,7 +96,9 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
-            yield FilterBar(id="filter")
+            with Horizontal(id="filter-row"):
+                yield FilterBar(id="filter")
+                yield Static(id="filter-why")
             yield Static(id="info")
             yield LiveTable(self._columns(), id="jobs", markable=True, server_sort=True)
             yield Static(id="current")
@@ -148,9 +164,42 @@ class JobsScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
     def action_focus_filter(self) -> None:
         self.query_one(FilterBar).focus()
 
+    def action_saved_filters(self) -> None:
+        """F: apply a saved filter, or save the one applied now under a name."""
+
+        def chosen(text: str | None) -> None:
+            if text is not None and self.set_filter_text(text, came_from=self.came_from):
+                self.notify(f"filter: {text}", title="Saved filters")
+
+        self.app.push_screen(SavedFiltersScreen(SavedFilters(), self.filter_text), chosen)
+
+    @on(Input.Changed, "#filter")
+    def _filter_typed(self, event: Input.Changed) -> None:
+        """Checked as it is typed: what is wrong shows beside the field before enter."""
+        event.stop()
+        self.filter_problem = None
+        if event.value == self.filter_text and self._refused is not None:
+            # The refused filter was put back to what is shown: the reason stays in view.
+            self.filter_problem = f"not applied: {self._refused}"
+        elif event.value.strip() and event.value != self.filter_text:
+            self._refused = None
+            try:
+                parse(event.value)
+            except FilterError as exc:
+                self.filter_problem = str(exc)
+        why = self.query_one("#filter-why", Static)
+        why.update(Text("✖ ").append_text(plain(self.filter_problem))
+                   if self.filter_problem else "")
+        why.set_class(self.filter_problem is not None, "-shown")
+
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
         event.stop()
+        try:
+            parse(event.value)
+            self._refused = None
+        except FilterError as exc:
+            self._refused = str(exc)
         if self.set_filter_text(event.value, came_from=self.came_from):
             self.query_one("#jobs", LiveTable).focus()
         else:

@@ -265,7 +265,8 @@ class PickScreen(ModalScreen[str | None]):
 
 
 class GotoScreen(ModalScreen[str | None]):
-    """``:`` then a screen's name (``:jobs``, ``:dead``), like k9s; ``:q`` quits.
+    """``:`` then a screen's name (``:jobs``, ``:dead``), like k9s; ``:q`` quits; ``:job 123``
+    opens that job.
 
     The dialog itself takes the keys, in the order typed, and shows them in its field (which
     never takes the focus): keys typed right after ``:`` come before any field could have
@@ -333,6 +334,10 @@ class GotoScreen(ModalScreen[str | None]):
 
     def _submit(self, value: str) -> None:
         word = value.strip().lstrip(":").lower()
+        verb, _, rest = word.partition(" ")
+        if verb == "job":  # `:job 123` opens that job (the app asks for the id if none)
+            self.dismiss(f"job {rest.strip()}".rstrip())
+            return
         target = self.NAMES.get(word)
         if target is None:
             matches = [m for m in self.MODES if m.startswith(word)] if word else []

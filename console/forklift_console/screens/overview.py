@@ -41,6 +41,7 @@ from forklift_console.widgets.text import (
 from forklift_console.widgets.text import (
     queue_state as queue_badge,
 )
+from forklift_console.widgets.window_chart import ChartWindow, chart_text, next_window
 
 #: Running jobs read for the lease alert; there are never more than the workers' slots.
 RUNNING_LIMIT = 500
@@ -58,6 +59,8 @@ class OverviewData:
     health: Health | None = None
     #: Why health could not be read (a role without access to the statistics views...).
     health_error: str | None = None
+    #: The stats over the window chosen with w (None: the half hour of ``stats``).
+    chart: Stats | None = None
 
 
 def fetch_overview(op: Operator) -> OverviewData:
@@ -77,10 +80,12 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         " and alerts: jobs that died because their worker vanished (worker_lost), paused"
         " queues, expired leases, dead letters growing, workers gone quiet, queues whose work"
         " waits too long, the database's health alerts. Enter on an alert or a queue shows"
-        " its jobs (or the Health screen)."
+        " its jobs (or the Health screen). w charts the throughput over the last 5 min,"
+        " 1 h or 24 h instead of the half hour (and back)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Show jobs", show=True),
+        Binding("w", "window", "Chart window", show=False),
     ]
 
     def __init__(self) -> None:
@@ -89,6 +94,8 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         self._health: tuple[Health | None, str | None] = (None, None)
         self._lost: list[DeadGroup] = []
         self._slow_at = float("-inf")
+        #: The window charted instead of the half hour (w), or None.
+        self.window: ChartWindow | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -123,7 +130,10 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
                 self._health = (None, exc.message)
             self._slow_at = time.monotonic()
         health, error = self._health
-        return replace(data, lost=self._lost, health=health, health_error=error)
+        window = self.window
+        chart = (op.stats.get(window=window.window, bucket=window.bucket, cached=False)
+                 if window is not None else None)
+        return replace(data, lost=self._lost, health=health, health_error=error, chart=chart)
 
     def show(self, data: OverviewData) -> None:
         s = data.stats
@@ -143,29 +153,7 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         )
         self.query_one("#totals", Static).update(totals)
 
-        rates = Text().append(f"Throughput, {window_label(s)}\n", style="bold")
-        width = len(t.series.completed)
-        for label, glyph, series, total, per_min in (
-            ("completed", JOB_STATES["completed"][0], t.series.completed, t.completed,
-             t.completed_per_minute),
-            ("failed", JOB_STATES["retryable"][0], t.series.failed, t.failed,
-             t.failed_per_minute),
-            ("dead", JOB_STATES["dead"][0], t.series.dead, t.dead_in_window, None),
-        ):
-            rates.append(f" {glyph} {label:<10}")
-            rates.append(spark(series, width))
-            rates.append(f" {total:>7,}")
-            if per_min is not None:
-                rates.append(f"  {per_min:,.1f}/min")
-            rates.append("\n")
-        rt = t.run_time
-        rates.append(
-            f" run time: mean {seconds(rt.mean_seconds)}"
-            f", p95 {seconds(rt.p95_seconds)}"
-            f" over {rt.samples:,} completed",
-            style="dim",
-        )
-        self.query_one("#rates", Static).update(rates)
+        self.query_one("#rates", Static).update(self._rates(data))
 
         self._alerts = [*worker_lost_alerts(data.lost), *alerts(s, data.running, now),
                         *health_alerts(data.health, data.health_error)]
@@ -211,6 +199,45 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
                 )
             )
         self.query_one("#queues", LiveTable).sync(rows)
+
+    def _rates(self, data: OverviewData) -> Text:
+        """Throughput: over the window chosen with w, else the stats' own half hour."""
+        chart, window = data.chart, self.window
+        if (chart is not None and window is not None
+                and chart.window_seconds == window.window.total_seconds()):
+            return chart_text(chart.totals.series, window, self.app.size.width - 2,
+                              what="Throughput")
+        s, t = data.stats, data.stats.totals
+        rates = Text().append(f"Throughput, {window_label(s)}\n", style="bold")
+        width = len(t.series.completed)
+        for label, glyph, series, total, per_min in (
+            ("completed", JOB_STATES["completed"][0], t.series.completed, t.completed,
+             t.completed_per_minute),
+            ("failed", JOB_STATES["retryable"][0], t.series.failed, t.failed,
+             t.failed_per_minute),
+            ("dead", JOB_STATES["dead"][0], t.series.dead, t.dead_in_window, None),
+        ):
+            rates.append(f" {glyph} {label:<10}")
+            rates.append(spark(series, width))
+            rates.append(f" {total:>7,}")
+            if per_min is not None:
+                rates.append(f"  {per_min:,.1f}/min")
+            rates.append("\n")
+        rt = t.run_time
+        rates.append(
+            f" run time: mean {seconds(rt.mean_seconds)}"
+            f", p95 {seconds(rt.p95_seconds)}"
+            f" over {rt.samples:,} completed",
+            style="dim",
+        )
+        return rates
+
+    def action_window(self) -> None:
+        """w: 5 min, 1 h, 24 h, then the half hour again."""
+        self.window = next_window(self.window)
+        label = self.window.label if self.window is not None else "half hour (the stats' own)"
+        self.notify(f"throughput over the last {label}", title="Overview")
+        self.reload()
 
     def action_open(self) -> None:
         """Enter: the jobs behind the highlighted alert or queue."""

@@ -51,6 +51,7 @@ from forklift_console.widgets.text import (
     until,
 )
 from forklift_console.widgets.text import queue_state as queue_badge
+from forklift_console.widgets.window_chart import ChartWindow, chart_text, next_window
 
 SPARK_POINTS = 30
 COLUMNS: tuple[Column, ...] = (
@@ -72,6 +73,8 @@ class QueuesData:
     why: Explanation | None
     #: The highlighted queue the fetch saw.
     asked: str | None
+    #: The stats over the window chosen with w, for the highlighted queue's chart (else None).
+    chart: Stats | None = None
 
 
 class QueuesScreen(ConsoleScreen[QueuesData]):
@@ -85,13 +88,15 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         " l sets its concurrency limit (none lifts it); P prunes finished jobs older than an"
         " age (counted first, the count typed to confirm); enter shows its jobs."
         " / filters the rows (state:paused lag:>60 mail), s sorts by the next column, S"
-        " reverses."
+        " reverses. w charts the highlighted queue's throughput below over the last 5 min,"
+        " 1 h or 24 h (w again: the next window, then none)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Jobs"),
         Binding("p", "toggle_pause", "Pause/resume"),
         Binding("l", "limit", "Limit"),
         Binding("P", "prune", "Prune", key_display="P"),
+        Binding("w", "window", "Chart window", show=False),
         FILTER_KEY,
     ]
     action_focus_filter = open_filter
@@ -102,6 +107,9 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         self._stats: Stats | None = None
         self._why: Explanation | None = None
         self._want: str | None = None
+        #: The window charted for the highlighted queue (w), or None.
+        self.window: ChartWindow | None = None
+        self._chart: Stats | None = None
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -118,11 +126,14 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         if name is not None:
             with contextlib.suppress(QueueNotFound):
                 why = op.explain_queue(name)
-        return QueuesData(stats, why, self._want)
+        window = self.window
+        chart = (op.stats.get(window=window.window, bucket=window.bucket, cached=False)
+                 if window is not None else None)
+        return QueuesData(stats, why, self._want, chart)
 
     def show(self, answer: QueuesData) -> None:
         data = answer.stats
-        self._stats, self._why = data, answer.why
+        self._stats, self._why, self._chart = data, answer.why, answer.chart
         rows: list[Row] = []
         table = self.query_one("#queues", LiveTable)
         points = min(SPARK_POINTS, table.flex_width())  # the newest points, as many as fit
@@ -202,7 +213,25 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
             text.append(
                 f" · run time mean {seconds(rt.mean_seconds)}, p95 {seconds(rt.p95_seconds)}"
             )
+        chart, window = self._chart, self.window
+        if window is not None:
+            text.append("\n")
+            charted = chart.queue(q.name) if chart is not None else None
+            if (chart is not None and charted is not None
+                    and chart.window_seconds == window.window.total_seconds()):
+                text.append_text(chart_text(charted.series, window, self.app.size.width - 2,
+                                            what=f"Throughput, queue {show_id(q.name)}"))
+            else:
+                text.append(f"Throughput, the last {window.label}: loading…", style="dim")
         box.update(text)
+
+    def action_window(self) -> None:
+        """w: the highlighted queue's throughput over 5 min, 1 h, 24 h, then no chart."""
+        self.window = next_window(self.window)
+        self.notify(f"the highlighted queue's throughput over the last {self.window.label}"
+                    if self.window is not None else "no throughput chart", title="Queues")
+        self._show_detail()
+        self.reload()
 
     # -- actions ------------------------------------------------------------------------------
     def can(self, action: str) -> bool | None:

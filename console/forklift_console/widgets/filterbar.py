@@ -1,7 +1,9 @@
-"""The ``/`` filter line of every list, and the jobs filter: ``queue:mail state:dead kind:send_email tag:x batch:42 "some text"``.
+"""The ``/`` filter line of every list, and the jobs filter: ``queue:mail state:dead kind:send_email tag:x batch:42 args.customer.id:42 "some text"``.
 
 Qualifiers narrow the list; everything else (bare words or a quoted phrase) is searched in args
-and errors. A qualifier may list alternatives (``state:dead,retryable``). The parsed filter is
+and errors. A qualifier may list alternatives (``state:dead,retryable``); ``args.a.b:value``
+matches a payload field (read by :class:`forklift.ops.args_match.ArgsMatch`, as ``forklift jobs
+list --arg`` reads it). The parsed filter is
 data handed to the operator API as parameters; it is never pasted into SQL or markup.
 
 :class:`FilterLine` is the filter line every list screen shows (on ``/``, and while a filter is
@@ -24,6 +26,8 @@ from textual.containers import Horizontal
 from textual.widgets import Input, Static
 
 from forklift import STATES, ForkliftError
+from forklift.ops.args_match import PREFIX as ARGS_PREFIX
+from forklift.ops.args_match import ArgsMatch
 from forklift.ops.filters import JobFilter
 from forklift_console.widgets.rows import RowFilterError, parse_rows
 from forklift_console.widgets.table import LiveTable
@@ -54,6 +58,7 @@ def to_text(flt: JobFilter) -> str:
         lo = "" if flt.id_min is None else str(flt.id_min)
         hi = "" if flt.id_max is None else str(flt.id_max)
         parts.append(f"id:{lo}" if lo == hi else f"id:{lo}..{hi}")
+    parts.extend(quote(m.to_text()) for m in flt.args)
     if flt.text:
         parts.append(quote(flt.text))
     return " ".join(parts)
@@ -96,8 +101,15 @@ def parse(text: str) -> JobFilter:
         raise FilterError(f"unbalanced quotes ({exc}); close the quote or remove it") from None
     found: dict[str, list[str]] = {}
     words: list[str] = []
+    fields: list[ArgsMatch] = []
     for token in tokens:
         key, sep, value = token.partition(":")
+        if sep and key.partition(".")[0].lower() == ARGS_PREFIX:
+            try:
+                fields.append(ArgsMatch.parse(token))
+            except ForkliftError as exc:
+                raise FilterError(exc.message) from None
+            continue
         if not sep or key.lower() not in QUALIFIERS:
             if sep and key.isidentifier() and value and not value.startswith("/"):
                 raise FilterError(
@@ -148,6 +160,7 @@ def parse(text: str) -> JobFilter:
             id_max=id_max,
             text=" ".join(words) or None,
             dead_group=group,
+            args=fields,
         )
     except ForkliftError as exc:
         raise FilterError(exc.message) from None
@@ -174,7 +187,7 @@ class FilterBar(Input):
     def __init__(self, *, id: str | None = None, placeholder: str | None = None) -> None:
         super().__init__(
             placeholder=placeholder
-            or '/ filter: queue:mail state:dead kind:x tag:x batch:42 "text"',
+            or '/ filter: queue:mail state:dead kind:x tag:x batch:42 args.field:value "text"',
             id=id,
         )
 

@@ -2,7 +2,8 @@
 
 Every list in the console is a :class:`LiveTable`, so every list has the same tools:
 
-- ``s`` sorts by the next column and ``S`` flips the direction (a click on a header sorts by
+- ``s`` sorts by the next column and ``S`` flips the direction, ``o`` picks the column and the
+  direction from a list (:mod:`~forklift_console.widgets.sort_pick`; a click on a header sorts by
   that column); the header names the sort with ``▲``/``▼``, not colour alone. A table whose
   rows come from the server a page at a time (``server_sort``) does not reorder its page: it
   posts :class:`LiveTable.SortChanged` and the screen fetches in that order (the table's
@@ -36,6 +37,7 @@ from forklift_console.widgets.rows import RowFilter, column_names
 from forklift_console.widgets.sort_order import DOWN as DOWN
 from forklift_console.widgets.sort_order import UP as UP
 from forklift_console.widgets.sort_order import SortOrder
+from forklift_console.widgets.sort_pick import SortPicker
 
 
 class LiveTable(DataTable[Cell]):
@@ -56,6 +58,7 @@ class LiveTable(DataTable[Cell]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("s", "sort_next", "Sort"),
         Binding("S", "sort_reverse", "Reverse sort", key_display="S", show=False),
+        Binding("o", "sort_pick", "Sort by…", show=False),
         Binding("space", "mark", "Mark"),
         Binding("shift+down", "mark_range(1)", "Mark range", key_display="⇧↓", show=False),
         Binding("shift+up", "mark_range(-1)", "Mark range up", key_display="⇧↑", show=False),
@@ -312,6 +315,27 @@ class LiveTable(DataTable[Cell]):
             return
         self.set_sort(self.sort_by[0], not self.sort_by[1])
         self.notify(self.sort_text, title="Sort")
+
+    def action_sort_pick(self) -> None:
+        """o: the column and direction chosen from a list, the current sort highlighted."""
+        cols = self.sortable()
+        if not cols:
+            self.notify("this list cannot be sorted", severity="warning")
+            return
+
+        def picked(answer: tuple[bool, tuple[str, bool] | None] | None) -> None:
+            if answer is None or not answer[0]:
+                return
+            choice = answer[1]
+            if choice is None:
+                self.set_sort(None)
+                self.notify("sort: the screen's own order", title="Sort")
+            else:
+                self.set_sort(*choice)
+                self.notify(self.sort_text, title="Sort")
+
+        self.app.push_screen(
+            SortPicker(cols, self.sort_by, own_order=not self.server_sort), picked)
 
     def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
         event.stop()

@@ -43,6 +43,11 @@ After = Annotated[
     typer.Option("--after", help="From this time: ISO 8601 (UTC if no offset) or a duration ago (2h)."),
 ]
 Before = Annotated[str | None, typer.Option("--before", help="Before this time (same forms).")]
+Args = Annotated[
+    list[str] | None,
+    typer.Option("--arg", help="A payload field, as in the console's filter: args.customer.id:42"
+                 " (a number also matches its text; repeat for more, all must match)."),
+]
 TimeField = Annotated[
     str,
     typer.Option("--time-field", help=f"Column --after/--before apply to: {', '.join(TIME_FIELDS)}."),
@@ -62,13 +67,14 @@ def build_filter(
     before: str | None,
     time_field: str,
     ids: list[int] | None = None,
+    args: list[str] | None = None,
 ) -> JobFilter:
     from forklift.ops import JobFilter
 
     return JobFilter.build(
         states=state, queues=queue, kinds=kind, tags=tag, batch_id=batch, text=search,
         id_min=id_min, id_max=id_max, after=after, before=before, time_field=time_field,
-        ids=ids,
+        ids=ids, args=args,
     )
 
 
@@ -88,6 +94,7 @@ def jobs_list(
     after: After = None,
     before: Before = None,
     time_field: TimeField = "created_at",
+    arg: Args = None,
     sort: Annotated[
         str,
         typer.Option(help=f"Sort key ({', '.join(SORT_KEYS)}); prefix - for descending."),
@@ -99,7 +106,7 @@ def jobs_list(
 ) -> None:
     """List jobs matching a filter, a page at a time (keyset pagination)."""
     flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after, before,
-                       time_field)
+                       time_field, args=arg)
     page = cx.op.jobs(flt, sort=sort, limit=limit, cursor=cursor)
     if cx.as_json:
         cx.show(page)
@@ -243,6 +250,7 @@ def _action_command(action: str) -> Any:
         after: After = None,
         before: Before = None,
         time_field: TimeField = "created_at",
+        arg: Args = None,
         all_jobs: Annotated[
             bool, typer.Option("--all", help="With no filter: every job the action applies to.")
         ] = False,
@@ -251,7 +259,7 @@ def _action_command(action: str) -> Any:
         ] = DEFAULT_CAP,
     ) -> None:
         flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
-                           before, time_field)
+                           before, time_field, args=arg)
         ids = list(dict.fromkeys(job_ids or []))
         if not ids and flt.is_empty() and not all_jobs:
             raise cx.usage(

@@ -26,6 +26,7 @@ from forklift.ops._parse import (
     moment,
 )
 from forklift.ops._sort import SORT_KEYS, Cursor, Sort
+from forklift.ops.args_match import ArgsMatch
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.shape import jsonable
 
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_VALUES",
     "SORT_KEYS",
     "TIME_FIELDS",
+    "ArgsMatch",
     "Cursor",
     "JobFilter",
     "Sort",
@@ -67,6 +69,17 @@ def _strings(values: Iterable[str] | str | None, what: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _args(values: Iterable[str | ArgsMatch] | str | None) -> tuple[ArgsMatch, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    out = [v if isinstance(v, ArgsMatch) else ArgsMatch.parse(v) for v in values]
+    if len(out) > MAX_VALUES:
+        raise InvalidFilter(f"at most {MAX_VALUES} payload fields", field="args")
+    return tuple(dict.fromkeys(out))
+
+
 @dataclass(frozen=True)
 class JobFilter:
     """Which jobs: every field narrows the selection; an empty filter matches every job.
@@ -75,7 +88,8 @@ class JobFilter:
     substring (case-insensitive) of the args' or the error history's JSON text; ``id_min``/
     ``id_max``: inclusive; ``after``/``before``: a half-open range [after, before) on
     ``time_field``; ``ids``: exactly these jobs; ``dead_group``: the dead jobs of one
-    dead-letter group (its 16-hex-digit id, :mod:`forklift.ops.dead`).
+    dead-letter group (its 16-hex-digit id, :mod:`forklift.ops.dead`); ``args``: payload
+    fields, all of them (``args.customer.id:42``, :mod:`forklift.ops.args_match`).
     """
 
     states: tuple[str, ...] = ()
@@ -91,6 +105,7 @@ class JobFilter:
     before: datetime | None = None
     ids: tuple[int, ...] = field(default=())
     dead_group: str | None = None
+    args: tuple[ArgsMatch, ...] = ()
 
     @classmethod
     def build(
@@ -109,6 +124,7 @@ class JobFilter:
         before: str | datetime | None = None,
         ids: Iterable[int] | None = None,
         dead_group: str | None = None,
+        args: Iterable[str | ArgsMatch] | str | None = None,
     ) -> JobFilter:
         """A validated filter from loose input (comma-separated strings, ISO times, durations)."""
         now = datetime.now(UTC)
@@ -126,6 +142,7 @@ class JobFilter:
             before=moment(before, "before", now=now) if before is not None else None,
             ids=tuple(dict.fromkeys(int(i) for i in ids or ())),
             dead_group=_group_id(dead_group) if dead_group else None,
+            args=_args(args),
         ).validate()
 
     def validate(self) -> JobFilter:
@@ -157,6 +174,8 @@ class JobFilter:
         if self.dead_group is not None and _group_id(self.dead_group) != self.dead_group:
             raise InvalidFilter(f"{self.dead_group!r} is not a dead-letter group id in its"
                                 " canonical form (16 lowercase hex digits)", field="group")
+        if len(self.args) > MAX_VALUES:
+            raise InvalidFilter(f"at most {MAX_VALUES} payload fields", field="args")
         for n in (self.id_min, self.id_max, self.batch_id, *self.ids):
             if n is not None and not (-(2**63) <= n < 2**63):
                 raise InvalidFilter(f"{n} is out of range for a job id", field="id")
@@ -220,6 +239,10 @@ class JobFilter:
                 for col in ("args", "errors") for _ in patterns
             ) + ")")
             params += [p for _ in ("args", "errors") for p in patterns]
+        for match in self.args:
+            text, values = match.condition(a)
+            parts.append(text)
+            params += values
         if self.id_min is not None:
             parts.append(f"{a}.id >= %s")
             params.append(self.id_min)

@@ -61,6 +61,8 @@ def filter_flags(flt: JobFilter) -> list[str]:
             out += [flag, v]
     if flt.batch_id is not None:
         out += ["--batch", str(flt.batch_id)]
+    for match in flt.args:
+        out += ["--arg", match.to_text()]
     if flt.text:
         out += ["--search", flt.text]
     if flt.id_min is not None:

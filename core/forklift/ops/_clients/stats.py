@@ -35,14 +35,20 @@ class StatsClient(FeatureClient):
         *,
         window: timedelta = _stats.DEFAULT_WINDOW,
         bucket: timedelta = _stats.DEFAULT_BUCKET,
+        cached: bool = True,
     ) -> _stats.Stats:
-        """Successive calls on one Operator read only the window's newest buckets."""
+        """Successive calls on one Operator read only the window's newest buckets.
+
+        ``cached=False`` reads a second window beside the one a caller keeps refreshing (a
+        console's chart over 24 h beside its half hour) without the session's cache: the two
+        shapes would otherwise evict each other on every call. Closed whole minutes still come
+        from the stats rollup, so such a read stays cheap however many jobs finished."""
         session = self._session
 
         def read(conn: psycopg.Connection[Any], ctx: OpsContext) -> _stats.Stats:
             # The replica and the primary each keep their own closed buckets.
             return _stats.stats(conn, ctx, window=window, bucket=bucket,
-                                cache=session.window_for(conn))
+                                cache=session.window_for(conn) if cached else None)
 
         return session.read(read)
 
