@@ -116,5 +116,6 @@ class AuditScreen(ConsoleScreen[list[AuditEntry]]):
         elif len(self._starts) > 1:
             self._starts.pop()
         else:
+            self.notify("these are the newest entries", title="Newer")
             return
         self.reload()

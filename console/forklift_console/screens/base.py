@@ -10,7 +10,7 @@ from typing import ClassVar, Generic, TypeVar, cast
 from rich.text import Text
 from textual.actions import parse as parse_action
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 from textual.worker import get_current_worker
@@ -47,6 +47,15 @@ NARROW = 100
 READ_ONLY_WHY = (
     "the console is read-only (--read-only, FORKLIFT_READ_ONLY or a read-only database role)"
 )
+
+
+def own_bindings(node: object) -> list[BindingType]:
+    """The console's bindings of ``node`` (its class's, or the nearest console class's):
+    Textual's own (tab "Focus Next", ctrl+c) are not the console's keys to list."""
+    for cls in type(node).__mro__:
+        if cls.__module__.startswith("forklift_console") and "BINDINGS" in cls.__dict__:
+            return list(cls.__dict__["BINDINGS"])
+    return []
 
 
 class ConsoleScreen(Screen[None], Generic[D]):
@@ -210,7 +219,7 @@ class ConsoleScreen(Screen[None], Generic[D]):
     def palette(self) -> Iterable[tuple[str, str, str]]:
         """(title, help, action) for the command palette: this screen's keyed actions."""
         label = screen_label(self.MODE)
-        for b in type(self).BINDINGS:
+        for b in own_bindings(self):
             if not isinstance(b, Binding) or not b.description:
                 continue
             _, name, _ = parse_action(b.action)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from rich.console import Group
 from rich.table import Table
@@ -14,7 +14,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from forklift_console.screens.base import WRITE_ACTIONS, ConsoleScreen
+from forklift_console.screens.base import WRITE_ACTIONS, ConsoleScreen, own_bindings
 from forklift_console.screens.job import JobScreen
 from forklift_console.widgets.header import MORE_KEYS, MORE_SCREENS, TABS, screen_label
 from forklift_console.widgets.table import LiveTable
@@ -50,15 +50,27 @@ LEGEND_WORDS = {
 }
 
 
-def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]:
-    """(keys, description, note) for the screen's own bindings, then the app's."""
+class KeyRow(NamedTuple):
+    """A line of the help: the keys as shown, what they do, why not now; ``key`` is the key
+    to press (the test that presses every key the help lists uses it)."""
+
+    keys: str
+    description: str
+    note: str
+    key: str
+
+
+def key_rows(screen: Screen[Any], read_only: bool) -> list[KeyRow]:
+    """The screen's own bindings, its list's, then the app's."""
     app = screen.app
-    rows: list[tuple[str, str, str]] = []
+    rows: list[KeyRow] = []
     seen: set[str] = set()
-    # The list's own keys (sort, marks) sit on its table, between the screen's and the app's.
-    tables = [t for t in screen.query(LiveTable) if t.display][:1]
+    # The list's own keys (sort, marks) sit on its table, between the screen's and the app's:
+    # those of the list that has the focus, where the keys go.
+    focused = screen.focused
+    tables = [focused] if isinstance(focused, LiveTable) else []
     for node in (screen, *tables, app):
-        for b in type(node).BINDINGS:
+        for b in own_bindings(node):
             if not isinstance(b, Binding) or not b.description or b.action in seen:
                 continue
             if b.action.startswith("go(") or b.action == "goto":  # the lines below say it all
@@ -77,7 +89,7 @@ def key_rows(screen: Screen[Any], read_only: bool) -> list[tuple[str, str, str]]
                     note = "n/a now"
             elif state is False:
                 continue
-            rows.append((keys, b.description, note))
+            rows.append(KeyRow(keys, b.description, note, b.key.split(",")[0].strip()))
     return rows
 
 
@@ -100,9 +112,11 @@ def general_keys(screen: Screen[Any]) -> list[tuple[str, str]]:
     rows.append((":name", "go to any screen: " + " ".join(
         f":{m}" for m, _, _ in TABS) + " " + " ".join(f":{m}" for m, _ in MORE_SCREENS)))
     rows.append(("ctrl+p", "every action, searchable"))
-    if screen.query(LiveTable):
+    focused = screen.focused
+    if isinstance(focused, LiveTable):
         rows.append(("↑ ↓ pgup pgdn", "move in the list"))
-        rows.append(("home end", "first / last row"))
+        if focused.row_count > 1:
+            rows.append(("home end", "first / last row"))
     panes = [w for w in screen.query("*") if w.focusable and w.display]
     if len(panes) > 1:
         rows.append(("tab", "next pane"))
@@ -129,7 +143,7 @@ class HelpScreen(ModalScreen[None]):
         keys = Table.grid(padding=(0, 2))
         keys.add_column(justify="right", no_wrap=True, style="bold")
         keys.add_column()
-        for key, description, note in key_rows(under, self.read_only):
+        for key, description, note, _ in key_rows(under, self.read_only):
             line = Text(description)
             if note:
                 line.append(f"  ({note})", style="dim")

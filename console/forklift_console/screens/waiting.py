@@ -147,6 +147,7 @@ class WaitingScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         elif len(self._cursors) > 1:
             self._cursors.pop()
         else:
+            self.notify("this is the first page", title="Prev page")
             return
         self.table.move_cursor(row=0)
         self.reload()
@@ -243,6 +244,9 @@ class WaitingScreen(MarkedList, ConsoleScreen[tuple[Request, JobPage]]):
         self._propose("cancel", "Cancel")
 
     def action_clear(self) -> None:
+        if not self.table.marks:
+            self.notify("no row is marked: space marks one", title="Clear marks")
+            return
         self.table.clear_marks()
 
     def action_open(self) -> None:

@@ -390,6 +390,10 @@ class LiveTable(DataTable[Cell]):
         if key is None:
             return
         row = max(0, min(len(self._keys) - 1, self.cursor_row + step))
+        if row == self.cursor_row and key in self.marks:
+            self.notify("the marked range already reaches the " +
+                        ("last row" if step > 0 else "first row"), title="Mark range")
+            return
         self.marking.add(key, self._keys[row])
         self.move_cursor(row=row, animate=False)
         self._marks_changed()
