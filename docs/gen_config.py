@@ -83,6 +83,9 @@ ENVIRONMENT: dict[str, str] = {
     "FORKLIFT_BENCH_WORKER": "Set by `forklift bench` on the worker processes it starts; not "
     "for users.",
     "FORKLIFT_SCREENSHOT_DIR": "Where `scripts/screenshots.py` writes the console's pictures.",
+    "FORKLIFT_CLIPBOARD": "The console's copies (`ctrl+y`, `y`): `osc52` to the terminal's "
+    "clipboard, `file` to a file; unset, a file only where the terminal is known to drop OSC 52.",
+    "FORKLIFT_CLIPBOARD_FILE": "That file (default `$XDG_STATE_HOME/forklift/clipboard.txt`).",
     "PGOPTIONS": "libpq's: kept when the DSN sets no `options`.",
     "PGAPPNAME": "libpq's: kept when the DSN sets no `application_name`; forklift appends "
     "its purpose.",

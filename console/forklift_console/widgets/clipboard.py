@@ -4,8 +4,8 @@ terminal cannot take it, and a sentence saying which happened.
 OSC 52 is an escape sequence the terminal turns into a clipboard write; nothing comes back to
 say it worked, so the console decides up front from what it knows of the terminal. Terminals
 known to ignore the sequence (the Linux console, a dumb terminal, Apple's Terminal, VTE-based
-ones such as GNOME Terminal) and a console without a terminal get a file instead, named in the
-message so it can be ``cat``-ed or sourced. ``FORKLIFT_CLIPBOARD=osc52`` or ``=file`` overrides
+ones such as GNOME Terminal outside tmux) get a file instead, named in the message so it can be
+``cat``-ed or sourced. ``FORKLIFT_CLIPBOARD=osc52`` or ``=file`` overrides
 the guess; ``FORKLIFT_CLIPBOARD_FILE`` names the file (default: ``clipboard.txt`` in the user's
 state directory, ``$XDG_STATE_HOME/forklift`` on Linux).
 """
@@ -21,7 +21,7 @@ from typing import Any, Literal
 from textual.app import App
 
 #: TERM values whose terminals drop OSC 52.
-_NO_OSC52_TERMS = frozenset({"", "dumb", "linux", "vt100", "vt220", "cons25"})
+_NO_OSC52_TERMS = frozenset({"dumb", "linux", "vt100", "vt220", "cons25"})
 #: TERM_PROGRAM values whose terminals drop OSC 52.
 _NO_OSC52_PROGRAMS = frozenset({"Apple_Terminal"})
 
@@ -37,17 +37,15 @@ class Copied:
     def message(self, what: str) -> str:
         if self.how == "clipboard":
             return f"copied {what} to the clipboard (OSC 52)"
-        return (f"this terminal cannot take a clipboard write (OSC 52): {what} saved to"
-                f" {self.path}")
+        return (f"copied {what} to the file {self.path}: this terminal cannot take a clipboard"
+                " write (OSC 52)")
 
 
-def osc52_reaches(env: Mapping[str, str], *, has_terminal: bool) -> bool:
+def osc52_reaches(env: Mapping[str, str]) -> bool:
     """Whether an OSC 52 write is likely to reach a clipboard."""
     forced = env.get("FORKLIFT_CLIPBOARD", "").strip().lower()
     if forced in ("osc52", "file"):
         return forced == "osc52"
-    if not has_terminal:
-        return False
     if env.get("TERM_PROGRAM", "") in _NO_OSC52_PROGRAMS:
         return False
     if env.get("VTE_VERSION") and not env.get("TMUX"):
@@ -72,7 +70,7 @@ def copy_text(app: App[Any], text: str, env: Mapping[str, str] | None = None) ->
     # The sequence costs nothing where it is dropped, and Textual keeps the text as the
     # app's own clipboard (its inputs paste it) either way.
     app.copy_to_clipboard(text)
-    if osc52_reaches(env, has_terminal=not app.is_headless):
+    if osc52_reaches(env):
         return Copied("clipboard")
     path = clipboard_file(env)
     path.parent.mkdir(parents=True, exist_ok=True)
