@@ -106,7 +106,7 @@ def test_backfills_screen_shows_pace_and_eta_and_acts(dsn: str, conn: psycopg.Co
         await pilot.press("C")
         dialog = await on_screen(console, ConfirmScreen)
         assert dialog.plan.cli == "forklift backfills cancel --yes reindex"
-        assert console.focused is dialog.query_one("#cancel", Button)
+        assert console.focused is dialog.query_one("#confirm", Button)
         dialog.query_one("#confirm", Button).press()
         await on_screen(console, BackfillsScreen)
         await until_db(conn, ("cancelled", 8.0))

@@ -5,6 +5,7 @@ Each test asserts the effect in the database and the audit row, as an operator w
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import psycopg
@@ -20,8 +21,9 @@ from console_seed import (
     seed,
 )
 from helpers import wait_until_async
+from rich.console import Console
 from textual.pilot import Pilot
-from textual.widgets import Button, Input
+from textual.widgets import Button, Input, Static
 
 from forklift_console.app import ConsoleApp
 from forklift_console.screens.base import ConsoleScreen
@@ -71,8 +73,8 @@ async def confirm(app: ConsoleApp, pilot: Pilot[None], typed: int | None = None)
         assert not dialog.query_one("#confirm", Button).disabled
         await pilot.press("enter")
         return dialog
-    await wait_until_async(lambda: app.focused is dialog.query_one("#cancel", Button),
-                           timeout=10, message="focus must start on Cancel")
+    await wait_until_async(lambda: app.focused is dialog.query_one("#confirm", Button),
+                           timeout=10, message="focus must start on the confirm button")
     dialog.query_one("#confirm", Button).press()
     return dialog
 
@@ -90,8 +92,8 @@ def test_requeue_one_dead_job_asks_first_then_acts_and_audits(
         dialog = await on_screen(app, ConfirmScreen)
         assert dialog.plan.title == "Requeue 1 job?"
         assert dialog.plan.ids == (hostile,)
-        assert app.focused is dialog.query_one("#cancel", Button)
-        await pilot.press("enter")  # Enter on Cancel: nothing happens
+        assert app.focused is dialog.query_one("#confirm", Button)
+        await pilot.press("escape")  # esc backs out: nothing happens
         await on_screen(app, JobsScreen)
         assert state_of(conn, hostile) == "dead"
         await pilot.press("r")
@@ -497,8 +499,11 @@ def test_help_lists_the_screens_keys_and_the_legend(dsn: str, seeded: Seeded) ->
         await on_screen(app, JobsScreen)
         await pilot.press("question_mark")
         await pilot.pause()
-        text = str(app.screen.query_one("#help").render())
-        text += str(app.screen.query_one("#legend").render())
+        text = ""
+        for part in ("#help", "#legend"):  # Rich grids: rendered as the terminal shows them
+            out = Console(width=200, record=True, file=io.StringIO())
+            out.print(app.screen.query_one(part, Static).content)
+            text += out.export_text()
         for words in ("Requeue", "Cancel", "Delete", "Mark", "Filter", "↻ retryable",
                       "✖ dead", "◐ draining", "‖ paused", "Help"):
             assert words in text, words

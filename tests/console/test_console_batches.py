@@ -88,13 +88,14 @@ def test_batches_screen_shows_progress_and_cancels_after_confirmation(
         # it cancels and what happens to the rest.
         assert dialog.plan.cli == f"forklift batches cancel --yes {running.id}"
         scope = str(dialog.query_one("#scope", Static).render())
-        assert "6 waiting targets end cancelled now" in scope
-        assert "1 running target finishes and keeps its result" in scope
+        # The released target is available, not running: it ends now with the held ones.
+        assert "7 waiting targets end cancelled now" in scope
+        assert "0 running targets finish and keep their results" in scope
         assert "3 already settled" in scope
         assert not dialog.plan.typed
-        await wait_until_async(lambda: console.focused is dialog.query_one("#cancel", Button),
+        await wait_until_async(lambda: console.focused is dialog.query_one("#confirm", Button),
                                timeout=10)
-        await pilot.press("enter")  # Enter on Cancel: nothing happens
+        await pilot.press("escape")  # esc backs out: nothing happens
         await on_screen(console, BatchesScreen)
         assert batch_state(conn, running.id) == ("running", None)
 

@@ -89,7 +89,7 @@ def test_a_key_limit_is_changed_after_the_value_and_a_confirmation_showing_the_c
         await pilot.press("enter")
         dialog = await on_screen(app, ConfirmScreen)
         assert dialog.plan.cli == "forklift keys limit tenant 5"
-        assert app.focused is dialog.query_one("#cancel", Button)
+        assert app.focused is dialog.query_one("#confirm", Button)
         dialog.query_one("#confirm", Button).press()
         await on_screen(app, FlowScreen)
         await loaded(app, screen)

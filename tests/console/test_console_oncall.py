@@ -190,8 +190,8 @@ def test_cancel_a_batch(dsn: str, conn: psycopg.Connection[Any], seeded: Seeded)
         batch = batches.selected()
         assert batch is not None and not batch.is_terminal
         await keys("C")
-        await on_screen(app, ConfirmScreen)  # focus starts on Cancel: tab to confirm
-        await keys("tab", "enter")
+        await on_screen(app, ConfirmScreen)  # enter confirms
+        await keys("enter")
         await wait_until_async(lambda: cancel_asked(batch.id), timeout=20)
         assert keys.count <= MOST
 
