@@ -208,9 +208,10 @@ class ConsoleScreen(Screen[None], Generic[D]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITE_ACTIONS and self.console.read_only:
             return None  # shown, disabled
-        if action in self.ROW_ACTIONS and self._no_row():
+        state = self.can_with(action, parameters) if parameters else self.can(action)
+        if state and action in self.ROW_ACTIONS and self._no_row():
             return None  # a row action with no row: the key says why (list_state)
-        return self.can_with(action, parameters) if parameters else self.can(action)
+        return state
 
     def _no_row(self) -> bool:
         focused = self.focused
