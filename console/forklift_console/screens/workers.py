@@ -63,7 +63,10 @@ def exited_state() -> Text:
 
 def fetch_workers(op: Operator) -> WorkersData:
     overview = fetch_overview(op)
-    exited = [w for w in op.workers() if w.state == "exited"]
+    # Read after the overview's snapshot: a worker that exits in between is in both, and one
+    # row per worker (the live one, until the next refresh) keeps the list from failing.
+    live = {w.id for w in overview.stats.workers}
+    exited = [w for w in op.workers() if w.state == "exited" and w.id not in live]
     draining = {w.id for w in overview.stats.workers if w.state == "draining"}
     progress: dict[int, dict[str, Any]] = {}
     for j in overview.running:
