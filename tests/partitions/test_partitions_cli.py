@@ -36,7 +36,7 @@ def test_plan_dry_run_and_run(dsn: str, conn: psycopg.Connection[Any]) -> None:
     assert dry.exit_code == 0 and json.loads(dry.stdout)["dry_run"] is True
     human = forklift(dsn, "partitions", "run", "events", *at, "--dry-run", "--read-only")
     assert human.exit_code == 0, human.output
-    assert human.stdout.splitlines()[0] == "dry run: 2 statement(s) would run (nothing changed):"
+    assert human.stdout.splitlines()[0] == "dry run: 2 statements would run (nothing changed):"
     assert human.stdout.splitlines()[1:] == plan.stdout.splitlines()
     assert partitions(conn) == []
     done = forklift(dsn, "partitions", "run", "events", *at, "--json")

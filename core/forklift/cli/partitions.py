@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from forklift.cli.format import plural
 from forklift.cli.kit import Call, command, ident, out
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def run_cmd(
         if cx.as_json:
             cx.show({**planned.to_json(), "dry_run": True})
             return
-        out.print(f"dry run: {len(planned.changes)} statement(s) would run"
+        out.print(f"dry run: {plural(len(planned.changes), 'statement')} would run"
                   " [dim](nothing changed)[/]:")
         _print_plan(planned)
         return
