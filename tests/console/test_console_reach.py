@@ -4,6 +4,7 @@ against a real, seeded PostgreSQL."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import psycopg
 import pytest
 from console_seed import Seeded, drive, loaded, make_app, on_screen, seed
 from helpers import wait_until_async
+from rich.console import Console
 from test_console_snapshots import frozen  # noqa: F401  (the fixture)
 from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
@@ -40,7 +42,10 @@ def seeded(conn: psycopg.Connection[Any]) -> Seeded:
 
 
 def text_of(widget: Static) -> str:
-    return str(widget.render())
+    """What a Static holds, as plain text (a Rich group or grid included)."""
+    out = Console(width=200, record=True, file=io.StringIO())
+    out.print(widget.content)
+    return out.export_text().rstrip("\n")
 
 
 def palette_titles(app: ConsoleApp) -> list[str]:
