@@ -493,8 +493,10 @@ async def loaded(app: Any, screen: Any = None) -> None:
 async def on_screen(app: Any, kind: type[Any]) -> Any:
     """The active screen once it is a ``kind`` and mounted: a pushed screen is active before
     its widgets are composed (on a loaded machine a query for them then found none)."""
+    # A dialog that asks the database first (a batch's running targets) opens after a read
+    # that waits its turn behind the screen's refresh: under load that takes seconds.
     await wait_until_async(lambda: isinstance(app.screen, kind) and app.screen.is_mounted,
-                           timeout=10,
+                           timeout=30,
                            message=lambda: f"expected {kind.__name__}, on {app.screen!r}")
     return app.screen
 

@@ -215,7 +215,10 @@ def held(dsn: str, events: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 def waiting_locks(conn: psycopg.Connection[Any]) -> int:
-    row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted").fetchone()
+    """Lock requests waiting in this test's database (the server is shared by other tests)."""
+    row = conn.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND database ="
+                       " (SELECT oid FROM pg_database WHERE datname = current_database())"
+                       ).fetchone()
     return int(row[0]) if row else 0
 
 
