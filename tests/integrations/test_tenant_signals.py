@@ -6,45 +6,16 @@ from __future__ import annotations
 import io
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_logs import captured
+from test_otel import spans
 
-from forklift import Forklift, JobContext, logs, otel
+from forklift import Forklift, JobContext, logs
 from forklift.testing import drain
 
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    otel.use(provider)
-    try:
-        yield exporter
-    finally:
-        otel.reset()
-        provider.shutdown()
-
-
-@pytest.fixture
-def captured() -> Iterator[io.StringIO]:
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    out = io.StringIO()
-    logs.configure(format="json", level="DEBUG", stream=out)
-    try:
-        yield out
-    finally:
-        for h in list(root.handlers):
-            root.removeHandler(h)
-        for h in handlers:
-            root.addHandler(h)
-        root.setLevel(level)
+__all__ = ["captured", "spans"]  # the fixtures, shared with test_logs and test_otel
 
 
 def _app(dsn: str) -> Forklift:
