@@ -343,6 +343,9 @@ def test_python_blocks_run(page: Path, dsn: str, tmp_path: Path,
                 continue
             if block.marker and block.marker[0] == "file":
                 (tmp_path / block.marker[1]).write_text(block.body + "\n", encoding="utf-8")
+                # The page's module wins over one of that name another test imported (the
+                # Django test project's `shop`); the old one is back after the test.
+                monkeypatch.delitem(sys.modules, Path(block.marker[1]).stem, raising=False)
             elif block.lang == "python":
                 exec(compile(block.body, block.where, "exec"), namespace)
             elif block.marker and block.marker[1] == "forklift":
