@@ -274,6 +274,15 @@ class ConsoleApp(App[None]):
             while len(self.screen_stack) > 1 and self.screen is not jobs:
                 self.pop_screen()
 
+    def show_queue(self, name: str) -> None:
+        """The Queues screen with the cursor on ``name`` (an alert about that queue)."""
+        queues = self.views["queues"]
+        assert isinstance(queues, QueuesScreen)
+        queues.show_queue(name)
+        self.action_go("queues")
+        while len(self.screen_stack) > 1 and self.screen is not queues:
+            self.pop_screen()
+
     # -- screenshots --------------------------------------------------------------------------
     def action_screenshot(self, filename: str | None = None, path: str | None = None) -> None:
         """Save an SVG of the screen and say where (Textual's own action fails without a word

@@ -82,3 +82,6 @@ class ConsoleHost(Protocol):
 
     def show_jobs(self, text: str, *, came_from: str | None = None) -> None:
         """The jobs screen filtered by ``text``; esc there comes back to ``came_from``."""
+
+    def show_queue(self, name: str) -> None:
+        """The Queues screen with the cursor on queue ``name``."""

@@ -58,6 +58,8 @@ class Refresher:
             screen.tick()
 
     def repaint(self) -> None:
+        if not self._app.is_running:
+            return  # shutting down: its screens are closing
         for screen in self._live_screens():
             screen.paint_chrome()
 

@@ -16,8 +16,9 @@ from textual.pilot import Pilot
 from textual.widgets import Button, Input, Static
 
 from forklift._features.flow import declare
+from forklift.ops.rates import RateInfo
 from forklift_console.app import ConsoleApp
-from forklift_console.screens.flow import FlowScreen, ValueScreen
+from forklift_console.screens.flow import FlowScreen, ValueScreen, stepped_rate
 from forklift_console.screens.modals import ConfirmScreen
 from forklift_console.widgets.table import LiveTable
 
@@ -123,6 +124,55 @@ def test_a_queue_rate_is_changed_from_the_queue_table(dsn: str,
 
     drive(make_app(dsn), scenario)
     assert flow_db.execute(f"SELECT action FROM {SCHEMA}.audit").fetchall() == [("queue_rate",)]
+
+
+def test_greater_and_less_double_and_halve_the_rate_in_force_after_one_confirmation(
+    dsn: str, flow_db: psycopg.Connection[Any]
+) -> None:
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        screen = await flow_screen(app, pilot)
+        queues = screen.query_one("#flow-queues", LiveTable)
+        queues.focus()
+        assert queues.move_to_key("queue:rated")
+        await pilot.pause()
+        await pilot.press(">")
+        dialog = await on_screen(app, ConfirmScreen)
+        assert dialog.plan.cli == "forklift queues rate rated 200/s"
+        assert "was 100/s" in dialog.plan.title
+        await pilot.press("enter")
+        await on_screen(app, FlowScreen)
+        await loaded(app, screen)
+        rate = screen._queues["rated"].rate
+        assert rate is not None and rate.text == "200/s"
+        # A key without a rate: the key says why, and nothing opens.
+        keys = screen.query_one("#flow-keys", LiveTable)
+        keys.focus()
+        assert keys.move_to_key("tenant")
+        await pilot.pause()
+        assert screen._keys["tenant"].rate is None
+        assert screen.why_not("step_rate", (0.5,)) == (
+            "it has no rate to double or halve: r sets one")
+        await pilot.press("<")
+        await pilot.pause()
+        assert isinstance(app.screen, FlowScreen)
+
+    drive(make_app(dsn), scenario)
+    assert flow_db.execute(f"SELECT action FROM {SCHEMA}.audit").fetchall() == [("queue_rate",)]
+
+
+@pytest.mark.parametrize(("text", "limit", "per", "factor", "stepped"), [
+    ("100/s", 100, 1.0, 2, "200/s"),
+    ("100/s", 100, 1.0, 0.5, "50/s"),
+    ("10/5s", 10, 5.0, 0.5, "5/5s"),
+    ("3/m", 3, 60.0, 0.5, "2/m"),
+    ("1/s", 1, 1.0, 0.5, "1/2s"),
+    ("1/2s", 1, 2.0, 2, "2/2s"),
+])
+def test_a_stepped_rate_keeps_its_period_until_one_start_is_left(
+    text: str, limit: int, per: float, factor: float, stepped: str
+) -> None:
+    rate = RateInfo(limit=limit, per_seconds=per, burst=limit, text=text)
+    assert stepped_rate(rate, factor) == stepped
 
 
 def test_read_only_changes_nothing(dsn: str, flow_db: psycopg.Connection[Any]) -> None:

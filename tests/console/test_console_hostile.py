@@ -51,7 +51,7 @@ def test_the_pause_dialog_shows_and_acts_on_the_queue_picked(
         cli_line = str(dialog.query_one("#cli").render())
         assert shell_quote(fake) in cli_line and shell_quote(fake).startswith("$'")
         assert isinstance(app.focused, Input)
-        await pilot.press("enter", "enter")
+        await pilot.press("enter")
         await wait_until_async(lambda: paused(conn).get(fake) is True, timeout=20)
         await wait_until_async(lambda: app.last_command is not None, timeout=10)
         assert app.last_command == f"forklift queues pause {shell_quote(fake)}"

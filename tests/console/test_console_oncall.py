@@ -142,7 +142,7 @@ def test_pause_and_resume_a_queue(dsn: str, conn: psycopg.Connection[Any], seede
         pause = Keys(pilot)
         await pause("p")
         await on_screen(app, ReasonScreen)
-        await pause("enter", "enter")  # no reason, no expiry: both optional
+        await pause("enter")  # no reason, no expiry: both optional, enter confirms
         await wait_until_async(paused, timeout=20)
         assert pause.count <= MOST
         await loaded(app, queues)

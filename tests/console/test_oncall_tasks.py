@@ -246,9 +246,6 @@ def paused(conn: psycopg.Connection[Any], name: str) -> bool:
     return bool(row and row[0])
 
 
-@pytest.mark.xfail(strict=True, reason="the pause dialog's enter moves from the reason to the"
-                   " expiry field and only a second enter pauses: 2, p, enter, enter is four"
-                   " keys; a pause without reason or expiry wants one enter")
 def test_d_pause_a_queue(dsn: str, conn: psycopg.Connection[Any], seeded: Seeded) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
         from forklift_console.screens.modals import ReasonScreen
@@ -265,41 +262,50 @@ def test_d_pause_a_queue(dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
         assert shown(app, "p")
         await keys("p")
         await on_screen(app, ReasonScreen)
-        await keys("enter", "enter")  # no reason, no expiry: both optional
+        await keys("enter")  # no reason, no expiry: both optional
         await wait_until_async(lambda: paused(conn, name), timeout=20)
         assert keys.count <= MOST, keys.pressed
 
     drive(make_app(dsn), scenario)
 
 
-@pytest.mark.xfail(strict=True, reason="Queues opens on its first row, not on the paused"
-                   " queue the Overview's alert names, and enter on that alert opens the"
-                   " queue's jobs, where p does not apply: resuming mail is 2, down, p, enter")
 def test_d_resume_a_paused_queue(dsn: str, conn: psycopg.Connection[Any], seeded: Seeded
                                  ) -> None:
-    """The seeded mail queue is paused (alice, an SMTP outage): the Overview says so, and
-    three keys resume it."""
+    """The seeded mail queue is paused (alice, an SMTP outage): the Overview's alert says so
+    and that p resumes it; p shows who paused it and why, enter resumes it. With a second
+    queue paused, p asks which first."""
     assert paused(conn, "mail")
 
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
-        from forklift_console.screens.modals import ReasonScreen
+        from forklift_console.screens.modals import PickScreen, ReasonScreen
 
+        said = Toasts(app)
         overview = await start(app)
         alerts = [str(o.prompt) for o in overview.query_one("#alerts", OptionList).options]
-        assert any("queue mail" in line and "paused" in line for line in alerts), alerts
+        line = next((a for a in alerts if "queue mail" in a and "paused" in a), None)
+        assert line is not None and "p resumes" in line, alerts
         keys = Keys(pilot)
-        await keys("2")
-        queues = await arrive(app, QueuesScreen)
-        table = queues.query_one("#queues", LiveTable)
-        while table.current_key != "mail" and keys.count < 3:
-            await keys("down")
-        assert "SMTP provider outage" in text_of(queues, "#detail")
         assert shown(app, "p")
         await keys("p")
-        await on_screen(app, ReasonScreen)
+        dialog = await on_screen(app, ReasonScreen)
+        assert "SMTP provider outage" in str(dialog.query_one("#context").render())
         await keys("enter")
         await wait_until_async(lambda: not paused(conn, "mail"), timeout=20)
         assert keys.count <= MOST, keys.pressed
+        # None paused: p says so. Two paused: p asks which.
+        await loaded(app, overview)
+        await pilot.press("p")
+        await wait_until_async(lambda: any("no queue is paused" in t for t in said.said),
+                               timeout=10)
+        conn.execute(f"UPDATE {SCHEMA}.queues SET paused = true WHERE name IN ('mail', 'slow')")
+        await loaded(app, overview)
+        await pilot.press("p")
+        pick = await on_screen(app, PickScreen)
+        choices = pick.query_one("#choices", OptionList)
+        assert sorted(str(choices.get_option_at_index(i).id)
+                      for i in range(choices.option_count)) == ["mail", "slow"]
+        await pilot.press("escape")
+        await on_screen(app, OverviewScreen)
 
     drive(make_app(dsn), scenario)
 
@@ -442,13 +448,8 @@ def flow_db(dsn: str, conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     return conn
 
 
-@pytest.mark.xfail(strict=True, reason="a rate is typed whole (5/s) in a value dialog, then"
-                   " confirmed in a second dialog: 0, down, r, 5, /, s, enter, enter is eight"
-                   " keys; a step key like the Backfills' > and < (double, halve) would make it"
-                   " three")
 def test_h_keys_at_limit_and_change_a_rate(dsn: str, flow_db: psycopg.Connection[Any]) -> None:
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
-        from forklift_console.screens.flow import ValueScreen
         from forklift_console.screens.modals import ConfirmScreen
 
         keys = Keys(pilot)
@@ -465,16 +466,14 @@ def test_h_keys_at_limit_and_change_a_rate(dsn: str, flow_db: psycopg.Connection
         assert app.focused is table
         while table.current_key != "queue:rated" and keys.count < FEW:
             await keys("down")
-        assert shown(app, "r")
-        await keys("r")
-        await on_screen(app, ValueScreen)
-        await keys.type("5/s")
-        await keys("enter")
-        await on_screen(app, ConfirmScreen)
+        assert shown(app, "less_than_sign")
+        await keys("<")  # halve the rate in force: 100/s
+        dialog = await on_screen(app, ConfirmScreen)
+        assert "50/s" in str(dialog.query_one("#cli").render())
         await keys("enter")
         await wait_until_async(lambda: flow_db.execute(
             f"SELECT rate_limit, rate_per FROM {SCHEMA}.queues WHERE name = 'rated'"
-        ).fetchone() == (5, 1), timeout=20)
+        ).fetchone() == (50, 1), timeout=20)
         assert keys.count <= FEW, keys.pressed
 
     drive(make_app(dsn), scenario)

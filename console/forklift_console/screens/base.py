@@ -34,13 +34,15 @@ D = TypeVar("D")
 #: (the operator API refuses them too, in core, whoever calls it).
 WRITE_ACTIONS: frozenset[str] = frozenset(
     {"act", "requeue", "cancel", "delete", "toggle_pause", "pause", "resume", "drain",
-     "run_now", "rate_up", "rate_down", "limit", "prune", "enable", "disable"}
+     "run_now", "rate_up", "rate_down", "step_rate", "limit", "prune", "enable", "disable",
+     "resume_paused"}
 )
 #: Actions on the row under the cursor. Run from the command palette, they first ask which
 #: row (the palette may be opened on another screen, where that cursor is out of sight).
 ROW_ACTIONS: frozenset[str] = frozenset(
     {"act", "requeue", "cancel", "delete", "toggle_pause", "pause", "resume", "drain",
-     "run_now", "rate_up", "rate_down", "retry", "edit_limit", "open", "enable", "disable"}
+     "run_now", "rate_up", "rate_down", "step_rate", "retry", "edit_limit", "open", "enable",
+     "disable"}
 )
 #: Below this many columns a screen may use its compact layout.
 NARROW = 100

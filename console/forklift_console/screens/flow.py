@@ -141,12 +141,16 @@ class FlowScreen(ConsoleScreen[FlowSnapshot]):
         " by an operator), running and waiting over all values, values at their limit; the"
         " pane below shows the highlighted key value by value with the jobs holding its slots."
         " l sets a limit, r a rate (100/s, 10/5s, 600/m, or none), x resets a key to its"
-        " declaration; each asks for the value, shows the CLI and asks again. enter: its jobs."
+        " declaration; each asks for the value, shows the CLI and asks again. > doubles and <"
+        " halves the rate in force (one confirmation; below 1 a period it stretches the"
+        " period). enter: its jobs."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Its jobs"),
         Binding("l", "act('limit')", "Limit"),
         Binding("r", "act('rate')", "Rate"),
+        Binding("greater_than_sign", "step_rate(2)", "Rate ×2", key_display=">"),
+        Binding("less_than_sign", "step_rate(0.5)", "Rate ÷2", key_display="<"),
         Binding("x", "act('reset')", "Reset key"),
     ]
     DEFAULT_CSS = """
@@ -279,7 +283,19 @@ class FlowScreen(ConsoleScreen[FlowSnapshot]):
         if action == "act":
             target = self.selected_queue() if self._on_queues() else self.selected_key()
             return True if target is not None else None
+        if action == "step_rate":
+            target = self.selected_queue() if self._on_queues() else self.selected_key()
+            return True if target is not None and target.rate is not None else None
         return True
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action == "step_rate":
+            target = self.selected_queue() if self._on_queues() else self.selected_key()
+            if target is None:
+                return "no queue or key is highlighted"
+            if target.rate is None:
+                return "it has no rate to double or halve: r sets one"
+        return None
 
     def can(self, action: str) -> bool | None:
         if action == "open":
@@ -321,6 +337,27 @@ class FlowScreen(ConsoleScreen[FlowSnapshot]):
         limit = str(k.concurrency) if k.concurrency is not None else "none"
         self._ask("key", k.name, what, limit if what == "limit" else
                   k.rate.text if k.rate else "none")
+
+    def action_step_rate(self, factor: float) -> None:
+        """> and <: the rate in force doubled or halved, confirmed once like any change."""
+        q = self.selected_queue() if self._on_queues() else None
+        target: FlowQueue | KeyInfo | None = q if q is not None else (
+            None if self._on_queues() else self.selected_key())
+        if target is None or target.rate is None:
+            return
+        noun, name = ("queue", target.queue) if isinstance(target, FlowQueue) else (
+            "key", target.name)
+        value = stepped_rate(target.rate, factor)
+        try:
+            parse_rate(value)
+        except ValueError as exc:
+            self.app.notify(f"{value}: {exc}", title="Rate", severity="error")
+            return
+        words = ("keys" if noun == "key" else "queues", "rate")
+        setter = SETTERS[(noun, "rate")]
+        self._propose(name, f"Set rate {value} (was {target.rate.text}) on", noun,
+                      command(*words, args=[name, value]),
+                      lambda op: getattr(op, setter)(name, value))
 
     def _ask(self, noun: str, name: str, what: str, current: str) -> None:
         """The value dialog, then the confirmation (with the CLI), then the change."""
@@ -364,3 +401,16 @@ class FlowScreen(ConsoleScreen[FlowSnapshot]):
 
         self.console.propose(Plan(verb=verb, noun=noun, count=1, ids=(name,), cli=cli, run=run,
                                   report=report))
+
+
+def stepped_rate(rate: RateInfo, factor: float) -> str:
+    """The rate ``factor`` times ``rate`` as typed back (``100/s`` doubled: ``200/s``): the
+    count scaled while it stays whole, the period stretched below one start a period."""
+    period = rate.text.split("/", 1)[1] if "/" in rate.text else "s"
+    limit = rate.limit * factor
+    if limit >= 1 and limit == int(limit):
+        return f"{int(limit)}/{period}"
+    seconds = rate.per_seconds / factor
+    if limit < 1 and rate.limit == 1:
+        return f"1/{seconds:g}s"
+    return f"{max(1, round(limit))}/{period}"

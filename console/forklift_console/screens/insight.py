@@ -55,6 +55,9 @@ class Alert:
     jobs_filter: str | None = None
     #: Or the screen (a mode: "health") that shows it.
     screen: str | None = None
+    #: Or the queue it is about: enter opens the Queues screen on its row (p there resumes a
+    #: paused queue).
+    queue: str | None = None
 
 
 def worker_lost_alerts(groups: list[DeadGroup]) -> list[Alert]:
@@ -147,7 +150,8 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
                 text.append_text(one_line(q.pause_reason, limit=80))
             waiting = q.counts.get("available", 0)
             text.append(f" — {waiting:,} waiting")
-            out.append(Alert("‖", style_of("state-paused"), text, f"queue:{quote(q.name)}"))
+            text.append(" — p resumes", style="dim")
+            out.append(Alert("‖", style_of("state-paused"), text, queue=q.name))
         elif q.state == "no_worker":
             text = Text("queue ")
             text.append_text(ident(q.name, limit=40))

@@ -122,7 +122,7 @@ class ConfirmScreen(ModalScreen[bool]):
 class ReasonScreen(ModalScreen[tuple[str, str] | None]):
     """Ask why (and, for a pause, for how long) before pausing or resuming a queue.
 
-    Enter in the reason field moves on to the expiry; Enter there confirms. The CLI line
+    Both fields are optional, so enter confirms from either (tab moves between them). The CLI line
     below follows what is typed, so it always names exactly what will run (``--for``
     included). ``cli_for(reason, for_)`` builds it; ``ask_for`` shows the expiry field.
     """
@@ -161,8 +161,9 @@ class ReasonScreen(ModalScreen[tuple[str, str] | None]):
                 yield Input(placeholder="until resumed by hand", id="for", compact=True)
                 yield Static(id="for-error", classes="field-error")
             yield Static(self._cli_text(), id="cli")
-            yield Label(Text("enter: next field, then confirm · esc: cancel", style="dim"),
-                        id="hint")
+            hint = "enter: confirm · tab: next field · esc: cancel" if self.ask_for else (
+                "enter: confirm · esc: cancel")
+            yield Label(Text(hint, style="dim"), id="hint")
             with Horizontal(id="buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
                 yield Button(self.verb, id="confirm", variant="warning", compact=True)
@@ -204,17 +205,11 @@ class ReasonScreen(ModalScreen[tuple[str, str] | None]):
                 box.display = name in errors
         self.query_one("#confirm", Button).disabled = bool(errors)
 
-    @on(Input.Submitted, "#reason")
-    def _reason_entered(self, event: Input.Submitted) -> None:
-        event.stop()
-        if self.ask_for:
-            self.query_one("#for", Input).focus()  # the expiry is the next question
-        else:
-            self._confirm()
-
-    @on(Input.Submitted, "#for")
+    @on(Input.Submitted)
     @on(Button.Pressed, "#confirm")
-    def _confirm(self) -> None:
+    def _confirm(self, event: Input.Submitted | Button.Pressed | None = None) -> None:
+        if event is not None:
+            event.stop()
         errors = self._errors()
         if errors:
             # The dialog stays, with what was typed: the error is beside its field.

@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 
 from forklift import ForkliftError
-from forklift.ops import JobFilter, JobSummary, Operator, Stats
+from forklift.ops import JobFilter, JobSummary, Operator, QueueStats, Stats
 from forklift.ops.dead import DeadGroup
 from forklift.ops.health import Health
 from forklift_console.screens.base import ConsoleScreen
@@ -26,6 +26,8 @@ from forklift_console.screens.insight import (
     window_label,
     worker_lost_alerts,
 )
+from forklift_console.screens.modals import PickScreen
+from forklift_console.screens.pausing import toggle_pause
 from forklift_console.widgets.filterbar import quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
@@ -34,6 +36,7 @@ from forklift_console.widgets.text import (
     duration,
     ident,
     job_state,
+    one_line,
     seconds,
     spark,
     style_of,
@@ -79,18 +82,22 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         "Where to start. Totals by state, completed and failed jobs over the last half hour,"
         " and alerts: jobs that died because their worker vanished (worker_lost), paused"
         " queues, expired leases, dead letters growing, workers gone quiet, queues whose work"
-        " waits too long, the database's health alerts. Enter on an alert or a queue shows"
-        " its jobs (or the Health screen). w charts the throughput over the last 5 min,"
+        " waits too long, the database's health alerts. Enter on an alert opens what it is"
+        " about: its jobs, its queue (a paused one: p there resumes it) or the Health screen;"
+        " enter on a queue shows its jobs. p resumes a paused queue (asks which when several"
+        " are, then why, like the Queues screen). w charts the throughput over the last 5 min,"
         " 1 h or 24 h instead of the half hour (and back)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "open", "Show jobs", show=True),
+        Binding("enter", "open", "Open", show=True),
+        Binding("p", "resume_paused", "Resume paused"),
         Binding("w", "window", "Chart window", show=False),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self._alerts: list[Alert] = []
+        self._stats: Stats | None = None
         self._health: tuple[Health | None, str | None] = (None, None)
         self._lost: list[DeadGroup] = []
         self._slow_at = float("-inf")
@@ -136,7 +143,7 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         return replace(data, lost=self._lost, health=health, health_error=error, chart=chart)
 
     def show(self, data: OverviewData) -> None:
-        s = data.stats
+        s = self._stats = data.stats
         now = self.console.now()
         totals = Text()
         for state in ("scheduled", "available", "running", "retryable", "dead"):
@@ -240,7 +247,7 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         self.reload()
 
     def action_open(self) -> None:
-        """Enter: the jobs behind the highlighted alert or queue."""
+        """Enter: what the highlighted alert is about, or the highlighted queue's jobs."""
         box = self.query_one("#alerts", OptionList)
         if box.has_focus and box.highlighted is not None:
             self._open_alert(box.highlighted)
@@ -249,11 +256,46 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
         if table.current_key is not None:
             self.console.show_jobs(f"queue:{quote(table.current_key)}")
 
+    # -- p: resume a paused queue --------------------------------------------------------------
+    def _paused(self) -> list[QueueStats]:
+        return [q for q in self._stats.queues if q.paused] if self._stats is not None else []
+
+    def can(self, action: str) -> bool | None:
+        if action == "resume_paused":
+            return True if self._paused() else None
+        return True
+
+    def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
+        if action == "resume_paused" and self._stats is not None and not self._paused():
+            return "no queue is paused"
+        return None
+
+    def action_resume_paused(self) -> None:
+        paused = self._paused()
+        if len(paused) == 1:
+            toggle_pause(self, paused[0])
+            return
+        by_name = {q.name: q for q in paused}
+
+        def picked(name: str | None) -> None:
+            if name is not None and name in by_name:
+                toggle_pause(self, by_name[name])
+
+        choices = []
+        for q in paused:
+            label = ident(q.name, limit=40)
+            if q.pause_reason:
+                label.append(": ").append_text(one_line(q.pause_reason, limit=60))
+            choices.append((q.name, label))
+        self.app.push_screen(PickScreen("Resume which paused queue?", choices), picked)
+
     def _open_alert(self, index: int) -> None:
         if not 0 <= index < len(self._alerts):
             return
         alert = self._alerts[index]
-        if alert.jobs_filter:
+        if alert.queue is not None:
+            self.console.show_queue(alert.queue)
+        elif alert.jobs_filter:
             self.console.show_jobs(alert.jobs_filter)
         elif alert.screen:
             self.console.action_go(alert.screen)

@@ -24,7 +24,6 @@ from forklift.ops import (
     Stats,
 )
 from forklift.ops.display import show_id
-from forklift.ops.runbook import command
 from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.forms import (
@@ -36,7 +35,7 @@ from forklift_console.screens.forms import (
 )
 from forklift_console.screens.insight import LAG_ALERT_SECONDS, queue_state, window_label
 from forklift_console.screens.listing import FILTER_KEY, open_filter
-from forklift_console.screens.modals import ReasonScreen
+from forklift_console.screens.pausing import toggle_pause
 from forklift_console.widgets.filterbar import FilterLine, quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
@@ -107,6 +106,8 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         self._stats: Stats | None = None
         self._why: Explanation | None = None
         self._want: str | None = None
+        #: A queue to put the cursor on once its row is shown (:meth:`show_queue`).
+        self._place: str | None = None
         #: The window charted for the highlighted queue (w), or None.
         self.window: ChartWindow | None = None
         self._chart: Stats | None = None
@@ -156,9 +157,20 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
                 )
             )
         table.sync(rows)
+        if self._place is not None and table.move_to_key(self._place):
+            self._place = None
         self._show_detail()
         if answer.asked != self._want:
             self.call_after_refresh(self.reload)  # the highlight moved while this was read
+
+    def show_queue(self, name: str) -> None:
+        """Put the cursor on queue ``name``: now if its row is shown, else when it is."""
+        self._want = self._place = name
+        if self.is_mounted:
+            table = self.query_one("#queues", LiveTable)
+            if table.move_to_key(name):
+                self._place = None
+            table.focus()
 
     def selected(self) -> QueueStats | None:
         key = self.query_one("#queues", LiveTable).current_key
@@ -285,64 +297,8 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
 
     def action_toggle_pause(self) -> None:
         q = self.selected()
-        if q is None:
-            return
-        name = q.name
-        shown = show_id(name)
-        if q.paused:
-            context = Text("paused")
-            if q.paused_by:
-                context.append(" by ")
-                context.append_text(ident(q.paused_by, limit=40))
-            if q.paused_at is not None:
-                context.append(f" {age(q.paused_at, self.console.now())} ago")
-            if q.pause_reason:
-                context.append(": “")
-                context.append_text(one_line(q.pause_reason, limit=160))
-                context.append("”")
-            context.append(f" — {q.counts.get('available', 0):,} jobs waiting start at once")
-
-            def resumed(answer: tuple[str, str] | None) -> None:
-                if answer is not None:
-                    reason = answer[0]
-                    self.console.propose(
-                        Plan(
-                            verb="Resume", noun="queue", count=1, ids=(name,),
-                            cli=resume_cli(name, reason),
-                            run=lambda op: op.resume(name, reason=reason or None),
-                            destructive=False,
-                            report=lambda info: _resumed(name),
-                        )
-                    )
-
-            self.app.push_screen(
-                ReasonScreen(f"Resume queue {shown}?", lambda r, _: resume_cli(name, r),
-                             verb="Resume", ask_for=False, context=context),
-                resumed,
-            )
-            return
-
-        def reasoned(answer: tuple[str, str] | None) -> None:
-            if answer is None:
-                return
-            reason, for_ = answer
-            self.console.propose(
-                Plan(
-                    verb="Pause",
-                    noun="queue",
-                    count=1,
-                    ids=(name,),
-                    cli=pause_cli(name, reason, for_),
-                    run=lambda op: op.pause(name, reason=reason or None, for_=for_ or None),
-                    destructive=False,
-                    report=_paused,
-                )
-            )
-
-        self.app.push_screen(
-            ReasonScreen(f"Pause queue {shown}?", lambda r, f: pause_cli(name, r, f)),
-            reasoned,
-        )
+        if q is not None:
+            toggle_pause(self, q)
 
 
 def _prune_plan(answer: PruneAnswer, report: PruneReport) -> Plan | str:
@@ -373,22 +329,3 @@ def _pruned(r: PruneReport) -> str:
 def _limited(info: QueueInfo) -> str:
     limit = "no limit" if info.concurrency is None else f"at most {info.concurrency:,} running"
     return f"queue {show_id(info.name)}: {limit}, from the workers' next claim"
-
-
-def pause_cli(name: str, reason: str, for_: str) -> str:
-    return command("queues", "pause", args=(name,),
-                   options={"--reason": reason or None, "--for": for_ or None})
-
-
-def resume_cli(name: str, reason: str) -> str:
-    return command("queues", "resume", args=(name,), options={"--reason": reason or None})
-
-
-def _paused(info: QueueInfo) -> str:
-    note = f" until {info.pause_expires_at:%H:%M:%S}" if info.pause_expires_at else ""
-    return (f"queue {show_id(info.name)} paused{note}: workers stop claiming from it at their"
-            " next claim")
-
-
-def _resumed(name: str) -> str:
-    return f"queue {show_id(name)} resumed: its workers were woken"

@@ -121,7 +121,7 @@ class StatusBar(Static):
         tail.append("  ")
         if status.frozen:
             tail.append("❄ frozen (f)", style="bold")
-        elif isinstance(self.app.screen, ModalScreen):
+        elif self.app.screen_stack and isinstance(self.app.screen_stack[-1], ModalScreen):
             # The refresh holds still while a dialog is open (see Refresher.tick).
             tail.append("held: dialog open", style="dim")
         else:

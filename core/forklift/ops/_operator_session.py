@@ -49,7 +49,8 @@ class OperatorSession:
         self._ctx = OpsContext.from_env(schema=schema, actor=actor, read_only=read_only)
         #: The streaming replica reads may go to (None: every read goes to the primary).
         self._replica = (
-            ReplicaLink(replica_dsn, max_lag=replica_max_lag, retry_after=replica_retry)
+            ReplicaLink(replica_dsn, max_lag=replica_max_lag, retry_after=replica_retry,
+                        primary_lsn=self._primary_lsn)
             if replica_dsn else None
         )
         #: Inside snapshot(), on the thread running it: the connection its reads share.
@@ -278,6 +279,13 @@ class OperatorSession:
             return  # the next read finds the connection's trouble itself
         if row is not None and row[0] is not None and row[0] != self._last_lsn:
             self._last_lsn = link.pending_lsn = str(row[0])
+
+    def _primary_lsn(self) -> str | None:
+        """Where the primary's WAL stands now (the replica must reach it before reads go back
+        there after a spell on the primary)."""
+        with self._lock:
+            row = self.conn.execute(_WAL_SQL).fetchone()
+        return None if row is None or row[0] is None else str(row[0])
 
     def rehearse(self, fn: Callable[[], T]) -> T:
         """Run ``fn()`` inside one transaction that is always rolled back, its calls acting

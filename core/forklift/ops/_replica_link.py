@@ -72,6 +72,7 @@ class ReplicaLink:
         retry_after: float = 10.0,
         check_every: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        primary_lsn: Callable[[], str | None] | None = None,
     ) -> None:
         self.dsn = dsn
         self.target = describe_target(dsn)
@@ -79,6 +80,7 @@ class ReplicaLink:
         self.retry_after = retry_after
         self.check_every = check_every
         self._clock = clock
+        self._primary_lsn = primary_lsn
         #: Held around a read on the replica (its one connection serves one call at a time).
         self.lock = threading.RLock()
         #: The stats' closed buckets as read on the replica (see :meth:`window`).
@@ -88,6 +90,8 @@ class ReplicaLink:
         self._down_until = 0.0
         #: The primary's WAL position after this operator's last change, until replayed here.
         self.pending_lsn: str | None = None
+        #: What :attr:`pending_lsn` stands for, in the status's reason while it is not replayed.
+        self._pending_why = "this operator's last change"
         self.status = ReplicaStatus(
             target=self.target, state="not_asked", max_lag_seconds=max_lag,
             reason="no read has gone to it yet",
@@ -103,7 +107,7 @@ class ReplicaLink:
             return None
         if fresh and self.pending_lsn is None and self._conn is not None and not self._conn.closed:
             return self._conn if self.status.used else None
-        pending = self.pending_lsn
+        pending = self._floor()
         try:
             conn = self._connection()
             row = conn.execute(CHECK_SQL, {"lsn": pending}).fetchone()
@@ -126,13 +130,32 @@ class ReplicaLink:
                       " (--replica-max-lag): reads go to the primary", lag)
             return None
         if caught_up is False:
-            self._set("catching_up", "it has not yet replayed this operator's last change:"
+            self._set("catching_up", f"it has not yet replayed {self._pending_why}:"
                       " reads go to the primary", lag)
             return None
         if self.pending_lsn == pending:  # not a newer change made meanwhile
             self.pending_lsn = None
+            self._pending_why = "this operator's last change"
         self._set("used", f"lag {lag:.1f}s is within the {self.max_lag:g}s limit", lag)
         return conn
+
+    def _floor(self) -> str | None:
+        """The WAL position the replica must have replayed before a read goes there. Back from
+        a spell of reads on the primary (unreachable, lagging, promoted), that is where the
+        primary stands now: those reads showed everything up to it, and the next ones must not
+        show less (a restarted standby reads as caught up with what it has received before
+        it has received anything)."""
+        if self.pending_lsn is None and self._primary_lsn is not None and (
+            self.status.state not in ("used", "not_asked")
+        ):
+            try:
+                lsn = self._primary_lsn()
+            except FALLBACK_ERRORS:
+                lsn = None  # the primary's own read finds its trouble
+            if lsn is not None:
+                self.pending_lsn = lsn
+                self._pending_why = "what reads on the primary have already shown"
+        return self.pending_lsn
 
     def failed(self, exc: BaseException) -> None:
         """A read on the replica failed: that read goes to the primary; a broken connection is

@@ -596,7 +596,8 @@ REPLICA_ADVICE = {
                " query on the standby or a slow disk or network",
     "lag_unknown": "the standby replays nothing and is not streaming: check its connection"
                    " to the primary (primary_conninfo) and its log",
-    "catching_up": "it has not yet replayed a change made here: wait a moment",
+    "catching_up": "it has not yet replayed a change made here, or what the primary showed"
+                   " while it was passed over: wait a moment",
     "read_failed": "a read conflicted with recovery: raise max_standby_streaming_delay on the"
                    " standby or turn on hot_standby_feedback",
     "not_standby": "that server is not a standby (promoted, or a primary given as the"

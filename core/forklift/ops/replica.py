@@ -7,7 +7,8 @@ show it (the ``replica`` object).
 ``used``        reads went to the replica; its lag is within the limit
 ``lagging``     its lag is over ``--replica-max-lag``: reads went to the primary
 ``lag_unknown`` it has replayed nothing since it started and is not streaming: primary
-``catching_up`` it has not yet replayed a change this operator made: primary
+``catching_up`` it has not yet replayed a change this operator made, or what reads on the
+                primary showed while it was passed over: primary
 ``unreachable`` it could not be reached (stopped, refused, dropped): primary
 ``read_failed`` it cancelled a read (a conflict with recovery): that read went to the primary
 ``not_standby`` it is not in recovery (a primary, or promoted): primary
