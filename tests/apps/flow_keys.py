@@ -81,6 +81,19 @@ def fair(ctx: JobContext, w: Work) -> None:
     _run(ctx, w)
 
 
+@app.job(name="flow.keys.tenanted", queue="fair", tenant=lambda p: p.tenant or None)
+def tenanted(ctx: JobContext, w: Work) -> None:
+    """No key: in a fair queue its jobs take turns by their tenant (none when it is empty)."""
+    _run(ctx, w)
+
+
+@app.job(name="flow.keys.tenant_keyed", queue="fair", tenant="tenant",
+         concurrency=[Key(lambda p: p.account, name="acct")])
+def tenant_keyed(ctx: JobContext, w: Work) -> None:
+    """A tenant and a key: its jobs take turns by the key, its first."""
+    _run(ctx, w)
+
+
 @app.job(name="flow.keys.plain", queue="keyed")
 def plain(ctx: JobContext, w: Work) -> None:
     _run(ctx, w)

@@ -42,17 +42,20 @@ def started_before(conn: psycopg.Connection[Any], job_id: int) -> int:
     return int(row[0])
 
 
-@pytest.mark.parametrize("fair", [True, False], ids=["fair", "fifo"])
+@pytest.mark.parametrize(("fair", "kind"), [
+    (True, flow_keys.fair), (False, flow_keys.fair), (True, flow_keys.tenanted),
+], ids=["fair", "fifo", "fair-by-tenant"])
 def test_a_second_tenant_is_not_stuck_behind_a_backlog(
-    app: Forklift, conn: psycopg.Connection[Any], dsn: str, fair: bool
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str, fair: bool, kind: Any
 ) -> None:
+    """Keyed on the tenant, or (``fair-by-tenant``) no key and the job's tenant column."""
     with Operator(dsn, actor="t") as op:
         op.set_fair("fair", fair, create=True)
-    flow_keys.fair.enqueue_many([Work("big", work=0.002) for _ in range(BACKLOG)])
+    kind.enqueue_many([Work("big", work=0.002) for _ in range(BACKLOG)])
     with running_worker(app, queues=["fair"], concurrency=SLOTS):
         wait_until(lambda: conn.execute("SELECT count(*) FROM public.key_ledger").fetchone()
                    >= (50,), timeout=60, message="the backlog never started")  # type: ignore[operator]
-        small = flow_keys.fair.enqueue(Work("small")).id
+        small = kind.enqueue(Work("small")).id
         wait_until(lambda: conn.execute("SELECT 1 FROM public.key_ledger WHERE job_id = %s",
                                         (small,)).fetchone(), timeout=120)
         ahead = started_before(conn, small)
@@ -87,6 +90,39 @@ def test_a_fair_queue_is_claimed_only_for_the_slots_that_start_now(
     got = flow_keys.claim_once(dsn, fc, 20, start=3)
     assert sorted(j.args["tenant"] for j in got.jobs) == ["t0", "t1", "t2"] and got.strict
     assert all(j.started for j in got.jobs)
+
+
+def test_a_fair_queue_takes_turns_by_tenant_unless_a_kind_has_a_key(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    """Unkeyed jobs take turns by their tenant column; a keyed kind's by its first key
+    whatever its tenant; jobs that name neither share one turn, in claim order, and claim."""
+    from forklift._features.flow import declare
+    from forklift._features.flow.claim import FlowClaim
+
+    declare.record_sync(conn, "forklift", app)
+    with Operator(dsn, actor="t") as op:
+        op.set_fair("fair", True, create=True)
+    flow_keys.tenanted.enqueue_many([Work("") for _ in range(3)])
+    flow_keys.tenanted.enqueue_many([Work("big") for _ in range(30)] + [Work("small")])
+    flow_keys.tenant_keyed.enqueue_many([Work("big", account=f"a{i % 3}") for i in range(30)])
+    assert conn.execute("SELECT count(*) FROM forklift.jobs WHERE tenant IS NULL").fetchone() \
+        == (3,)
+
+    def claim(kind: str, start: int) -> list[Any]:
+        fc = FlowClaim("w-test", 30.0, queues=["fair"], kinds=[kind])
+        return list(flow_keys.claim_once(dsn, fc, 20, start=start).jobs)
+
+    got = claim("flow.keys.tenanted", 3)
+    assert sorted(j.args["tenant"] for j in got) == ["", "big", "small"]
+    got = claim("flow.keys.tenant_keyed", 3)
+    assert sorted(j.args["account"] for j in got) == ["a0", "a1", "a2"]
+    # what is left of both kinds drains, the tenant-less jobs included
+    for kind in ("flow.keys.tenanted", "flow.keys.tenant_keyed"):
+        wait_until(lambda k=kind: not claim(k, 20), timeout=60,  # type: ignore[misc]
+                   message=f"{kind} never drained")
+    left = conn.execute("SELECT count(*) FROM forklift.jobs WHERE state = 'available'").fetchone()
+    assert left == (0,)
 
 
 @pytest.mark.slow

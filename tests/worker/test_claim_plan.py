@@ -350,3 +350,76 @@ def test_the_handoff_reads_only_what_it_takes(
         rows = conn.execute(sql, params).fetchall()
     taken = [r[0] for r in rows if r[0] is not None]
     assert len(taken) == BATCH and not set(taken) & set(held)
+
+
+# -- fair share by tenant: unkeyed jobs that name a tenant (jobs_tenant_fair_idx, migration 0024)
+@pytest.fixture
+def tenant_half_drained(conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """Unkeyed jobs spread over many tenants in every queue, the head tenant's backlog ahead of
+    everyone, the older half done; the first queue fair, the second an unfair flow queue (a
+    rate), the third fair with keyed jobs whose tenant column names one tenant for all."""
+    conn.execute(
+        "INSERT INTO forklift.jobs (queue, kind, run_at, tenant)"
+        " SELECT q, 'plan.job', now() - make_interval(secs => %s - i), 't' || (i %% %s)"
+        " FROM unnest(%s::text[]) AS q, generate_series(1, %s) AS i",
+        (PER_QUEUE, PARTITIONS, QUEUES[:2], PER_QUEUE))
+    conn.execute(
+        "INSERT INTO forklift.jobs (queue, kind, priority, run_at, tenant)"
+        " SELECT q, 'plan.job', -1, now() - interval '1 day', 'head'"
+        " FROM unnest(%s::text[]) AS q, generate_series(1, %s) AS i", (QUEUES[:2], FOREIGN))
+    conn.execute("INSERT INTO forklift.flow_keys (name) VALUES ('account')")
+    conn.execute(
+        "INSERT INTO forklift.jobs (queue, kind, priority, run_at, tenant, keys)"
+        " SELECT %s, 'plan.job', -(i %% 2), now() - make_interval(secs => %s - i), 'one',"
+        " ARRAY['account' || chr(31) || 'a' || (i %% %s)] FROM generate_series(1, %s) AS i",
+        (QUEUES[2], PER_QUEUE, PARTITIONS, PER_QUEUE))
+    conn.execute(
+        "UPDATE forklift.jobs SET state = 'completed', attempt = 1, finished_at = now()"
+        " WHERE run_at < now() - make_interval(secs => %s) AND priority = 0", (PER_QUEUE // 2,))
+    conn.execute("INSERT INTO forklift.queues (name, flow, fair) VALUES (%s, true, true),"
+                 " (%s, true, false), (%s, true, true) ON CONFLICT (name) DO UPDATE"
+                 " SET flow = true, fair = excluded.fair", QUEUES)
+    conn.execute("UPDATE forklift.queues SET rate_limit = 1000, rate_per = 1, rate_burst = 1000"
+                 " WHERE name = %s", (QUEUES[1],))
+    conn.execute("INSERT INTO forklift.flow_values (key) VALUES (%s)", ("@" + QUEUES[1],))
+    return conn
+
+
+def loops_on(plan: dict[str, Any], index: str) -> int:
+    return sum(n.get("Actual Loops", 0) for n in nodes(plan) if n.get("Index Name") == index)
+
+
+@pytest.mark.parametrize("generic", [False, True], ids=["custom", "generic"])
+@pytest.mark.parametrize("analyzed", [False, True], ids=["before-analyze", "after-analyze"])
+def test_a_fair_queue_walks_its_tenants_by_index(
+    tenant_half_drained: psycopg.Connection[Any], analyzed: bool, generic: bool
+) -> None:
+    """A fair queue's unkeyed jobs take turns by tenant, found by a loose scan of
+    jobs_tenant_fair_idx; an unfair queue never starts that scan; a keyed kind in a fair queue
+    takes turns by its first key, whatever its tenant column says."""
+    from forklift._features.flow.claim import FLOW_CLAIM_SQL, FlowClaim
+
+    conn = tenant_half_drained
+    if analyzed:
+        conn.execute("ANALYZE forklift.jobs")
+    sql = render(FLOW_CLAIM_SQL, "forklift")
+    for queue, fair in zip(QUEUES, [True, False, True], strict=True):
+        params = FlowClaim("plan-test", 30.0, queues=[queue], kinds=KINDS).params(BATCH, BATCH)
+        plan = explain_flow(conn, sql, params, generic)
+        bad = flow_problems(plan, params)
+        assert not bad, f"{queue}: {bad}\n{json.dumps(plan, indent=1)[:8000]}"
+        walked = loops_on(plan, "jobs_tenant_fair_idx")
+        assert (walked > 0) == fair, (queue, walked)  # an empty probe beside keyed partitions
+        with conn.transaction(force_rollback=True):
+            rows = conn.execute(sql, params).fetchall()
+            ids = [r[0] for r in rows if r[0] is not None]
+            parts = conn.execute(
+                "SELECT coalesce(keys[1], tenant) FROM forklift.jobs WHERE id = ANY(%s)",
+                (ids,)).fetchall()
+        assert len(ids) == BATCH, queue
+        if fair:
+            # each partition's first before any second: the head tenant's backlog, ahead of
+            # everyone in claim order, gets one turn like every other tenant
+            assert len({p for (p,) in parts}) == BATCH, (queue, parts)
+        else:
+            assert {p for (p,) in parts} == {"head"}, parts  # claim order

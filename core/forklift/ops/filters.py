@@ -233,7 +233,11 @@ class JobFilter:
         if self.tags:
             parts.append(f"{a}.tags @> %s::text[]")
             params.append(list(self.tags))
-        if self.tenants:
+        if len(self.tenants) == 1:
+            # by jobs_tenant_idx (tenant, id), already in id order: no sort of a big tenant
+            parts.append(f"{a}.tenant = %s")
+            params.append(self.tenants[0])
+        elif self.tenants:
             parts.append(f"{a}.tenant = ANY(%s::text[])")
             params.append(list(self.tenants))
         if self.enqueued_by:

@@ -693,3 +693,10 @@ CREATE INDEX webhook_receipts_at_idx ON {s}.webhook_receipts (received_at);
 -- names them or the kind derives the tenant from the payload (migration 0023).
 ALTER TABLE {s}.jobs ADD COLUMN tenant text;
 ALTER TABLE {s}.jobs ADD COLUMN enqueued_by text;
+-- Fair share by tenant: the waiting unkeyed jobs that name a tenant, by the partition a first
+-- key named `tenant` would give them, in claim order (walked by a fair queue's claim beside
+-- jobs_keyed_idx); and every job that names a tenant, newest first, for operators' filters
+-- (migration 0024).
+CREATE INDEX jobs_tenant_fair_idx ON {s}.jobs (queue, kind, ('tenant' || chr(31) || tenant),
+    priority, run_at, id) WHERE state = 'available' AND keys IS NULL AND tenant IS NOT NULL;
+CREATE INDEX jobs_tenant_idx ON {s}.jobs (tenant, id) WHERE tenant IS NOT NULL;

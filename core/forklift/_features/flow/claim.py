@@ -12,6 +12,11 @@ Candidates, per (queue, kind) of the worker
     first key values) after the worker's cursor for the pair, wrapping around, from the keyed
     index (``jobs_keyed_idx``): found by a loose index scan, never by reading a partition's
     backlog. A partition blocked by its limit therefore never hides the free ones behind it.
+    In a fair queue an unkeyed job that names a tenant is in the partition a first key named
+    ``tenant`` would give it (``tenant`` chr(31) its tenant): the walk takes the least next
+    value of both indexes, the second being ``jobs_tenant_fair_idx`` (migration 0024), which
+    it never probes for a queue that is not fair. A job with neither key nor tenant is in no
+    partition the walk visits: it comes in the window, in claim order.
 
 Admission, under the key values' rows
     The running jobs of every limited key value among the candidates are counted in one pass
@@ -72,6 +77,12 @@ _OPEN = """(qs.name IS NULL OR NOT qs.paused
                    OR (qs.pause_expires_at IS NOT NULL AND qs.pause_expires_at <= now()))"""
 _KEYED = """j.state = 'available' AND j.keys IS NOT NULL AND j.queue = p.queue
                     AND j.kind = p.kind"""
+# A fair queue's unkeyed job with a tenant takes its turn in the partition a first key named
+# ``tenant`` would give it; jobs_tenant_fair_idx (migration 0024) holds these jobs in that order.
+TENANT_PART = "('tenant' || chr(31) || {a}tenant)"
+_TP = TENANT_PART.format(a="j.")
+_TENANTED = """j.state = 'available' AND j.keys IS NULL AND j.tenant IS NOT NULL
+                    AND j.queue = p.queue AND j.kind = p.kind AND p.fair"""
 
 
 
@@ -97,23 +108,38 @@ WITH q AS (
     CROSS JOIN LATERAL (SELECT coalesce(qs.fair OR qs.rate_limit IS NOT NULL
                                         OR qs.concurrency IS NOT NULL, false) AS strict) st
 ), p AS (
-    SELECT x.queue, x.kind, x.cur, q.room FROM unnest(%(pq)s::text[], %(pk)s::text[], %(pc)s::text[])
+    SELECT x.queue, x.kind, x.cur, q.room, q.fair
+    FROM unnest(%(pq)s::text[], %(pk)s::text[], %(pc)s::text[])
         AS x(queue, kind, cur) JOIN q ON q.name = x.queue
     WHERE q.room > 0
 ), rot AS (
-    -- the next partitions of each (queue, kind) after its cursor, wrapping around once
-    SELECT p.queue, p.kind, r.key, r.n FROM p CROSS JOIN LATERAL (
+    -- the next partitions of each (queue, kind) after its cursor, wrapping around once: the
+    -- least next first key value and, in a fair queue, the least next tenant of an unkeyed job
+    -- (a probe of jobs_tenant_fair_idx that an unfair queue never starts)
+    SELECT p.queue, p.kind, p.fair, r.key, r.n FROM p CROSS JOIN LATERAL (
         WITH RECURSIVE r(key, n, lap) AS (
             SELECT p.cur, 0, 0
           UNION ALL
             SELECT x.key, r.n + 1, x.lap FROM r CROSS JOIN LATERAL (
-                (SELECT j.keys[1] AS key, r.lap AS lap FROM {s}.jobs j
-                 WHERE """ + _KEYED + """ AND j.keys[1] > r.key
-                 ORDER BY j.keys[1] LIMIT 1)
+                (SELECT min(y.key) AS key, r.lap AS lap FROM (
+                    (SELECT j.keys[1] AS key FROM {s}.jobs j
+                     WHERE """ + _KEYED + """ AND j.keys[1] > r.key
+                     ORDER BY j.keys[1] LIMIT 1)
+                    UNION ALL
+                    (SELECT """ + _TP + """ FROM {s}.jobs j
+                     WHERE """ + _TENANTED + """ AND """ + _TP + """ > r.key
+                     ORDER BY """ + _TP + """ LIMIT 1)
+                 ) y HAVING min(y.key) IS NOT NULL)
                 UNION ALL
-                (SELECT j.keys[1], 1 FROM {s}.jobs j
-                 WHERE """ + _KEYED + """ AND r.lap = 0
-                 ORDER BY j.keys[1] LIMIT 1)
+                (SELECT min(y.key), 1 FROM (
+                    (SELECT j.keys[1] AS key FROM {s}.jobs j
+                     WHERE """ + _KEYED + """ AND r.lap = 0
+                     ORDER BY j.keys[1] LIMIT 1)
+                    UNION ALL
+                    (SELECT """ + _TP + """ FROM {s}.jobs j
+                     WHERE """ + _TENANTED + """ AND r.lap = 0
+                     ORDER BY """ + _TP + """ LIMIT 1)
+                 ) y HAVING min(y.key) IS NOT NULL)
                 LIMIT 1
             ) x
             WHERE r.n < %(visit)s AND (x.lap = 0 OR x.key <= p.cur)
@@ -127,21 +153,29 @@ WITH q AS (
     FROM rot
 ), heads AS (
     SELECT h.* FROM turns rot CROSS JOIN LATERAL (
-        SELECT j.id, j.queue, j.keys, j.priority, j.run_at FROM {s}.jobs j
-        WHERE j.state = 'available' AND j.keys IS NOT NULL AND j.queue = rot.queue
-          AND j.kind = rot.kind AND j.keys[1] = rot.key
-        ORDER BY j.priority, j.run_at, j.id
-        LIMIT rot.share
+        (SELECT j.id, j.queue, j.keys, j.keys[1] AS part, j.priority, j.run_at FROM {s}.jobs j
+         WHERE j.state = 'available' AND j.keys IS NOT NULL AND j.queue = rot.queue
+           AND j.kind = rot.kind AND j.keys[1] = rot.key
+         ORDER BY j.priority, j.run_at, j.id
+         LIMIT rot.share)
+        UNION ALL
+        (SELECT j.id, j.queue, j.keys, """ + _TP + """, j.priority, j.run_at FROM {s}.jobs j
+         WHERE j.state = 'available' AND j.keys IS NULL AND j.tenant IS NOT NULL
+           AND j.queue = rot.queue AND j.kind = rot.kind AND rot.fair AND """ + _TP + """ = rot.key
+         ORDER BY j.priority, j.run_at, j.id
+         LIMIT rot.share)
     ) h
 ), win AS (
     SELECT j.* FROM p CROSS JOIN LATERAL (
-        SELECT id, queue, keys, priority, run_at FROM {s}.jobs
+        SELECT id, queue, keys, coalesce(keys[1], """ + TENANT_PART.format(a="") + """) AS part,
+               priority, run_at
+        FROM {s}.jobs
         WHERE state = 'available' AND queue = p.queue AND kind = p.kind
         ORDER BY priority, run_at, id
         LIMIT p.room
     ) j
 ), cand AS (
-    SELECT DISTINCT ON (u.id) u.id, u.queue, u.keys, u.priority, u.run_at
+    SELECT DISTINCT ON (u.id) u.id, u.queue, u.keys, u.part, u.priority, u.run_at
     FROM (SELECT * FROM win UNION ALL SELECT * FROM heads) u
 ), names AS (
     SELECT f.name, f.concurrency, f.rate_limit, f.rate_per, f.rate_burst,
@@ -211,7 +245,7 @@ WITH q AS (
     -- every limiting value of the candidate has room, its keys are all recorded, and the
     -- bucket of a rated queue has a token
     SELECT c.*, q.fair, row_number() OVER (
-               PARTITION BY c.queue, c.keys[1] ORDER BY c.priority, c.run_at, c.id) AS turn,
+               PARTITION BY c.queue, c.part ORDER BY c.priority, c.run_at, c.id) AS turn,
            coalesce(c.keys, '{}') || CASE WHEN q.rate_limit IS NOT NULL THEN ARRAY['@' || q.name]
                                             ELSE '{}'::text[] END AS gates,
            q.strict OR EXISTS (SELECT 1 FROM unnest(c.keys) AS e JOIN names
