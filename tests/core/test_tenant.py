@@ -234,3 +234,65 @@ def test_replace_takes_the_new_payloads_tenant(bound: Forklift) -> None:
     kept = plain.enqueue(Order("a"), unique_key="r2", delay=60, tenant="acme")
     same = plain.enqueue(Order("b"), unique_key="r2", delay=60, on_conflict="replace")
     assert same.id == kept.id and same.tenant == "acme"  # none named: the holder's stays
+
+
+def test_an_acting_as_scope_names_the_actor(bound: Forklift, conn: psycopg.Connection[Any]) -> None:
+    """Every enqueue inside names the scope's actor, unless it gives its own; scopes nest and
+    end; None names nobody."""
+    with bound.acting_as("user:42"):
+        assert bound.actor == "user:42"
+        one = plain.enqueue(Order("a"))
+        own = plain.enqueue(Order("a"), enqueued_by="api")
+        many = plain.enqueue_many([Order("a"), Order("b")], tenant="t")
+        by_name = bound.enqueue("tenant.plain", Order("a"))
+        batch, _ = bound.batch(plain, [Order("a")], caller="scope")
+        with bound.acting_as("import-2026-05"):
+            inner = plain.enqueue(Order("a"))
+        with bound.acting_as(None):
+            nobody = plain.enqueue(Order("a"))
+        back = plain.enqueue(Order("a"))
+    after = plain.enqueue(Order("a"))
+    target = conn.execute("SELECT id FROM forklift.jobs WHERE batch_id = %s",
+                          (batch.id,)).fetchone()
+    assert target is not None and bound.actor is None
+    ids = [one.id, own.id, *many, by_name.id, target[0], inner.id, nobody.id, back.id, after.id]
+    assert [a for _, a in stored(conn, ids)] == [
+        "user:42", "api", "user:42", "user:42", "user:42", "user:42", "import-2026-05", None,
+        "user:42", None]
+    assert one.enqueued_by == "user:42"
+
+
+def test_acting_as_holds_for_its_own_task_or_thread(bound: Forklift,
+                                                    conn: psycopg.Connection[Any]) -> None:
+    """Two requests served side by side each attribute their own jobs; a thread that did not
+    enter the scope names nobody."""
+    import threading
+
+    async def request(actor: str) -> int:
+        with bound.acting_as(actor):
+            await asyncio.sleep(0)  # the other request runs here, inside its own scope
+            return (await plain.enqueue_async(Order("a"))).id
+
+    async def both() -> list[int]:
+        ids = list(await asyncio.gather(request("user:1"), request("user:2")))
+        await app.aclose()
+        return ids
+
+    ids = asyncio.run(both())
+    outside: list[int] = []
+    with bound.acting_as("user:3"):
+        t = threading.Thread(target=lambda: outside.append(plain.enqueue(Order("a")).id))
+        t.start()
+        t.join()
+    assert [a for _, a in stored(conn, [*ids, *outside])] == ["user:1", "user:2", None]
+
+
+@pytest.mark.parametrize("value", ["", "a\x1bb", "x" * 201, 42])
+def test_a_bad_actor_is_refused_where_the_scope_opens(bound: Forklift,
+                                                      conn: psycopg.Connection[Any],
+                                                      value: Any) -> None:
+    before = count(conn)
+    with pytest.raises(InvalidName) as err, bound.acting_as(value):
+        plain.enqueue(Order("a"))
+    assert err.value.detail["field"] == "enqueued_by" and count(conn) == before
+    assert bound.actor is None

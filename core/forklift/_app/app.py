@@ -7,10 +7,12 @@ application that only declares kinds and enqueues pays for none of the rest.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from forklift import hooks as _hooks
+from forklift._app.actor import Actor
 from forklift._app.enqueue import Enqueuer, batch_outcome_unknown
 from forklift._app.kind import ErrorsMode, Extra, JobKind, TenantOf, as_delay
 from forklift._base.errors import (
@@ -85,6 +87,7 @@ class Forklift:
         self._pools = Pools(pool_size)
         #: Where new jobs are stored (and a lost commit is told apart), on these pools.
         self._enqueuer = Enqueuer(self.pool, self.async_pool)
+        self._actor = Actor()
 
     @property
     def batch_limits(self) -> BatchLimits:
@@ -97,6 +100,22 @@ class Forklift:
     @batch_limits.setter
     def batch_limits(self, limits: BatchLimits) -> None:
         self._batch_limits = limits
+
+    # -- attribution ----------------------------------------------------------------------
+    def acting_as(self, actor: str | None) -> AbstractContextManager[None]:
+        """A scope whose enqueues name ``actor`` as their ``enqueued_by`` (``user:42``,
+        ``import-2026-05``), unless one gives its own: ``with app.acting_as("user:42"): ...``.
+
+        For the thread or task that enters it, sync or async code alike; attribution for the
+        people reading a job, never authority (forklift checks nothing by it). ``None`` opens a
+        scope that names nobody.
+        """
+        return self._actor.acting_as(actor)
+
+    @property
+    def actor(self) -> str | None:
+        """The actor of the innermost :meth:`acting_as` scope open here, or None."""
+        return self._actor.current()
 
     # -- database -------------------------------------------------------------------------
     @property

@@ -103,13 +103,17 @@ def _codec(tp: Any, name: str, what: str) -> Codec:
 
 class KindApp(Protocol):
     """What a kind needs of the app that declared it (``Forklift`` is one): its schema and
-    payload cap, the enqueuer that stores its jobs (private to the app layer), and the app's
-    bulk enqueue."""
+    payload cap, the enqueuer that stores its jobs (private to the app layer), the actor of
+    the current scope, and the app's bulk enqueue."""
 
     schema: str
     payload_limit: int
 
     _enqueuer: Enqueuer
+
+    @property
+    def actor(self) -> str | None:
+        """Who enqueues in the current scope (``Forklift.acting_as``), or None."""
 
     def enqueue_rows(
         self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None
@@ -328,7 +332,9 @@ class JobKind(Generic[P, R]):
             meta=meta_text,
             retry=json.dumps(retry.to_json()) if retry is not None else None,
             tenant=None if tenant is None else check_name(tenant, "tenant"),
-            enqueued_by=None if enqueued_by is None else check_name(enqueued_by, "enqueued_by"),
+            # the enqueue's own, else the app's acting_as scope (checked when it opened)
+            enqueued_by=self.app.actor if enqueued_by is None
+            else check_name(enqueued_by, "enqueued_by"),
         )
 
     def rows(self, many: Iterable[P | dict[str, Any]], **options: Any) -> list[_enq.Row]:

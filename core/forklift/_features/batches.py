@@ -117,6 +117,7 @@ class _Target:
     traceparent: str | None = None
     keys: list[str] | None = None  # a keyed kind's values (forklift._features.flow.keys)
     tenant: str | None = None  # derived from the payload by a kind that says how
+    enqueued_by: str | None = None  # the actor of the submitter's acting_as scope
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ def prepare(
         mode=mode,  # type: ignore[arg-type]  # checked above
         max_parallel=max_parallel,
         targets=[_Target(r.queue, r.args, r.priority, r.max_attempts, r.retry, r.traceparent,
-                         r.keys, r.tenant) for r in rows],
+                         r.keys, r.tenant, r.enqueued_by) for r in rows],
         meta=meta_text,
         on_complete=_callback_spec(app, on_complete, "on_complete"),
         on_success=_callback_spec(app, on_success, "on_success"),
@@ -319,6 +320,10 @@ def submit_steps(plan: _Plan) -> Steps[tuple[Batch, bool]]:
         # Targets of a kind that derives its tenant carry it; the others never send the column.
         records = [(*r, t.tenant) for r, t in zip(records, plan.targets, strict=True)]
         copy_sql = copy_sql.replace(") FROM STDIN", ", tenant) FROM STDIN")
+    if any(t.enqueued_by is not None for t in plan.targets):
+        # Submitted inside an acting_as scope: its actor, as for any enqueue there.
+        records = [(*r, t.enqueued_by) for r, t in zip(records, plan.targets, strict=True)]
+        copy_sql = copy_sql.replace(") FROM STDIN", ", enqueued_by) FROM STDIN")
     yield Copy(render(copy_sql, s), records)
     return batch, False
 
