@@ -218,3 +218,28 @@ def test_a_run_for_one_tenant_rebuilds_and_sweeps_only_that_tenant(
     with pytest.raises(ConfigError, match="no tenant column"):
         Reindex(blog.app, "untenanted", table="posts", version="version",
                 searchable=["title"]).read({"tenant": "org1"}, 10, conn)
+
+
+def test_another_searchable_column_shows_as_code_changed(
+        dsn: str, conn: psycopg.Connection[Any], blog: Blog) -> None:
+    """A completed reindex declared again with other searchable columns: `backfills start`
+    says its code changed (the index needs every row again); the same declaration does not."""
+    assert ops.start(conn, OPS, "posts.reindex",
+                     definition=blog.app.backfills["posts.reindex"]).outcome == "started"
+    drain(blog.app, "backfills", timeout=60)
+    assert ops.get_backfill(conn, OPS, "posts.reindex").state == "completed"
+
+    def start_again(searchable: list[str]) -> Any:
+        app = Forklift(dsn)
+        try:
+            again = reindex(app, "posts.reindex", table="posts", version="version",
+                            searchable=searchable, tenant="org", index=blog.index)
+            return ops.start(conn, OPS, "posts.reindex", definition=app.backfills[again.name])
+        finally:
+            app.close()
+
+    same = start_again(["title", "body"])
+    assert (same.outcome, same.changed) == ("completed", False), same
+    other = start_again(["title"])
+    assert (other.outcome, other.changed) == ("completed", True), other
+    assert "code changed" in other.message

@@ -16,7 +16,7 @@ stopped.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -71,6 +71,17 @@ class Reindex:
         self.schema = schema
         self.index: SearchIndex = index or PgSearchIndex(f"{table}_search", schema)
         self._shape: _Shape | None = None
+
+    def declaration(self) -> dict[str, Any]:
+        """What a run reads and writes, in the backfill's code hash: a change (another
+        ``searchable`` column, table or index) shows as "code changed", so the operator knows
+        the index needs a run over every row again."""
+        index = self.index
+        return {"table": self.table, "schema": self.schema, "key": self.key,
+                "version": self.version, "searchable": list(self.searchable),
+                "tenant": self.tenant,
+                # a dataclass's repr is its fields; another object's would hold its address
+                "index": repr(index) if is_dataclass(index) else type(index).__qualname__}
 
     # -- the table ------------------------------------------------------------------------------
     def _t(self) -> sql.Composable:

@@ -213,7 +213,8 @@ def declare(
 ) -> Backfill:
     """Register a backfill (``app.backfill``): ``target`` is the process function, or a class
     (instantiated without arguments) or object with ``read`` and ``process`` (and optionally
-    ``total``) methods."""
+    ``total``) methods, and optionally ``declaration()``: a JSON-able description of what it
+    was declared with, part of the code hash (a change shows as "code changed")."""
     check_name(name, "backfill", field="name")
     if name in app.backfills:
         raise ConfigError(f"backfill {name!r} is already declared")
@@ -238,6 +239,11 @@ def declare(
         if read is None or process is None:
             raise ConfigError(f"backfill {name!r} needs read(cursor, limit) and process(items, conn)")
         hashed = (target, read, process, total) if inspect.isclass(target) else (read, process, total)
+        # What the object was declared with (a reindex's table and columns) changes what a run
+        # does as much as its code: an object that says so has it in the hash too.
+        declaration = getattr(obj, "declaration", None)
+        if callable(declaration):
+            hashed += (json.dumps(declaration(), sort_keys=True, default=str),)
     for fn in (read, process, total):
         if fn is not None and inspect.iscoroutinefunction(fn):
             raise ConfigError(
