@@ -287,3 +287,32 @@ def test_a_forklift_database_other_than_djangos_cannot_join_its_transaction(
                 tasks.add.enqueue(1, 2)
         finally:
             _close_backends()
+
+
+def test_the_middleware_names_the_signed_in_user_as_enqueued_by(
+    site: str, conn: psycopg.Connection[Any]
+) -> None:
+    """A request served for a signed-in user: the tasks it enqueues, on every forklift backend,
+    name ``user:<pk>``; an anonymous request's, and one outside any request, name nobody."""
+    from types import SimpleNamespace
+
+    from django.test import RequestFactory
+    from shop import tasks
+
+    from forklift.django.middleware import EnqueuedByMiddleware
+
+    def view(request: Any) -> list[str]:
+        return [tasks.add.enqueue(1, 2).id, tasks.add.using(backend="reports").enqueue(3, 4).id]
+
+    def served(user: Any) -> list[str]:
+        request = RequestFactory().get("/orders")
+        request.user = user
+        ids: list[str] = EnqueuedByMiddleware(view)(request)
+        return ids
+
+    signed_in = served(SimpleNamespace(is_authenticated=True, pk=42))
+    anonymous = served(SimpleNamespace(is_authenticated=False, pk=None))
+    outside = view(None)
+    rows = dict(conn.execute("SELECT id::text, enqueued_by FROM forklift.jobs").fetchall())
+    assert [rows[i] for i in signed_in] == ["user:42", "user:42"]
+    assert [rows[i] for i in anonymous + outside] == [None] * 4
