@@ -104,10 +104,16 @@ def test_a_fair_queue_takes_turns_by_tenant_unless_a_kind_has_a_key(
     with Operator(dsn, actor="t") as op:
         op.set_fair("fair", True, create=True)
     flow_keys.tenanted.enqueue_many([Work("") for _ in range(3)])
-    flow_keys.tenanted.enqueue_many([Work("big") for _ in range(30)] + [Work("small")])
+    big = flow_keys.tenanted.enqueue_many([Work("big") for _ in range(30)] + [Work("small")])
     flow_keys.tenant_keyed.enqueue_many([Work("big", account=f"a{i % 3}") for i in range(30)])
     assert conn.execute("SELECT count(*) FROM forklift.jobs WHERE tenant IS NULL").fetchone() \
         == (3,)
+
+    with Operator(dsn, actor="t") as op:  # where a job stands in its tenant's turn
+        why = op.jobs.explain(big[29]).to_json()["reasons"]
+    fair = next(r for r in why if r["code"] == "fair_share")
+    assert fair["facts"] == {"partition": "tenant=big", "ahead_in_partition": 29,
+                             "partitions": 2}
 
     def claim(kind: str, start: int) -> list[Any]:
         fc = FlowClaim("w-test", 30.0, queues=["fair"], kinds=[kind])

@@ -13,7 +13,8 @@ from typing import Any
 import psycopg
 
 from forklift._db.sqltext import render
-from forklift._features.flow.keys import split
+from forklift._features.flow.claim import TENANT_PART
+from forklift._features.flow.keys import SEP, split
 from forklift.ops._reason import Reason
 from forklift.ops.context import OpsContext
 from forklift.ops.rates import bucket, queue_flow, rate_info
@@ -46,6 +47,19 @@ SELECT (SELECT count(*) FROM (SELECT 1 FROM {s}.jobs
             LIMIT 10001) a),
        (SELECT count(*) FROM (SELECT DISTINCT keys[1] FROM (SELECT keys FROM {s}.jobs
             WHERE state = 'available' AND keys IS NOT NULL AND queue = %(q)s
+            LIMIT %(sample)s) s) d)
+"""
+# A fair queue's unkeyed job that names a tenant: its partition is its tenant's
+# (forklift._features.flow.claim), read by jobs_tenant_fair_idx.
+TENANT_PARTITION_SQL = """
+SELECT (SELECT count(*) FROM (SELECT 1 FROM {s}.jobs
+            WHERE state = 'available' AND keys IS NULL AND tenant IS NOT NULL
+              AND queue = %(q)s AND kind = %(k)s AND """ + TENANT_PART.format(a="") + """ = %(p)s
+              AND (priority, run_at, id) < (%(prio)s, %(at)s, %(id)s)
+            LIMIT 10001) a),
+       (SELECT count(*) FROM (SELECT DISTINCT tenant FROM (SELECT tenant FROM {s}.jobs
+            WHERE state = 'available' AND keys IS NULL AND tenant IS NOT NULL
+              AND queue = %(q)s AND kind = %(k)s
             LIMIT %(sample)s) s) d)
 """
 SAMPLE_SQL = """
@@ -113,17 +127,20 @@ def job_reasons(conn: psycopg.Connection[Any], ctx: OpsContext, job: Any) -> lis
     out = _value_reasons(conn, ctx, elements) if elements else []
     out += _queue_rate(conn, ctx, job.queue)
     flow = queue_flow(conn, ctx, job.queue)
-    if flow.fair and elements:
-        ahead, parts = conn.execute(render(PARTITION_SQL, ctx.schema), {
-            "q": job.queue, "k": job.kind, "p": elements[0], "prio": job.priority,
+    tenant = getattr(job, "tenant", None)
+    if flow.fair and (elements or tenant is not None):
+        part = elements[0] if elements else "tenant" + SEP + str(tenant)
+        ahead, parts = conn.execute(render(PARTITION_SQL if elements else TENANT_PARTITION_SQL,
+                                           ctx.schema), {
+            "q": job.queue, "k": job.kind, "p": part, "prio": job.priority,
             "at": job.run_at, "id": job.id, "sample": SAMPLE}).fetchone() or (0, 0)
         out.append(Reason(
             "fair_share",
-            f"queue {job.queue!r} takes turns across partitions: {shown(elements[0])} has"
+            f"queue {job.queue!r} takes turns across partitions: {shown(part)} has"
             f" {min(ahead, 10_000):,}{'+' if ahead > 10_000 else ''} {'job' if ahead == 1 else 'jobs'}"
             f" ahead of this one, and {_count(parts, 'partition')} wait (each claim takes from"
             " each in turn)",
-            {"partition": shown(elements[0]), "ahead_in_partition": min(ahead, 10_000),
+            {"partition": shown(part), "ahead_in_partition": min(ahead, 10_000),
              "partitions": parts}))
     return out
 
