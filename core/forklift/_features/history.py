@@ -61,6 +61,10 @@ CREATE INDEX IF NOT EXISTS jobs_history_window_idx ON {s}.jobs_history (finished
 CREATE INDEX IF NOT EXISTS jobs_history_queue_idx ON {s}.jobs_history (queue, finished_at);
 CREATE INDEX IF NOT EXISTS jobs_history_batch_idx ON {s}.jobs_history (batch_id, batch_index)
     WHERE batch_id IS NOT NULL;
+-- the operators' tenant filter, as jobs_tenant_idx on the jobs table (an installation that
+-- enabled history before it gets it from `forklift migrate --partitioned-history` again)
+CREATE INDEX IF NOT EXISTS jobs_history_tenant_idx ON {s}.jobs_history (tenant, id)
+    WHERE tenant IS NOT NULL;
 CREATE TABLE IF NOT EXISTS {s}.jobs_history_completed PARTITION OF {s}.jobs_history
     FOR VALUES IN ('completed') PARTITION BY RANGE (finished_at);
 CREATE TABLE IF NOT EXISTS {s}.jobs_history_cancelled PARTITION OF {s}.jobs_history
