@@ -226,3 +226,28 @@ def test_without_colour_only_the_focused_pane_shows_its_row_reversed(
                                message=lambda: f"queues focused: {looks()}")
 
     drive(make_app(dsn), scenario)
+
+
+# -- a row gone by the time an action reaches it -----------------------------------------------
+def test_a_palette_action_on_a_row_gone_in_a_refresh_says_so(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    job_id = insert_job(conn, state="available", queue="brief")
+
+    async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        queues = await on_screen(app, QueuesScreen)
+        await loaded(app, queues)
+        assert [key for key, _ in queues.palette_targets("toggle_pause")] == ["brief"]
+        # The queue's only job is deleted and the queue row with it: the pick arrives late.
+        conn.execute(f"DELETE FROM {SCHEMA}.jobs WHERE id = %s", (job_id,))
+        conn.execute(f"DELETE FROM {SCHEMA}.queues WHERE name = 'brief'")
+        await loaded(app, queues)
+        assert queues.query_one("#queues", LiveTable).row_count == 0
+        queues.act_on("toggle_pause", "brief")
+        await wait_until_async(
+            lambda: any("'brief' is no longer on this screen" in n.message
+                        for n in app._notifications), timeout=10,
+            message=lambda: str([n.message for n in app._notifications]))
+        assert app.screen is queues  # no dialog for a queue that is not there
+
+    drive(make_app(dsn, start="queues"), scenario)
