@@ -325,7 +325,8 @@ def test_the_header_keeps_the_schema_at_80_columns(dsn: str, seeded: Seeded) -> 
         await loaded(app, await on_screen(app, QueuesScreen))
         status = screen_lines(app)[0]
         assert status.rstrip().endswith("every 3600s"), status
-        assert "… · forklift" in status, status  # the target gives way, the schema does not
+        # The host gives way, the database's name and the schema do not.
+        assert "…:5432/app · forklift" in status, status
 
     drive(make_app(dsn), scenario, size=(80, 24))
 

@@ -385,13 +385,23 @@ def test_charts_draw_the_window_with_numbers_on_the_axes_and_w_changes_it(
         assert plain(charts.query_one("#completed-axis", Static)) == f"{max(values):,}\n0"
         assert plain(charts.query_one("#completed-time", Static)).split() == [
             "-1", "h", "-30", "min", "now"]
-        await pilot.press("w")  # 24 h in 15-minute buckets
+        await pilot.press("w")  # 24 h in 30-minute buckets
         await wait_until_async(lambda: charts.window == timedelta(hours=24), timeout=5)
         await loaded(app, charts)
-        assert len(chart.data or []) == 96
+        assert len(chart.data or []) == 48
         assert plain(charts.query_one("#completed-title", Static)).startswith(
-            "Completed per 15 min")
+            "Completed per 30 min")
         assert sum(int(v) for v in chart.data or []) >= sum(values)
+        # Then the Overview's and the Queues' first window: 5 min in 10-second buckets.
+        await pilot.press("w")
+        await wait_until_async(lambda: charts.window == timedelta(minutes=5), timeout=5)
+        await loaded(app, charts)
+        assert len(chart.data or []) == 30 and sum(chart.data or []) > 0  # the last minutes
+        assert plain(charts.query_one("#completed-title", Static)).startswith(
+            "Completed per 10 s")
+        assert plain(charts.query_one("#completed-time", Static)).split() == [
+            "-5", "min", "-2.5", "min", "now"]
+        assert "the last 5 min in 30 buckets" in plain(charts.query_one("#info", Static))
 
     drive(make_app(dsn), scenario)
 

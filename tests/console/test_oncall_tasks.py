@@ -501,6 +501,8 @@ def test_i_a_parked_workflow_job_and_what_wakes_it(
         # What wakes it: the event it waits for, and until when it waits.
         assert 'Parked: waiting for event "order.paid" (' in steps, steps
         assert "wait:order.paid  waiting" in steps, steps
+        why = text_of(detail, "#why")  # and the command that wakes it now
+        assert "wake it now: forklift events publish order.paid" in why, why
         assert keys.count <= FEW, keys.pressed
 
     drive(make_app(dsn), scenario)

@@ -4,8 +4,10 @@ Completed jobs, failed attempts, jobs picked up and deaths per bucket; pickup la
 p50 and p95 per bucket. Textual's own :class:`~textual.widgets.Sparkline` draws each series;
 beside it the axis in numbers (the highest and the lowest point drawn) and under it the time
 axis (the window's start, its middle, now), so a chart reads without guessing its scale. ``w``
-steps the window: 15 min and 1 h in 1-minute buckets, 24 h in 15-minute buckets; ``n`` steps
-the queue (all, then each by name). The figures are ``Operator.charts``'s: one statement per
+steps the window through the same three the Overview and Queues chart (5 min in 10-second
+buckets, 1 h in 1-minute buckets, 24 h in 30-minute buckets:
+:data:`~forklift_console.widgets.window_chart.WINDOWS`); ``n`` steps the queue (all, then each
+by name). The figures are ``Operator.charts``'s: one statement per
 refresh, computed on the server.
 """
 
@@ -28,13 +30,8 @@ from forklift.ops.charts import ChartSeries
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.kinds import window_label
 from forklift_console.widgets.text import ident, seconds
+from forklift_console.widgets.window_chart import WINDOWS
 
-#: (window, bucket): what ``w`` steps through.
-WINDOWS: tuple[tuple[timedelta, timedelta], ...] = (
-    (timedelta(minutes=15), timedelta(minutes=1)),
-    (timedelta(hours=1), timedelta(minutes=1)),
-    (timedelta(hours=24), timedelta(minutes=15)),
-)
 AXIS = 7  # the width of the numbers left of a chart
 
 
@@ -76,6 +73,8 @@ def time_axis(window_seconds: float, width: int) -> Text:
 
 
 def per(bucket_seconds: float) -> str:
+    if bucket_seconds < 60:
+        return f"{bucket_seconds:g} s"
     return "minute" if bucket_seconds == 60 else window_label(timedelta(seconds=bucket_seconds))
 
 
@@ -105,8 +104,8 @@ def axis(chart: Chart, values: Sequence[float | None]) -> str:
 class ChartsScreen(ConsoleScreen[ChartSeries]):
     MODE = "charts"
     HELP = (
-        "Per bucket over the window (w: 15 min or 1 h in 1-minute buckets, 24 h in 15-minute"
-        " buckets), for all queues or one (n steps through them): completed jobs, failed"
+        "Per bucket over the window (w: 5 min in 10-second buckets, 1 h in 1-minute buckets,"
+        " 24 h in 30-minute buckets, as on the Overview and Queues), for all queues or one (n steps through them): completed jobs, failed"
         " attempts, jobs picked up, deaths; pickup lag (due to started) and run time p50 and"
         " p95 of the jobs picked up or completed in each bucket. The left axis gives the"
         " highest and lowest points drawn, the time runs below. A bucket without jobs draws"
@@ -128,7 +127,7 @@ class ChartsScreen(ConsoleScreen[ChartSeries]):
 
     def __init__(self, queue: str | None = None) -> None:
         super().__init__()
-        self.window, self.bucket = WINDOWS[1]
+        self.window, self.bucket = WINDOWS[1].window, WINDOWS[1].bucket
         #: The queue charted; None: all queues.
         self.queue = queue
         self._queues: list[str] = []
@@ -194,8 +193,9 @@ class ChartsScreen(ConsoleScreen[ChartSeries]):
         self.query_one("#info", Static).update(info)
 
     def action_window(self) -> None:
-        i = next(i for i, (w, _) in enumerate(WINDOWS) if w == self.window)
-        self.window, self.bucket = WINDOWS[(i + 1) % len(WINDOWS)]
+        i = next(i for i, w in enumerate(WINDOWS) if w.window == self.window)
+        after = WINDOWS[(i + 1) % len(WINDOWS)]
+        self.window, self.bucket = after.window, after.bucket
         self.notify(f"window: the last {window_label(self.window)}", title="Charts")
         self.reload()
 

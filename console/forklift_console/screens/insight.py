@@ -38,12 +38,18 @@ def queue_state(q: QueueStats) -> str:
     return q.state
 
 
+def window_span(stats: Stats) -> str:
+    """``30 min``: how far back the stats reach, for a sentence (an alert) to say."""
+    window = stats.window_seconds
+    return f"{window / 60:g} min" if window < 7200 else f"{window / 3600:g} h"
+
+
 def window_label(stats: Stats) -> str:
-    """``last 30 min, 1 point per minute``: the window a sparkline covers, named."""
-    window, bucket = stats.window_seconds, stats.bucket_seconds
-    span = f"{window / 60:g} min" if window < 7200 else f"{window / 3600:g} h"
+    """``last 30 min, 1 point per minute``: the window a sparkline covers, named (a chart's
+    caption: a sentence says :func:`window_span` instead)."""
+    bucket = stats.bucket_seconds
     step = "minute" if bucket == 60 else duration(bucket)
-    return f"last {span}, 1 point per {step}"
+    return f"last {window_span(stats)}, 1 point per {step}"
 
 
 @dataclass(frozen=True)
@@ -163,7 +169,7 @@ def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert
             text = Text("queue ")
             text.append_text(ident(q.name, limit=40))
             text.append(f" failing: {plural(q.failed, 'failed attempt')} and"
-                        f" {q.completed:,} completed, {window_label(stats)}")
+                        f" {q.completed:,} completed in the last {window_span(stats)}")
             out.append(Alert("✖", style_of("state-dead"), text,
                              f"queue:{quote(q.name)} state:dead,retryable"))
         elif q.pickup_lag_seconds is not None and q.pickup_lag_seconds > LAG_ALERT_SECONDS:

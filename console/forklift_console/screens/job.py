@@ -71,6 +71,23 @@ def parked_why(detail: JobDetail) -> str | None:
     return "jobs"
 
 
+def wake_cli(detail: JobDetail) -> str | None:
+    """The command that wakes a job parked waiting for an event: publishing that event, with
+    data that contains the wait's match (the match itself, when it was read whole)."""
+    if not detail.parked:
+        return None
+    step = next((st for st in detail.steps if st.state == "waiting" and st.event), None)
+    if step is None or step.event is None:
+        return None
+    data: str | None = None
+    if step.match:
+        try:
+            data = json.dumps(json.loads(step.match), separators=(", ", ": "))
+        except ValueError:  # cut to the summary's length: say what to send instead
+            data = "<JSON containing the match>"
+    return command("events", "publish", args=(step.event,), options={"--data": data})
+
+
 #: What to do instead, by action and the job's state.
 _INSTEAD = {
     "requeue": "cancel it first (C) to stop it",
@@ -209,6 +226,10 @@ class JobScreen(ConsoleScreen[JobView]):
                     # Its run_at is a wait's deadline or a placeholder, not when it runs.
                     why.append_text(plain(f"job {job.id} is parked, {data.detail.parked}:"
                                           " it becomes available when that ends"))
+                    wake = wake_cli(data.detail)
+                    if wake is not None:
+                        why.append("\n     ")
+                        why.append_text(plain(f"wake it now: {wake}"))
                 else:
                     why.append_text(plain(reason.text))
         self.query_one("#why", Static).update(why)

@@ -1,8 +1,8 @@
 """Kinds (``:kinds``): per queue and kind, how the work went in a recent window and what waits.
 
 Completed and dead jobs in the window, the share that died, the share of attempts that failed
-(retried or not), completed per minute, run time p50 and p95, and live now: waiting (available and scheduled), running, retrying. ``w`` steps the
-window (15 m, 1 h, 24 h); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
+(retried or not), completed per minute, run time p50 and p95, and live now: waiting (available
+and scheduled), running, retrying. ``w`` steps the window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
 view of ``Operator.kind_stats``.
 """
 
@@ -24,12 +24,14 @@ from forklift_console.screens.listing import FILTER_KEY, open_filter
 from forklift_console.widgets.filterbar import FilterLine, quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import count, ident, seconds
+from forklift_console.widgets.window_chart import WINDOWS as CHART_WINDOWS
 
-WINDOWS = (timedelta(minutes=15), timedelta(hours=1), timedelta(hours=24))
+#: The windows ``w`` steps through: the ones every other screen charts.
+WINDOWS = tuple(w.window for w in CHART_WINDOWS)
 
 
 def window_label(w: timedelta) -> str:
-    """``15 min``, ``1 h``, ``24 h``."""
+    """``5 min``, ``1 h``, ``24 h``."""
     minutes = w.total_seconds() / 60
     return f"{minutes:g} min" if minutes < 60 else f"{minutes / 60:g} h"
 
@@ -60,7 +62,7 @@ def cells(data: KindStats, r: KindRow) -> list[Text | str]:
 class KindsScreen(ConsoleScreen[KindStats]):
     MODE = "kinds"
     HELP = (
-        "Per queue and kind, over the window shown (w: 15m, 1h, 24h): completed and dead jobs,"
+        "Per queue and kind, over the window shown (w: 5 min, 1 h, 24 h): completed and dead jobs,"
         " the share of finished jobs that died (Dead%), the share of attempts that failed,"
         " retried or not (Fail%), completed per minute, run time p50 and p95;"
         " and now: waiting (available and scheduled), running, retrying. / filters (kind:mail"

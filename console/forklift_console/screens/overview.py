@@ -112,13 +112,13 @@ class OverviewScreen(ConsoleScreen[OverviewData]):
             yield OptionList(id="alerts")
             yield LiveTable(
                 [
-                    Column("state", "State", 10),
+                    Column("state", "State", 11),  # "∅ no worker" whole
                     Column("queue", "Queue", 16),
                     Column("available", "Avail", 7),
                     Column("running", "Run", 5),
                     Column("retryable", "Retry", 5),
                     Column("dead", "Dead", 6),
-                    Column("lag", "Lag", 7),
+                    Column("lag", "Lag", 6),  # as on Queues: 80 columns hold the table
                     Column("done", "Done/30m", 8),
                 ],
                 id="queues",

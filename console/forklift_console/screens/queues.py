@@ -57,7 +57,7 @@ COLUMNS: tuple[Column, ...] = (
     Column("state", "State", 11),  # "∅ no worker" whole
     Column("queue", "Queue", 12),
     Column("available", "Avail", 6),
-    Column("running", "Run/lim", 7),
+    Column("running", "Run/lim", 8),  # "37/30w": a limit, or the workers' slots
     Column("retryable", "Retry", 5),
     Column("dead", "Dead", 5),
     Column("lag", "Lag", 6),
@@ -80,7 +80,8 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
     MODE = "queues"
     HELP = (
         "One row per queue: its state, jobs waiting (available), running against the queue's"
-        " concurrency limit, waiting to retry, dead; the pickup lag (how long the oldest"
+        " concurrency limit (without one, against the slots of the live workers listening on"
+        " it, marked w: 37/30w), waiting to retry, dead; the pickup lag (how long the oldest"
         f" available job has waited; over {LAG_ALERT_SECONDS:g}s the queue shows 'lagging') and"
         " completed jobs per minute. Below: the highlighted queue's pause, scheduled jobs,"
         " workers, run times and why it is (not) moving. p pauses (asks why) or resumes it;"
@@ -139,8 +140,6 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         table = self.query_one("#queues", LiveTable)
         points = min(SPARK_POINTS, table.flex_width())  # the newest points, as many as fit
         for q in data.queues:
-            # Without a queue limit the workers' slots bound it: "37/∞" read as unbounded.
-            limit = "–" if q.concurrency is None else str(q.concurrency)
             rows.append(
                 (
                     q.name,
@@ -148,7 +147,7 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
                         queue_badge(queue_state(q)),
                         ident(q.name, limit=12),
                         count(q.counts.get("available", 0)),
-                        f"{q.counts.get('running', 0)}/{limit}",
+                        run_bound(q, data),
                         count(q.counts.get("retryable", 0)),
                         count(q.counts.get("dead", 0)),
                         duration(q.pickup_lag_seconds) if q.pickup_lag_seconds is not None else "–",
@@ -299,6 +298,17 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         q = self.selected()
         if q is not None:
             toggle_pause(self, q)
+
+
+def run_bound(q: QueueStats, stats: Stats) -> str:
+    """``running/limit``; without a queue limit the live workers' slots bound it, marked ``w``
+    (``37/30w``: 37 running, 30 slots among the workers listening), never an unbounded ``∞``
+    or a bare ``–`` beside a queue that cannot run more than its workers take."""
+    running = q.counts.get("running", 0)
+    if q.concurrency is not None:
+        return f"{running}/{q.concurrency}"
+    slots = sum(w.slots for w in stats.workers if w.live and q.name in w.queues)
+    return f"{running}/{slots}w"
 
 
 def _prune_plan(answer: PruneAnswer, report: PruneReport) -> Plan | str:

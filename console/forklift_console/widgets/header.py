@@ -132,10 +132,41 @@ class StatusBar(Static):
         if status.schema and target.endswith(f" · {status.schema}"):
             target = target[: -len(status.schema) - 3]
             schema = Text(" · ").append_text(ident(status.schema, limit=30))
-        head.append_text(one_line(target, limit=max(8, min(room - schema.cell_len, 60))))
+        head.append_text(fit_location(target, max(8, min(room - schema.cell_len, 60))))
         head.append_text(schema)
         head.append_text(tail)
         self.update(head)
+
+
+def fit_location(target: str, limit: int) -> Text:
+    """``host:port/dbname`` in at most ``limit`` cells. The host gives way first, then the
+    port (``db.exa…:5432/app``, ``db.exampl…/app``): the ellipsis stands in the middle and the
+    database's name stays whole; only a name too long for any room is cut itself (in the
+    middle too, so its end never reads as a shorter name)."""
+    text = one_line(target).plain
+    if len(text) <= limit:
+        return Text(text)
+    location, slash, name = text.rpartition("/")
+    host, colon, port = location.rpartition(":")
+    if not (colon and port.isdigit()):
+        host, port = location, ""
+    ends = [f":{port}/{name}", f"/{name}"] if port else [f"/{name}"]
+    for end in ends:
+        room = limit - len(end)
+        if slash and host and room >= 4:
+            return Text(host[: room - 1] + "…" + end)
+    return Text(_middle(text, limit))
+
+
+def _middle(text: str, width: int) -> str:
+    """``text`` in ``width`` cells with an ellipsis in the middle: its start and its end show."""
+    if len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"[:width]
+    head = (width - 1) * 2 // 3 or 1
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
 
 
 def _replica(app: object) -> ReplicaStatus | None:
