@@ -36,7 +36,7 @@ from console_seed import (
     settled,
 )
 from helpers import wait_until_async
-from test_backfill_console import rate_of, seed_running, until_db
+from test_backfill_console import rate_of, seed_running
 from test_console_workflows import parked_scene
 from textual.pilot import Pilot
 from textual.widgets import OptionList, Static
@@ -413,6 +413,7 @@ def test_g_backfill_pace_and_rate(dsn: str, conn: psycopg.Connection[Any]) -> No
     assert rate_of(conn) == ("running", 4.0)
 
     async def scenario(app: ConsoleApp, pilot: Pilot[None]) -> None:
+        said = Toasts(app)
         keys = Keys(pilot)
         await start(app)
         await keys("9")
@@ -420,8 +421,10 @@ def test_g_backfill_pace_and_rate(dsn: str, conn: psycopg.Connection[Any]) -> No
         detail = text_of(backfills, "#detail")
         assert "pace" in detail.lower() and "rate" in detail.lower(), detail
         assert shown(app, "greater_than_sign")
+        assert backfills.check_action("rate_up", ()) is True, said.said
         await keys("greater_than_sign")  # no dialog: one press doubles it, audited
-        await until_db(conn, ("running", 8.0))
+        await wait_until_async(lambda: rate_of(conn) == ("running", 8.0), timeout=30,
+                               message=lambda: f"run is {rate_of(conn)}, said {said.said}")
         assert keys.count <= MOST, keys.pressed
 
     drive(make_app(dsn), scenario)
