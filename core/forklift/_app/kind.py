@@ -49,7 +49,7 @@ _CODE_SHAPE = "lower-case snake case, e.g. 'card_declined'"
 _RESERVED_CODES = frozenset(
     {"error", "unknown_kind", "invalid_payload", "invalid_result", "timeout", "lease_expired",
      "lease_lost", "interrupted", "cancelled", "internal_error", "handler_exit", "worker_lost",
-     "lock_lost"}
+     "lock_lost", "expired"}
 )
 
 
@@ -142,6 +142,7 @@ class JobKind(Generic[P, R]):
         lease_expiries: int = 3,
         tenant_required: bool = False,
         tenant: TenantOf | None = None,
+        expires: timedelta | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -182,6 +183,13 @@ class JobKind(Generic[P, R]):
         self.tenant_required = tenant_required
         #: How the tenant is derived from the payload, or None: then only the enqueue names it.
         self.tenant_of: TenantOf | None = tenant
+        if expires is not None and (not isinstance(expires, timedelta)
+                                    or expires <= timedelta(0)):
+            raise ConfigError(f"expires= of {name} must be a positive timedelta (how long after"
+                              f" it is due a job may still start), not {expires!r}",
+                              field="expires")
+        #: The start-by deadline of the kind's jobs, counted from when each is due; None: none.
+        self.expires = expires
         self.is_async = inspect.iscoroutinefunction(fn)
         params = _handler_params(fn, name)
         try:
@@ -298,6 +306,7 @@ class JobKind(Generic[P, R]):
         retry: Backoff | None = None,
         tenant: str | None = None,
         enqueued_by: str | None = None,
+        expires: timedelta | datetime | None = None,
     ) -> dict[str, Any]:
         """Every field of a Row but its payload, checked (the same for all rows of a bulk)."""
         limit = self.app.payload_limit
@@ -329,7 +338,39 @@ class JobKind(Generic[P, R]):
             retry=json.dumps(retry.to_json()) if retry is not None else None,
             tenant=None if tenant is None else check_name(tenant, "tenant"),
             enqueued_by=None if enqueued_by is None else check_name(enqueued_by, "enqueued_by"),
+            expires_at=None if expires is None and self.expires is None
+            else self._deadline(expires, seconds or 0.0, when),
         )
+
+    def _deadline(self, expires: timedelta | datetime | None, delay: float,
+                  at: datetime | None) -> datetime | None:
+        """The start-by deadline of a job due at ``at`` (or ``delay`` seconds from now): the
+        enqueue's ``expires`` (a timedelta counts from when the job is due; a datetime is the
+        deadline), else the kind's; None when neither names one. A deadline that has passed,
+        or that comes before the job is even due, is refused: the job could never start."""
+        if expires is None:
+            if self.expires is None:
+                return None
+            expires = self.expires
+        now = datetime.now(UTC)
+        due = at if at is not None else now + timedelta(seconds=delay)
+        if isinstance(expires, timedelta):
+            if expires <= timedelta(0):
+                raise InvalidOption(f"expires must be a positive timedelta, not {expires!r}",
+                                    field="expires")
+            return due + expires
+        if not isinstance(expires, datetime) or expires.tzinfo is None:
+            raise InvalidOption("expires must be a timedelta or a timezone-aware datetime (e.g."
+                                f" datetime.now(UTC) + timedelta(minutes=5)), not {expires!r}",
+                                field="expires")
+        deadline = expires.astimezone(UTC)
+        if deadline <= now:
+            raise InvalidOption(f"expires {deadline.isoformat()} has passed: the job could"
+                                " never start", field="expires")
+        if deadline <= due:
+            raise InvalidOption(f"expires {deadline.isoformat()} comes before the job is due"
+                                f" ({due.isoformat()}): it could never start", field="expires")
+        return deadline
 
     def rows(self, many: Iterable[P | dict[str, Any]], **options: Any) -> list[_enq.Row]:
         """Rows for many payloads sharing one set of options, which are checked once."""

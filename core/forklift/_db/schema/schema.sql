@@ -693,3 +693,9 @@ CREATE INDEX webhook_receipts_at_idx ON {s}.webhook_receipts (received_at);
 -- names them or the kind derives the tenant from the payload (migration 0023).
 ALTER TABLE {s}.jobs ADD COLUMN tenant text;
 ALTER TABLE {s}.jobs ADD COLUMN enqueued_by text;
+
+-- A job's start-by deadline: not started by then, it goes dead with the code `expired`, its
+-- attempt unspent; the index holds only waiting jobs that have one (migration 0024).
+ALTER TABLE {s}.jobs ADD COLUMN expires_at timestamptz;
+CREATE INDEX jobs_expires_idx ON {s}.jobs (expires_at)
+    WHERE expires_at IS NOT NULL AND state = ANY ('{scheduled,available,retryable}'::text[]);
