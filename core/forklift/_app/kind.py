@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, get_
 
 from forklift import hooks as _hooks
 from forklift import otel as _otel
+from forklift._base.debounce import Debounce
 from forklift._base.errors import (
     ConfigError,
     ForkliftError,
@@ -22,6 +23,7 @@ from forklift._base.names import check_name, check_tags, shown
 from forklift._base.retry import Backoff
 from forklift._features.flow import keys as _keys
 from forklift._jobs import insert as _enq
+from forklift._jobs.debounce import debounce_steps
 from forklift._jobs.job import Job
 from forklift._jobs.payload import Codec, to_json_text
 
@@ -66,6 +68,29 @@ def _as_utc(at: datetime | None) -> datetime | None:
         raise InvalidOption("at= must be a timezone-aware datetime (e.g. datetime.now(UTC))",
                             field="at")
     return at.astimezone(UTC)
+
+
+def _no_bulk_debounce() -> InvalidOption:
+    return InvalidOption("debounce= takes one job at a time (enqueue or enqueue_async), not a"
+                         " bulk enqueue or a prepared row", field="debounce")
+
+
+def _debounced(debounce: object, options: dict[str, Any], after: Iterable[Any]
+               ) -> dict[str, Any]:
+    """The options of a debounced enqueue: the debounce decides when the job is due (its
+    wait), and holds the one waiting job of its key, so neither a time of the caller's, a
+    unique key nor dependencies go with it."""
+    if not isinstance(debounce, Debounce):
+        raise InvalidOption(f"debounce must be a Debounce(key, wait, max_wait), not"
+                            f" {debounce!r}", field="debounce")
+    for name in ("delay", "at", "unique_key"):
+        if options.get(name) is not None:
+            raise InvalidOption(f"debounce= cannot be combined with {name}= (the debounce"
+                                " decides when the job is due, and keeps one waiting job of"
+                                " its key)", field="debounce")
+    if after:
+        raise InvalidOption("debounce= cannot be combined with after=", field="debounce")
+    return {**options, "delay": debounce.wait_seconds}
 
 
 def _handler_params(fn: Callable[..., Any], name: str) -> list[str]:
@@ -217,6 +242,8 @@ class JobKind(Generic[P, R]):
 
         ``options`` are :meth:`_row_options`'s.
         """
+        if "debounce" in options:
+            raise _no_bulk_debounce()
         keys = derived = None
         if self.tenant_of is not None:
             text, keys, derived = self._derived_payload(args)
@@ -374,6 +401,8 @@ class JobKind(Generic[P, R]):
 
     def rows(self, many: Iterable[P | dict[str, Any]], **options: Any) -> list[_enq.Row]:
         """Rows for many payloads sharing one set of options, which are checked once."""
+        if "debounce" in options:
+            raise _no_bulk_debounce()
         items = list(many)
         if not items:
             return []
@@ -403,6 +432,7 @@ class JobKind(Generic[P, R]):
         on_conflict: _enq.OnConflict = "return_existing",
         after: Iterable[int | Job] = (),
         if_dependency_fails: str = "cancel",
+        debounce: Debounce | None = None,
         **options: Any,
     ) -> Job:
         """Store one job and return it.
@@ -410,10 +440,14 @@ class JobKind(Generic[P, R]):
         With ``conn=`` the insert runs on the caller's connection, inside whatever transaction
         it has open: the job exists exactly when that transaction commits. With ``after=``
         (jobs or ids) it waits until they all completed (see :mod:`forklift._features.durable.deps`).
+        With ``debounce=Debounce(key, wait, max_wait)`` a job of this kind still waiting under
+        that key takes this payload and a later start instead (see :mod:`forklift._jobs.debounce`).
         """
+        if debounce is not None:
+            options = _debounced(debounce, options, after)
         row = self.row(args, **options)
         job: Job = self.app._enqueuer.store(
-            self._one(row, on_conflict, after, if_dependency_fails), [row], bulk=False,
+            self._one(row, on_conflict, after, if_dependency_fails, debounce), [row], bulk=False,
             conn=conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
@@ -427,19 +461,24 @@ class JobKind(Generic[P, R]):
         on_conflict: _enq.OnConflict = "return_existing",
         after: Iterable[int | Job] = (),
         if_dependency_fails: str = "cancel",
+        debounce: Debounce | None = None,
         **options: Any,
     ) -> Job:
         """:meth:`enqueue` for asyncio."""
+        if debounce is not None:
+            options = _debounced(debounce, options, after)
         row = self.row(args, **options)
         job: Job = await self.app._enqueuer.store_async(
-            self._one(row, on_conflict, after, if_dependency_fails), [row], bulk=False,
+            self._one(row, on_conflict, after, if_dependency_fails, debounce), [row], bulk=False,
             conn=conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
         return job
 
     def _one(self, row: _enq.Row, on_conflict: Any, after: Iterable[int | Job],
-             if_dependency_fails: str) -> Steps[Job]:
+             if_dependency_fails: str, debounce: Debounce | None = None) -> Steps[Job]:
+        if debounce is not None:
+            return debounce_steps(self.app.schema, row, debounce)
         policy = _enq.check_on_conflict(on_conflict)
         if after:
             from forklift._features.durable import deps
