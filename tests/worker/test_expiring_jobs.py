@@ -17,7 +17,7 @@ import pytest
 from apps.basic import running_worker
 from helpers import wait_until
 
-from forklift import Forklift, JobContext, metrics
+from forklift import Forklift, InvalidOption, JobContext, metrics
 from forklift._worker.maintenance.expirer import expire
 from forklift.ops import Operator
 
@@ -107,7 +107,7 @@ def test_the_sweep_ends_waiting_jobs_past_their_deadline_with_no_worker_of_their
     with running_worker(app, queues=["exp-elsewhere"]) as worker:
         wait_until(lambda: state_of(conn, gone.id) == state_of(conn, scheduled.id) == "dead",
                    timeout=30, message="the leader swept the expired jobs")
-        assert worker.stats.expired == 2
+    assert worker.stats.expired == 2  # counted once the sweep's statement returned
     assert_expired(conn, gone.id)
     assert_expired(conn, scheduled.id)
     assert row(conn, gone.id)["errors"][-1]["worker"] == worker.id
@@ -212,3 +212,22 @@ def test_expired_jobs_are_counted_in_metrics(
         wait_until(lambda: state_of(conn, swept.id) == "dead", timeout=30,
                    message="the leader swept the job")
     assert counted("exp-elsewhere") == before_swept + 1  # the leader's sweep
+
+
+def test_an_operator_may_give_a_requeued_job_a_new_deadline(
+    bound: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    job = work.enqueue({}, expires=timedelta(seconds=1))
+    past_deadline(conn, job.id)
+    sweep(dsn)
+    with Operator(dsn, actor="alice") as op:
+        for bad in (timedelta(0), 60):
+            with pytest.raises(InvalidOption) as err:
+                op.jobs.requeue(job.id, expires=bad)  # type: ignore[arg-type]
+            assert err.value.detail["field"] == "expires"
+        assert state_of(conn, job.id) == "dead"  # a refusal changes nothing
+        done = op.jobs.requeue(job.id, reason="still wanted", expires=timedelta(minutes=10))
+        assert done.state == "available"
+    left = conn.execute("SELECT expires_at - now() FROM forklift.jobs WHERE id = %s",
+                        (job.id,)).fetchone()
+    assert left is not None and timedelta(0) < left[0] <= timedelta(minutes=10)
