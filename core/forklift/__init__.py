@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from forklift._app.context import JobContext as JobContext
     from forklift._app.context import Progress as Progress
     from forklift._app.kind import JobKind as JobKind
+    from forklift._base.debounce import Debounce as Debounce
     from forklift._base.errors import BatchKeyConflict as BatchKeyConflict
     from forklift._base.errors import BatchNotFound as BatchNotFound
     from forklift._base.errors import BatchRefused as BatchRefused
@@ -88,7 +89,7 @@ _WHERE: dict[str, str] = {
     "Forklift": "_app.app",
     "JobKind": "_app.kind",
     "Batch": "_jobs.batch", "BatchLimits": "_jobs.batch", "BatchSummary": "_jobs.batch",
-    "Callback": "_jobs.batch",
+    "Callback": "_jobs.batch", "Debounce": "_base.debounce",
     "JobCancelled": "_app.context", "JobContext": "_app.context", "Progress": "_app.context",
     **dict.fromkeys(_ERRORS, "_base.errors"),
     "LIVE_STATES": "_jobs.job", "STATES": "_jobs.job", "TERMINAL_STATES": "_jobs.job", "Job": "_jobs.job",
@@ -118,6 +119,7 @@ __all__ = [
     "ConfigError",
     "Consumer",
     "DatabaseUnavailable",
+    "Debounce",
     "EnqueueOutcomeUnknown",
     "EnqueueRefused",
     "Fail",

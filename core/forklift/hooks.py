@@ -237,6 +237,8 @@ def attach(life: lifecycle.Lifecycle) -> None:
     app, wid = life.worker.app, life.worker.id
     # Looked up at each rescue, as hooks may be added while the worker runs; rescues are rare.
     life.on_rescued.append(lambda rescued: emit_rescued(app, wid, rescued))
+    # The leader's sweep of jobs past their start-by deadline: ``settle`` and ``dead`` events.
+    life.on_expired.append(lambda ended: emit_rescued(app, wid, ended))
     hooks = _REGISTRIES.get(app)
     if hooks is None:
         return
@@ -261,8 +263,9 @@ def attach(life: lifecycle.Lifecycle) -> None:
 
 
 def emit_rescued(app: object, worker_id: str, rescued: Iterable[lifecycle.Rescued]) -> None:
-    """The leader's rescue ended these attempts (their lease expired): ``settle`` and, for
-    the jobs it made dead (``worker_lost``, or their last attempt), ``dead``."""
+    """The leader ended these jobs (its rescue: their lease expired; its sweep: their start-by
+    deadline passed): ``settle`` and, for the jobs it made dead (``worker_lost``, their last
+    attempt, ``expired``), ``dead``."""
     hooks = _REGISTRIES.get(app)
     if hooks is None:
         return

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -46,6 +46,9 @@ claim_size = Histogram("forklift_claim_batch_size", "Jobs taken by one claim",
                        buckets=_SIZES, registry=registry)
 flush_size = Histogram("forklift_flush_size", "Outcomes written by one settle statement",
                        buckets=_SIZES, registry=registry)
+expired = Counter("forklift_jobs_expired",
+                  "Jobs not started by their start-by deadline (dead, code expired): claimed past"
+                  " it by a worker, or swept by the leader", ["queue", "kind"], registry=registry)
 depth = Gauge("forklift_queue_depth", "Jobs by queue and state (sampled by the leader)",
               ["queue", "state"], registry=registry)
 desired_workers = Gauge(
@@ -168,12 +171,19 @@ def attach(life: lifecycle.Lifecycle) -> None:
     def on_settle(rec: lifecycle.Attempt, outcome: lifecycle.Settled) -> None:
         q, k = _queues(rec.job.queue), _kinds(rec.job.kind)
         settled.labels(q, k, outcome.next).inc()
+        if outcome.code == "expired":
+            expired.labels(q, k).inc()
         began = started.pop(rec.job.fence, None)
         if began is not None:
             run_seconds.labels(q, k).observe(time.monotonic() - began)
 
+    def on_expired(jobs: Sequence[lifecycle.Rescued]) -> None:
+        for job in jobs:
+            expired.labels(_queues(job.queue), _kinds(job.kind)).inc()
+
     life.on_start.append(on_start)
     life.on_settle.append(on_settle)
+    life.on_expired.append(on_expired)
     life.on_claim.append(claim_size.observe)
     life.on_flush.append(lambda written, refused: flush_size.observe(written))
     if worker.lead:

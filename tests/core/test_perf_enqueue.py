@@ -46,7 +46,8 @@ def bound(dsn: str) -> Iterator[Forklift]:
         yield bound_app
 
 
-COLUMNS = "queue, kind, args, state, priority, max_attempts, unique_key, tags, meta, retry"
+COLUMNS = ("queue, kind, args, state, priority, max_attempts, unique_key, tags, meta, retry,"
+           " expires_at")
 
 
 def _rows(conn: psycopg.Connection[Any], ids: list[int]) -> list[tuple[Any, ...]]:
@@ -63,12 +64,12 @@ def test_the_copy_defaults_are_the_tables(conn: psycopg.Connection[Any]) -> None
     expected = {
         "priority": "0", "max_attempts": "20", "unique_key": None,
         "tags": "'{}'::text[]", "meta": "'{}'::jsonb", "retry": None, "traceparent": None,
-        "keys": None, "tenant": None, "enqueued_by": None,
+        "keys": None, "tenant": None, "enqueued_by": None, "expires_at": None,
     }
     assert {c: got[c] for c in COPY_DEFAULTS} == expected
     assert COPY_DEFAULTS == {"priority": 0, "max_attempts": 20, "unique_key": None, "tags": [],
                              "meta": "{}", "retry": None, "traceparent": None, "keys": None,
-                             "tenant": None, "enqueued_by": None}
+                             "tenant": None, "enqueued_by": None, "expires_at": None}
     assert got["state"] == "'available'::text" and got["run_at"] == "now()"
 
 
@@ -80,6 +81,7 @@ def test_the_copy_defaults_are_the_tables(conn: psycopg.Connection[Any]) -> None
     {"retry": Backoff(kind="fixed", base=3.0, max=9.0, jitter="none")},
     {"delay": 3600.0},
     {"at": datetime(2000, 1, 1, tzinfo=UTC)},
+    {"expires": datetime(2999, 1, 1, tzinfo=UTC)},
 ])
 def test_enqueue_many_stores_what_enqueue_stores(
     bound: Forklift, conn: psycopg.Connection[Any], options: dict[str, Any]

@@ -617,6 +617,7 @@ def test_failure_codes_are_documented() -> None:
         "cancelled",
         "internal_error",
         "handler_exit",
+        "expired",
     }
     assert set(FAILURE_CODES) == expected
     for code, description in FAILURE_CODES.items():

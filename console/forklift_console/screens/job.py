@@ -210,6 +210,10 @@ class JobScreen(ConsoleScreen[JobView]):
             extras.append(f"unique key {job.unique_key}")
         if job.batch_id is not None:
             extras.append(f"batch {job.batch_id}")
+        if job.expires_at is not None:
+            extras.append(f"start by {job.expires_at:%Y-%m-%d %H:%M:%S %Z}")
+        if job.debounce_key is not None:
+            extras.append(f"debounce key {job.debounce_key}")
         if job.meta:
             extras.append("meta " + ", ".join(f"{k}={v}" for k, v in job.meta.items()))
         if extras:

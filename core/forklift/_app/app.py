@@ -188,6 +188,7 @@ class Forklift:
         lease_expiries: int = 3,
         tenant_required: bool = False,
         tenant: TenantOf | None = None,
+        expires: timedelta | None = None,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -209,6 +210,7 @@ class Forklift:
         lease_expiries: int = 3,
         tenant_required: bool = False,
         tenant: TenantOf | None = None,
+        expires: timedelta | None = None,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -223,6 +225,9 @@ class Forklift:
         ``tenant_required=True`` refuses an enqueue without a tenant (TenantRequired);
         ``tenant=`` (a function of the payload, or a payload field's name) derives the tenant
         from the payload, and an enqueue naming another is refused (TenantMismatch).
+        ``expires=timedelta(...)`` gives every job of the kind a start-by deadline that long
+        after it is due (an enqueue's ``expires=`` overrides it): a job not started by then
+        never starts, it goes ``dead`` with the code ``expired``, its attempt unspent.
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -248,6 +253,7 @@ class Forklift:
                 lease_expiries=lease_expiries,
                 tenant_required=tenant_required,
                 tenant=tenant,
+                expires=expires,
             )
             self.kinds[kind_name] = kind
             return kind

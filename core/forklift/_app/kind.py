@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, get_
 
 from forklift import hooks as _hooks
 from forklift import otel as _otel
+from forklift._base.debounce import Debounce
 from forklift._base.errors import (
     ConfigError,
     ForkliftError,
@@ -22,6 +23,7 @@ from forklift._base.names import check_name, check_tags, shown
 from forklift._base.retry import Backoff
 from forklift._features.flow import keys as _keys
 from forklift._jobs import insert as _enq
+from forklift._jobs.debounce import debounce_steps
 from forklift._jobs.job import Job
 from forklift._jobs.payload import Codec, to_json_text
 
@@ -49,7 +51,7 @@ _CODE_SHAPE = "lower-case snake case, e.g. 'card_declined'"
 _RESERVED_CODES = frozenset(
     {"error", "unknown_kind", "invalid_payload", "invalid_result", "timeout", "lease_expired",
      "lease_lost", "interrupted", "cancelled", "internal_error", "handler_exit", "worker_lost",
-     "lock_lost"}
+     "lock_lost", "expired"}
 )
 
 
@@ -66,6 +68,29 @@ def _as_utc(at: datetime | None) -> datetime | None:
         raise InvalidOption("at= must be a timezone-aware datetime (e.g. datetime.now(UTC))",
                             field="at")
     return at.astimezone(UTC)
+
+
+def _no_bulk_debounce() -> InvalidOption:
+    return InvalidOption("debounce= takes one job at a time (enqueue or enqueue_async), not a"
+                         " bulk enqueue or a prepared row", field="debounce")
+
+
+def _debounced(debounce: object, options: dict[str, Any], after: Iterable[Any]
+               ) -> dict[str, Any]:
+    """The options of a debounced enqueue: the debounce decides when the job is due (its
+    wait), and holds the one waiting job of its key, so neither a time of the caller's, a
+    unique key nor dependencies go with it."""
+    if not isinstance(debounce, Debounce):
+        raise InvalidOption(f"debounce must be a Debounce(key, wait, max_wait), not"
+                            f" {debounce!r}", field="debounce")
+    for name in ("delay", "at", "unique_key"):
+        if options.get(name) is not None:
+            raise InvalidOption(f"debounce= cannot be combined with {name}= (the debounce"
+                                " decides when the job is due, and keeps one waiting job of"
+                                " its key)", field="debounce")
+    if after:
+        raise InvalidOption("debounce= cannot be combined with after=", field="debounce")
+    return {**options, "delay": debounce.wait_seconds}
 
 
 def _handler_params(fn: Callable[..., Any], name: str) -> list[str]:
@@ -146,6 +171,7 @@ class JobKind(Generic[P, R]):
         lease_expiries: int = 3,
         tenant_required: bool = False,
         tenant: TenantOf | None = None,
+        expires: timedelta | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -186,6 +212,13 @@ class JobKind(Generic[P, R]):
         self.tenant_required = tenant_required
         #: How the tenant is derived from the payload, or None: then only the enqueue names it.
         self.tenant_of: TenantOf | None = tenant
+        if expires is not None and (not isinstance(expires, timedelta)
+                                    or expires <= timedelta(0)):
+            raise ConfigError(f"expires= of {name} must be a positive timedelta (how long after"
+                              f" it is due a job may still start), not {expires!r}",
+                              field="expires")
+        #: The start-by deadline of the kind's jobs, counted from when each is due; None: none.
+        self.expires = expires
         self.is_async = inspect.iscoroutinefunction(fn)
         params = _handler_params(fn, name)
         try:
@@ -213,6 +246,8 @@ class JobKind(Generic[P, R]):
 
         ``options`` are :meth:`_row_options`'s.
         """
+        if "debounce" in options:
+            raise _no_bulk_debounce()
         keys = derived = None
         if self.tenant_of is not None:
             text, keys, derived = self._derived_payload(args)
@@ -302,6 +337,7 @@ class JobKind(Generic[P, R]):
         retry: Backoff | None = None,
         tenant: str | None = None,
         enqueued_by: str | None = None,
+        expires: timedelta | datetime | None = None,
     ) -> dict[str, Any]:
         """Every field of a Row but its payload, checked (the same for all rows of a bulk)."""
         limit = self.app.payload_limit
@@ -335,10 +371,44 @@ class JobKind(Generic[P, R]):
             # the enqueue's own, else the app's acting_as scope (checked when it opened)
             enqueued_by=self.app.actor if enqueued_by is None
             else check_name(enqueued_by, "enqueued_by"),
+            expires_at=None if expires is None and self.expires is None
+            else self._deadline(expires, seconds or 0.0, when),
         )
+
+    def _deadline(self, expires: timedelta | datetime | None, delay: float,
+                  at: datetime | None) -> datetime | None:
+        """The start-by deadline of a job due at ``at`` (or ``delay`` seconds from now): the
+        enqueue's ``expires`` (a timedelta counts from when the job is due; a datetime is the
+        deadline), else the kind's; None when neither names one. A deadline that has passed,
+        or that comes before the job is even due, is refused: the job could never start."""
+        if expires is None:
+            if self.expires is None:
+                return None
+            expires = self.expires
+        now = datetime.now(UTC)
+        due = at if at is not None else now + timedelta(seconds=delay)
+        if isinstance(expires, timedelta):
+            if expires <= timedelta(0):
+                raise InvalidOption(f"expires must be a positive timedelta, not {expires!r}",
+                                    field="expires")
+            return due + expires
+        if not isinstance(expires, datetime) or expires.tzinfo is None:
+            raise InvalidOption("expires must be a timedelta or a timezone-aware datetime (e.g."
+                                f" datetime.now(UTC) + timedelta(minutes=5)), not {expires!r}",
+                                field="expires")
+        deadline = expires.astimezone(UTC)
+        if deadline <= now:
+            raise InvalidOption(f"expires {deadline.isoformat()} has passed: the job could"
+                                " never start", field="expires")
+        if deadline <= due:
+            raise InvalidOption(f"expires {deadline.isoformat()} comes before the job is due"
+                                f" ({due.isoformat()}): it could never start", field="expires")
+        return deadline
 
     def rows(self, many: Iterable[P | dict[str, Any]], **options: Any) -> list[_enq.Row]:
         """Rows for many payloads sharing one set of options, which are checked once."""
+        if "debounce" in options:
+            raise _no_bulk_debounce()
         items = list(many)
         if not items:
             return []
@@ -368,6 +438,7 @@ class JobKind(Generic[P, R]):
         on_conflict: _enq.OnConflict = "return_existing",
         after: Iterable[int | Job] = (),
         if_dependency_fails: str = "cancel",
+        debounce: Debounce | None = None,
         **options: Any,
     ) -> Job:
         """Store one job and return it.
@@ -375,10 +446,14 @@ class JobKind(Generic[P, R]):
         With ``conn=`` the insert runs on the caller's connection, inside whatever transaction
         it has open: the job exists exactly when that transaction commits. With ``after=``
         (jobs or ids) it waits until they all completed (see :mod:`forklift._features.durable.deps`).
+        With ``debounce=Debounce(key, wait, max_wait)`` a job of this kind still waiting under
+        that key takes this payload and a later start instead (see :mod:`forklift._jobs.debounce`).
         """
+        if debounce is not None:
+            options = _debounced(debounce, options, after)
         row = self.row(args, **options)
         job: Job = self.app._enqueuer.store(
-            self._one(row, on_conflict, after, if_dependency_fails), [row], bulk=False,
+            self._one(row, on_conflict, after, if_dependency_fails, debounce), [row], bulk=False,
             conn=conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
@@ -392,19 +467,24 @@ class JobKind(Generic[P, R]):
         on_conflict: _enq.OnConflict = "return_existing",
         after: Iterable[int | Job] = (),
         if_dependency_fails: str = "cancel",
+        debounce: Debounce | None = None,
         **options: Any,
     ) -> Job:
         """:meth:`enqueue` for asyncio."""
+        if debounce is not None:
+            options = _debounced(debounce, options, after)
         row = self.row(args, **options)
         job: Job = await self.app._enqueuer.store_async(
-            self._one(row, on_conflict, after, if_dependency_fails), [row], bulk=False,
+            self._one(row, on_conflict, after, if_dependency_fails, debounce), [row], bulk=False,
             conn=conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
         return job
 
     def _one(self, row: _enq.Row, on_conflict: Any, after: Iterable[int | Job],
-             if_dependency_fails: str) -> Steps[Job]:
+             if_dependency_fails: str, debounce: Debounce | None = None) -> Steps[Job]:
+        if debounce is not None:
+            return debounce_steps(self.app.schema, row, debounce)
         policy = _enq.check_on_conflict(on_conflict)
         if after:
             from forklift._features.durable import deps

@@ -39,13 +39,14 @@ CAPS: Final[dict[str, int]] = {
     "step": 200,
     "tenant": 200,
     "enqueued_by": 200,
+    "debounce_key": 1000,
 }
 #: How many tags one job may carry.
 MAX_TAGS: Final = 100
 _HIDDEN: Final = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 _LABELS: Final = {"Cc": "a control character", "Cf": "a format character",
                   "Zl": "a line separator", "Zp": "a paragraph separator", "Cs": "a lone surrogate"}
-_BYTES: Final = frozenset({"unique_key", "batch_key"})
+_BYTES: Final = frozenset({"unique_key", "batch_key", "debounce_key"})
 # Names seen before and found good: queues and kinds repeat on every enqueue. Bounded, so a
 # stream of distinct tags cannot grow it without limit.
 _GOOD: set[tuple[str, str]] = set()

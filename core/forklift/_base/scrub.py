@@ -46,6 +46,7 @@ FAILURE_CODES: Final[dict[str, str]] = {
     "cancelled": "an operator or the application cancelled the job while it ran",
     "internal_error": "Fail raised with a code the kind did not declare, or an unstorable outcome",
     "handler_exit": "the handler raised a BaseException such as SystemExit or KeyboardInterrupt",
+    "expired": "not started by its start-by deadline (expires=); dead, no attempt spent",
 }
 """The runner's own failure codes, with a one-line description each (listed in the failure-codes reference)."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -36,7 +37,8 @@ SET state = 'running', attempt = t.attempt + 1, worker_id = %(w)s,
 WHERE t.id = ANY (ARRAY(SELECT c.id FROM c))
 RETURNING t.id, t.queue, t.kind, t.args::text, t.attempt, t.max_attempts, t.fence, t.retry::text,
           t.meta::text, t.batch_id, t.priority, t.run_at, t.attempted_at IS NOT NULL, t.traceparent,
-          extract(epoch FROM now() - t.run_at)::float8, t.tenant, t.enqueued_by"""
+          extract(epoch FROM now() - t.run_at)::float8, t.tenant, t.enqueued_by,
+          extract(epoch FROM t.expires_at - now())::float8"""
 
 
 # The C scanner json.loads ends in, without its two whitespace matches a row: a jsonb column
@@ -70,6 +72,15 @@ class Claimed:
     #: The job's tenant and who enqueued it (migration 0023), for traces and log lines
     tenant: str | None = None
     enqueued_by: str | None = None
+    #: When the job's start-by deadline passes, on this process's monotonic clock (the seconds
+    #: left by the server's clock at the claim, from when the answer was read); None: no
+    #: deadline. A job claimed past it never runs its handler (it goes dead, ``expired``).
+    expires: float | None = None
+
+    @property
+    def expired(self) -> bool:
+        """Whether the job's start-by deadline has passed (its handler must not start)."""
+        return self.expires is not None and time.monotonic() >= self.expires
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...]) -> Claimed:
@@ -77,7 +88,7 @@ class Claimed:
         integer longer than Python's digit limit) is returned with ``undecodable`` set, so it
         fails alone instead of failing the claim of its whole batch."""
         (id_, queue, kind, args, attempt, max_attempts, fence, retry, meta, batch_id, priority,
-         run_at, started, traceparent, lag, tenant, enqueued_by) = row
+         run_at, started, traceparent, lag, tenant, enqueued_by, left) = row
         broken = None
         try:
             args = _scan(args, 0)[0]
@@ -103,5 +114,6 @@ class Claimed:
             "batch_id": batch_id, "priority": priority, "run_at": run_at, "started": started,
             "undecodable": broken, "traceparent": traceparent, "lag": lag,
             "tenant": tenant, "enqueued_by": enqueued_by,
+            "expires": None if left is None else time.monotonic() + left,
         })
         return job

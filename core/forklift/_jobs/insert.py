@@ -37,9 +37,10 @@ __all__ = ["COPY_DEFAULTS", "ON_CONFLICT", "OnConflict", "Row", "check_on_confli
 
 _INSERT = (
     "INSERT INTO {s}.jobs AS j (queue, kind, args, state, priority, max_attempts, run_at,"
-    " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by)"
+    " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by, expires_at)"
     " SELECT %s, %s, %s::jsonb, CASE WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
-    " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb, %s, %s::text[], %s, %s"
+    " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb, %s, %s::text[], %s, %s,"
+    " %s::timestamptz"
     " FROM (SELECT coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)) AS r) t"
 )
 # A fresh job without a unique key: the server decides only its id, state, run_at and
@@ -52,8 +53,9 @@ INSERT_TIMED_SQL = _INSERT + _FRESH
 # as the bulk path does): each parameter left out is one less for psycopg to adapt and
 # for the server to parse, about a sixth of the client's time in a default enqueue.
 _NOW_OPTIONAL: Final = ("priority", "max_attempts", "tags", "meta", "retry", "traceparent",
-                         "tenant", "enqueued_by")
-_NOW_CASTS: Final = {"tags": "::text[]", "meta": "::jsonb", "retry": "::jsonb"}
+                         "tenant", "enqueued_by", "expires_at")
+_NOW_CASTS: Final = {"tags": "::text[]", "meta": "::jsonb", "retry": "::jsonb",
+                     "expires_at": "::timestamptz"}
 _now_sql: dict[tuple[str, ...], str] = {}
 
 
@@ -73,7 +75,7 @@ INSERT_NOW_SQL = insert_now_sql(())
 # this statement created), or nothing when a live job holds the key and is left alone.
 INSERT_UNIQUE_SQL = _INSERT + ON_KEY + " DO NOTHING RETURNING " + JOB_COLUMNS + ", true"
 # replace: a live holder that is not running takes the new args, priority and run_at (and the
-# state they imply) in this one statement, and the new tenant when one is named (a kind that
+# state they imply) and the new start-by deadline (or none) in this one statement, and the new tenant when one is named (a kind that
 # derives it from the payload keeps the two in step; enqueued_by stays the first enqueuer's);
 # a running holder is left alone (the WHERE), and the caller is told so. The insert trigger
 # wakes workers for inserted rows only, so a replaced job that becomes available is announced
@@ -81,7 +83,8 @@ INSERT_UNIQUE_SQL = _INSERT + ON_KEY + " DO NOTHING RETURNING " + JOB_COLUMNS + 
 REPLACE_UNIQUE_SQL = (
     "WITH r AS (" + _INSERT + ON_KEY + " DO UPDATE SET args = excluded.args,"
     " priority = excluded.priority, run_at = excluded.run_at, state = excluded.state,"
-    " keys = excluded.keys, tenant = coalesce(excluded.tenant, j.tenant)"
+    " keys = excluded.keys, tenant = coalesce(excluded.tenant, j.tenant),"
+    " expires_at = excluded.expires_at"
     " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh)"
     " SELECT r.* FROM r LEFT JOIN LATERAL (SELECT pg_notify({channel}, r.queue)"
     " WHERE NOT r.fresh AND r.state = 'available') n ON true"
@@ -125,7 +128,7 @@ def fresh_job(got: tuple[Any, ...], row: Row, args: Any, meta: dict[str, Any]) -
         id=got[0], queue=row.queue, kind=row.kind, args=args, state=got[1],
         priority=row.priority, attempt=0, max_attempts=row.max_attempts, run_at=got[2],
         created_at=got[3], errors=[], tags=list(row.tags), meta=meta, tenant=row.tenant,
-        enqueued_by=row.enqueued_by,
+        enqueued_by=row.enqueued_by, expires_at=row.expires_at,
     )
     for name, factory in _JOB_FACTORIES:
         job.__dict__[name] = factory()

@@ -23,7 +23,8 @@ HELD_AT: Final = datetime(9999, 1, 1, tzinfo=UTC)
 JOB_COLUMNS = (
     "id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at,"
     " attempted_at, finished_at, worker_id, fence, lease_expires_at, cancel_requested_at,"
-    " errors, result, partial, progress, unique_key, batch_id, tags, meta, tenant, enqueued_by"
+    " errors, result, partial, progress, unique_key, batch_id, tags, meta, tenant, enqueued_by,"
+    " expires_at, debounce_key"
 )
 
 
@@ -57,6 +58,11 @@ class Job:
     tenant: str | None = None
     #: Who enqueued it, as the enqueue said: attribution for people reading, never authority.
     enqueued_by: str | None = None
+    #: The start-by deadline, if any: a job not started by then never starts; it goes dead
+    #: with the error code ``expired``, its attempt unspent.
+    expires_at: datetime | None = None
+    #: The debounce key it was enqueued with (``Debounce``), if any.
+    debounce_key: str | None = None
     #: True when enqueue returned an existing live job holding the same unique key.
     reused: bool = False
     #: True when ``on_conflict="replace"`` gave that existing job the new args, priority and

@@ -20,6 +20,9 @@ The points:
 - ``on_drain()``: the worker stopped claiming and drains (once, as the drain begins).
 - ``on_rescued(jobs)``: as leader, the worker's rescue ended these attempts (their lease
   expired where they ran).
+- ``on_expired(jobs)``: as leader, the worker's sweep ended these waiting jobs past their
+  start-by deadline (dead, ``expired``; no attempt ran). Expired jobs a worker claimed are
+  settled like any attempt (``on_settle`` with the code ``expired``).
 - ``leader_tasks``: statements an observer wants run periodically while the worker leads
   (each on a session of its own, like the leader's other chores).
 """
@@ -93,7 +96,8 @@ class Settled(Protocol):
 
 
 class Rescued(Protocol):
-    """An attempt the leader's rescue ended: the job's new state and the error entry."""
+    """A job the leader ended (its rescue, an attempt whose lease expired; its sweep, a job
+    past its start-by deadline): the job's new state and the error entry."""
 
     @property
     def id(self) -> int: ...
@@ -149,6 +153,7 @@ class Lifecycle:
         self.on_flush: list[Callable[[int, int], None]] = []
         self.on_drain: list[Callable[[], None]] = []
         self.on_rescued: list[Callable[[Sequence[Rescued]], None]] = []
+        self.on_expired: list[Callable[[Sequence[Rescued]], None]] = []
         self.leader_tasks: list[LeaderTask] = []
 
     # The emitters: a caller on a hot path tests the list first, and calls only when it holds
@@ -179,6 +184,10 @@ class Lifecycle:
 
     def rescued(self, jobs: Sequence[Rescued]) -> None:
         for fn in self.on_rescued:
+            fn(jobs)
+
+    def expired(self, jobs: Sequence[Rescued]) -> None:
+        for fn in self.on_expired:
             fn(jobs)
 
 

@@ -24,7 +24,7 @@ from forklift._app.context import JobContext, Progress
 from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import settle
-from forklift._worker.execute import progress_json, run_attempt, stopped
+from forklift._worker.execute import expired, progress_json, run_attempt, stopped
 from forklift._worker.runner import BURST, InContext
 from forklift._worker.running import Running
 
@@ -99,9 +99,13 @@ class Attempts:
         self.running[job.fence] = rec
         self.state.held[job.fence] = job.id
         self.state.idle.clear()
-        if self.lifecycle.on_start:
+        if job.expires is not None and job.expired:
+            # Past its start-by deadline: the handler never starts, and neither does the
+            # attempt for the observers (its outcome, dead with ``expired``, they do see).
+            rec.expired = True
+        elif self.lifecycle.on_start:
             self.lifecycle.started(rec)
-        if kind is not None and kind.timeout:
+        if kind is not None and kind.timeout and not rec.expired:
             rec.timer = self.state.loop.call_later(kind.timeout, self.interrupt, rec, "timeout")
         self._ready.append(rec)
         if len(self._ready) > self._looking:
@@ -145,6 +149,11 @@ class Attempts:
             # Told to stop before its turn came (a cancel, a lost lease, the drain cutoff).
             self._looking += 1
             self._end(rec, None if self.state.closing else stopped(rec.job, rec.ctx, rec.kind))
+            return False
+        if rec.expired:
+            self._looking += 1
+            self.state.stats.expired += 1
+            self._end(rec, expired(rec.job, rec.ctx))
             return False
         attempt = InContext(run_attempt(rec.job, rec.kind, rec.ctx, self.state.executor,
                                         self.app.payload_limit),

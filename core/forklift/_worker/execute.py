@@ -69,6 +69,19 @@ def failed(
     return Outcome(job.id, job.fence, "retryable", delay=wait, error=entry, code=code)
 
 
+#: The message of an ``expired`` entry (the leader's sweep writes the same one).
+EXPIRED_MESSAGE = "not started by its start-by deadline (expires): the handler did not run"
+
+
+def expired(job: Claimed, ctx: JobContext | None) -> Outcome:
+    """A claimed job whose start-by deadline passed: dead with ``expired``, its handler never
+    started and the claim's attempt given back (``refund``), so its count is what it was."""
+    entry = error_entry(None, code="expired", attempt=job.attempt - 1,
+                        worker_id=ctx.worker_id if ctx else None,
+                        message=EXPIRED_MESSAGE)
+    return Outcome(job.id, job.fence, "dead", refund=1, error=entry, code="expired")
+
+
 def classify(
     job: Claimed, ctx: JobContext, kind: JobKind[Any, Any], exc: BaseException
 ) -> Outcome:

@@ -35,5 +35,7 @@ class Running:
     finished: bool = False
     lost: bool = False  # the lease is gone: nothing more may be written for this attempt
     released: bool = False  # the drain wrote its outcome; whatever the thread returns is moot
+    #: Claimed past its start-by deadline: its handler never starts (it ends ``expired``).
+    expired: bool = False
     #: The context the attempt's task runs in (a start hook may set one, e.g. a trace span).
     context: contextvars.Context | None = None

@@ -35,6 +35,8 @@ class WorkerStats:
     lease_lost: int = 0
     rescued: int = 0
     staged: int = 0
+    #: Jobs ended past their start-by deadline: claimed by this worker, or swept as its leader.
+    expired: int = 0
 
 
 class WorkerState:

@@ -179,6 +179,10 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
         out.print(f"unique key: {ident(job.unique_key)}")
     if job.batch_id is not None:
         out.print(f"batch: {job.batch_id}")
+    if job.expires_at is not None:
+        out.print(f"start by: {stamp(job.expires_at)}")
+    if job.debounce_key is not None:
+        out.print(f"debounce key: {ident(job.debounce_key)}")
     out.print(f"args: {_json_text(job.args)}")
     if job.meta:
         out.print(f"meta: {_json_text(job.meta)}")

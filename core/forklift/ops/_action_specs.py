@@ -52,11 +52,14 @@ WITH picked AS (
     FOR UPDATE OF t
 )"""
 
+# A requeued job starts afresh, without the start-by deadline it had (one that expired would
+# end it again at once): an operator who wants one enqueues anew with ``expires=``.
 REQUEUE_SQL = PICKED + """
 UPDATE {{s}}.jobs AS t SET
     state = 'available', attempt = 0, lost = 0, run_at = now(), finished_at = NULL,
     worker_id = NULL, fence = nextval('{{s}}.fence_seq'), lease_expires_at = NULL,
-    cancel_requested_at = NULL, result = NULL, partial = NULL, progress = NULL
+    cancel_requested_at = NULL, result = NULL, partial = NULL, progress = NULL,
+    expires_at = NULL
 FROM picked WHERE t.id = picked.id AND t.state IN ('completed', 'cancelled', 'dead')
 RETURNING t.id, t.queue, 'requeued'
 """

@@ -14,12 +14,13 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from dataclasses import dataclass, field, replace
+from datetime import timedelta
 from typing import Any
 
 import psycopg
 import psycopg.errors
 
-from forklift._base.errors import ForkliftError, JobNotFound, NotRequeueable
+from forklift._base.errors import ForkliftError, InvalidOption, JobNotFound, NotRequeueable
 from forklift._db.sqltext import render
 from forklift.ops import audit, history, limits
 from forklift.ops._action_specs import (
@@ -54,6 +55,10 @@ DEFAULT_BATCH = limits.DEFAULT_BATCH
 SAMPLE = 20
 
 LOCK_SQL = "SELECT state, kind, unique_key, queue FROM {s}.jobs WHERE id = %s FOR UPDATE"
+# A requeue with a new start-by deadline (the requeue itself clears the old one), in its
+# transaction: the job is never claimable without it.
+NEW_DEADLINE_SQL = ("UPDATE {s}.jobs SET expires_at = now() + make_interval(secs => %s)"
+                    " WHERE id = %s")
 
 
 @dataclass(frozen=True)
@@ -99,12 +104,26 @@ def act(
     job_id: int,
     *,
     reason: str | None = None,
+    expires: timedelta | None = None,
 ) -> ActionResult:
-    """Requeue, cancel, delete or run now one job, or raise the refusal (audited either way)."""
+    """Requeue, cancel, delete or run now one job, or raise the refusal (audited either way).
+
+    ``expires`` (requeue only): the requeued job's new start-by deadline, that long from now; a
+    requeue without one leaves the job without a deadline.
+    """
     spec = spec_of(action)
     ctx.require_write(action)
     reason = audit.clean_reason(reason)
-    target = {"job": job_id}
+    target: dict[str, Any] = {"job": job_id}
+    if expires is not None:
+        if action != "requeue":
+            raise InvalidOption(f"expires= applies to a requeue, not to {action}",
+                                field="expires")
+        if not isinstance(expires, timedelta) or expires <= timedelta(0):
+            raise InvalidOption(f"expires must be a positive timedelta (how long from now the"
+                                f" requeued job may still start), not {expires!r}",
+                                field="expires")
+        target["expires_in"] = expires.total_seconds()
     try:
         with conn.transaction():
             history.restore(conn, ctx.schema, [job_id])  # a job in partitioned history
@@ -124,6 +143,9 @@ def act(
                     job_id=job_id,
                 )
             outcome = done[0][2]
+            if expires is not None:
+                conn.execute(render(NEW_DEADLINE_SQL, ctx.schema),
+                             (expires.total_seconds(), job_id))
             audit.record(conn, ctx, action, target, count=1, reason=reason, outcome=outcome)
     except psycopg.errors.UniqueViolation:
         exc = NotRequeueable(

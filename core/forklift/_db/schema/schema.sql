@@ -700,3 +700,17 @@ ALTER TABLE {s}.jobs ADD COLUMN enqueued_by text;
 CREATE INDEX jobs_tenant_fair_idx ON {s}.jobs (queue, kind, ('tenant' || chr(31) || tenant),
     priority, run_at, id) WHERE state = 'available' AND keys IS NULL AND tenant IS NOT NULL;
 CREATE INDEX jobs_tenant_idx ON {s}.jobs (tenant, id) WHERE tenant IS NOT NULL;
+
+-- A job's start-by deadline: not started by then, it goes dead with the code `expired`, its
+-- attempt unspent; the index holds only waiting jobs that have one (migration 0025).
+ALTER TABLE {s}.jobs ADD COLUMN expires_at timestamptz;
+CREATE INDEX jobs_expires_idx ON {s}.jobs (expires_at)
+    WHERE expires_at IS NOT NULL AND state = ANY ('{scheduled,available,retryable}'::text[]);
+
+-- Debounce: at most one waiting, never attempted job per kind and debounce key; an enqueue with
+-- the key updates it (forklift._jobs.debounce) by one INSERT ... ON CONFLICT on this index.
+-- debounce_until: the latest start the debounce allows (its first enqueue + max_wait).
+ALTER TABLE {s}.jobs ADD COLUMN debounce_key text;
+ALTER TABLE {s}.jobs ADD COLUMN debounce_until timestamptz;
+CREATE UNIQUE INDEX jobs_debounce_idx ON {s}.jobs (kind, debounce_key)
+    WHERE debounce_key IS NOT NULL AND state = 'scheduled' AND attempted_at IS NULL;

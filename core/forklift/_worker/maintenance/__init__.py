@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.cron import CronChore
 from forklift._worker.maintenance.elector import Elector
+from forklift._worker.maintenance.expirer import Expirer
 from forklift._worker.maintenance.flow_recount import FlowRecount
 from forklift._worker.maintenance.history import HistoryUpkeep
 from forklift._worker.maintenance.observed import ObservedTask
@@ -46,5 +47,5 @@ def chores(config: WorkerConfig, state: WorkerState, *, leading: asyncio.Event, 
             WorkerPruner(c, s, leading=on), HistoryUpkeep(c, s, leading=on),
             OutboxRelay(c, s, leading=on, app=app), WorkflowRetention(c, s, leading=on),
             StatsRollup(c, s, leading=on), PlannerStats(c, s, leading=on),
-            FlowRecount(c, s, leading=on),
+            FlowRecount(c, s, leading=on), Expirer(c, s, leading=on, lifecycle=lifecycle),
             *(ObservedTask(c, s, leading=on, task=t) for t in lifecycle.leader_tasks)]

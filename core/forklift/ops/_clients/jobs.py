@@ -4,6 +4,7 @@ its audit row."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from forklift.ops import actions as _actions
@@ -40,9 +41,12 @@ class JobsClient(FeatureClient):
         """Why the job is not moving, in plain words."""
         return self._session.read(_explain.explain_job, job_id)
 
-    def requeue(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
-        """A finished job runs again: fresh attempts, new fence, error history kept."""
-        return self._session.run(_actions.act, "requeue", job_id, reason=reason)
+    def requeue(self, job_id: int, *, reason: str | None = None,
+                expires: timedelta | None = None) -> _actions.ActionResult:
+        """A finished job runs again: fresh attempts, new fence, error history kept. Without a
+        start-by deadline, unless ``expires`` gives it a new one, that long from now."""
+        return self._session.run(_actions.act, "requeue", job_id, reason=reason,
+                                 expires=expires)
 
     def cancel(self, job_id: int, *, reason: str | None = None) -> _actions.ActionResult:
         """Waiting jobs end cancelled at once; a running job's worker is told to stop it."""

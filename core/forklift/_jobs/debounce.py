@@ -1,0 +1,55 @@
+"""Debounce: one waiting job per kind and key, the last enqueue's payload, a start pushed back by
+each enqueue but never past the first one's ``max_wait``.
+
+One statement, safe under enqueues from many processes at once: an ``INSERT ... ON CONFLICT``
+on the partial unique index of waiting, never attempted jobs with a debounce key (migration
+0025). The first enqueue inserts the job, due ``wait`` from now; each later one, while that job
+still waits, gives it its payload and pushes its start to ``wait`` from now, capped at the first
+enqueue's ``max_wait``. Concurrent enqueues serialise on the index entry, so the last to commit
+leaves its payload. A job leaves the index as it becomes due (the stager makes it available) or
+starts, so an enqueue after that makes a new job, debounced in turn.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from forklift._base.debounce import Debounce
+from forklift._db.sqltext import render
+from forklift._db.steps import Query, Steps
+from forklift._jobs.job import JOB_COLUMNS, Job
+from forklift._jobs.row import Row
+
+__all__ = ["DEBOUNCE_SQL", "debounce_steps"]
+
+
+# The row's columns as a timed insert sends them (Row.params order), with the debounce key and
+# the cap (seconds from now) before its due time. The update keeps the job's id, queue, options
+# and history; it takes the new payload (and the key values and tenant derived from it), and
+# the later start, capped at debounce_until. xmax = 0 only for a row this statement inserted.
+DEBOUNCE_SQL = (
+    "INSERT INTO {s}.jobs AS j (queue, kind, args, state, priority, max_attempts, run_at,"
+    " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by, expires_at,"
+    " debounce_key, debounce_until)"
+    " SELECT %s, %s, %s::jsonb, 'scheduled', %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb,"
+    " %s, %s::text[], %s, %s, %s::timestamptz, %s, now() + make_interval(secs => %s::float8)"
+    " FROM (SELECT coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)) AS r) t"
+    " ON CONFLICT (kind, debounce_key)"
+    " WHERE debounce_key IS NOT NULL AND state = 'scheduled' AND attempted_at IS NULL"
+    " DO UPDATE SET args = excluded.args, keys = excluded.keys,"
+    " tenant = coalesce(excluded.tenant, j.tenant), expires_at = excluded.expires_at,"
+    " run_at = least(excluded.run_at, j.debounce_until)"
+    " RETURNING " + JOB_COLUMNS + ", j.xmax = 0"
+)
+
+
+def debounce_steps(schema: str, row: Row, debounce: Debounce) -> Steps[Job]:
+    """Store ``row`` debounced (its ``delay`` is the debounce's wait); returns the job, with
+    ``replaced`` set when an enqueue before it made it."""
+    params: tuple[Any, ...] = row.params()
+    got = yield Query(render(DEBOUNCE_SQL, schema),
+                      (*params[:14], debounce.key, debounce.max_wait_seconds, *params[14:]),
+                      "one")
+    assert got is not None
+    fresh = bool(got[-1])
+    return Job.from_row(got[:-1], reused=not fresh, replaced=not fresh)
