@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
+import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 import pytest
+from helpers import wait_until
 
 from forklift._db.embedded import files
 from forklift.cli.bench import (
@@ -232,3 +236,62 @@ def test_the_command_takes_the_steady_lengths(dsn: str) -> None:
     assert doc["sizes"]["sustained_seconds"] == 2 and doc["sizes"]["sustained_rate"] == 100
     assert [f["key"] for f in doc["figures"]] == ["sustained_p99", "sustained_depth"]
     assert doc["figures"][0]["detail"]["offered_rate"] == 100
+
+
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_bench_worker_ends_when_the_bench_that_started_it_is_killed_outright(
+    dsn: str, tmp_path: Path
+) -> None:
+    """SIGKILL leaves the bench no chance to stop its workers: they notice and stop, even one
+    killed before it has finished starting."""
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import sys\n"
+        "from forklift.cli.bench.procs import Proc\n"
+        f"proc = Proc('worker_main', {dsn!r})\n"
+        "print(proc.pid, flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    parent = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        parent.kill()  # at once: the worker is still importing
+        parent.wait(10)
+        wait_until(lambda: _gone(child), timeout=30,
+                   message=lambda: f"bench worker {child} outlived its bench:"
+                   f" {psutil.Process(child).as_dict(['status', 'ppid', 'cmdline'])}")
+    finally:
+        parent.kill()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            psutil.Process(child).kill()
+
+
+def test_sigterm_ends_the_bench_like_ctrl_c_leaving_no_process_or_database(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "forklift.cli.main", "bench", "--dsn", dsn, "--only",
+         "sustained", "--sustain", "120"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        me = psutil.Process(bench.pid)
+        wait_until(lambda: _scratch_left(conn) and me.children(), timeout=60,
+                   message=lambda: "the sustained scenario never started its worker")
+        children = [c.pid for c in me.children(recursive=True)]
+        bench.send_signal(signal.SIGTERM)
+        assert bench.wait(60) != 0
+        wait_until(lambda: all(_gone(pid) for pid in children), timeout=30,
+                   message=lambda: f"left running: {[p for p in children if not _gone(p)]}")
+        wait_until(lambda: not _scratch_left(conn), timeout=30,
+                   message=lambda: f"scratch databases left: {_scratch_left(conn)}")
+    finally:
+        bench.kill()
+        bench.wait(10)

@@ -8,6 +8,7 @@ when every scenario ran and 1 when one failed to run.
 from __future__ import annotations
 
 import dataclasses
+import signal
 from typing import Annotated
 
 import typer
@@ -67,10 +68,16 @@ def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None,
     sizes = dataclasses.replace(
         sizes, sustained_seconds=sustain or sizes.sustained_seconds,
         horizon_seconds=hold or sizes.horizon_seconds, sustained_rate=rate or sizes.sustained_rate)
-    report = b.run_bench(
-        dsn, scenarios=names, quick=quick, sizes=sizes,
-        progress=None if cx.as_json else (lambda m: err.print(f"[dim]{safe(m)}[/]")),
-    )
+    # SIGTERM ends the bench as Ctrl-C does: its subprocesses stopped, its scratch databases
+    # and a throwaway server removed (by default Python would exit on the spot, leaving them).
+    previous = signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        report = b.run_bench(
+            dsn, scenarios=names, quick=quick, sizes=sizes,
+            progress=None if cx.as_json else (lambda m: err.print(f"[dim]{safe(m)}[/]")),
+        )
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if cx.as_json:
         emit_json(report.to_json())
     else:
@@ -90,3 +97,7 @@ def bench(cx: Call, dsn: Dsn = None, quick: Quick = False, only: Only = None,
             err.print(f"[bold red]scenario {safe(name)} failed:[/] {safe(problem)}")
     if report.errors:
         raise typer.Exit(1)
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")

@@ -2,7 +2,9 @@
 
 A subprocess runs ``from forklift.cli.bench.procs import <entry>; <entry>()`` with the
 scratch database in ``FORKLIFT_DSN`` and, for a worker, its settings as JSON in
-``FORKLIFT_BENCH_WORKER`` (empty: the defaults a user gets).
+``FORKLIFT_BENCH_WORKER`` (empty: the defaults a user gets). It ends when the bench that
+started it does, however the bench ended (:func:`follow_parent`): a bench killed outright
+leaves no worker behind.
 """
 
 from __future__ import annotations
@@ -11,9 +13,11 @@ import contextlib
 import json
 import logging
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
@@ -141,6 +145,32 @@ def producer_main() -> None:
 
 
 # -- subprocesses -----------------------------------------------------------------------------
+#: How often a bench subprocess checks that the bench that started it is still there.
+PARENT_CHECK_SECONDS = 0.5
+#: After its parent is gone, how long a subprocess gets to stop on SIGTERM before it exits.
+ORPHAN_GRACE_SECONDS = 10.0
+
+
+#: The bench's pid, given to its subprocesses: one started as the bench dies sees another
+#: parent from its first instruction, so the parent it must outlive is named, not looked up.
+PARENT_ENV = "FORKLIFT_BENCH_PARENT"
+
+
+def follow_parent() -> None:
+    """End this process when the bench that started it is gone (killed outright, its own
+    cleanup never ran): SIGTERM to itself (a worker drains), then an exit after a grace."""
+    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(ORPHAN_GRACE_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bench-follow-parent", daemon=True).start()
+
+
 class Proc:
     """A bench subprocess; its stderr is kept for the error message if it dies."""
 
@@ -148,11 +178,13 @@ class Proc:
                  stdout: int | None = None, stdin: int | None = None,
                  module: str = "forklift.cli.bench.procs") -> None:
         env = dict(os.environ, FORKLIFT_DSN=dsn, FORKLIFT_SCHEMA=SCHEMA,
-                   FORKLIFT_BENCH_WORKER=json.dumps(settings or {}))
+                   FORKLIFT_BENCH_WORKER=json.dumps(settings or {}),
+                   **{PARENT_ENV: str(os.getpid())})
         # Kept open for the life of the process (its stderr), closed by stop().
         self.errfile: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
         self.popen = subprocess.Popen(
-            [sys.executable, "-c", f"from {module} import {entry}; {entry}()"],
+            [sys.executable, "-c", "from forklift.cli.bench.procs import follow_parent;"
+             f" follow_parent(); from {module} import {entry}; {entry}()"],
             env=env,
             stdout=stdout if stdout is not None else subprocess.DEVNULL,
             stdin=stdin,
