@@ -82,6 +82,8 @@ ENVIRONMENT: dict[str, str] = {
     "FORKLIFT_TEST_HOME": "pytest plugin: where that embedded test server lives.",
     "FORKLIFT_BENCH_WORKER": "Set by `forklift bench` on the worker processes it starts; not "
     "for users.",
+    "FORKLIFT_BENCH_PARENT": "Set by `forklift bench` on the processes it starts (its own pid, "
+    "so they stop when it is killed); not for users.",
     "FORKLIFT_SCREENSHOT_DIR": "Where `scripts/screenshots.py` writes the console's pictures.",
     "FORKLIFT_CLIPBOARD": "The console's copies (`ctrl+y`, `y`): `osc52` to the terminal's "
     "clipboard, `file` to a file; unset, a file only where the terminal is known to drop OSC 52.",
