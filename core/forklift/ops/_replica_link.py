@@ -152,6 +152,8 @@ class ReplicaLink:
                 lsn = self._primary_lsn()
             except FALLBACK_ERRORS:
                 lsn = None  # the primary's own read finds its trouble
+            except psycopg.Error:
+                lsn = None  # a refusal, say: choose() never raises; the primary answers
             if lsn is not None:
                 self.pending_lsn = lsn
                 self._pending_why = "what reads on the primary have already shown"
