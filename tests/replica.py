@@ -2,7 +2,10 @@
 
 ``pg_basebackup -R`` of the running test server into a scratch directory, then a standby started
 from it with the same PostgreSQL binaries (as the server's own account when the tests run as
-root). It follows the primary over streaming replication, so a row committed on the primary
+root). It follows the primary over streaming replication through a physical replication slot of
+its own, so WAL it has not received yet is kept for it however much the other tests write
+(without one, a checkpoint removes a segment a paused or stopped standby still needs and it never
+catches up again), so a row committed on the primary
 shows up on the replica a moment later; :meth:`Replica.pause` stops its replay (a lagging
 replica), :meth:`Replica.stop` shuts it down (a replica that is gone).
 
@@ -12,6 +15,7 @@ Only for the embedded test server (a Unix socket this process can reach); with
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 from collections.abc import Iterator
@@ -21,6 +25,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from helpers import wait_until
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from forklift._db.embedded import files, server
@@ -33,6 +38,8 @@ class Replica:
     bin_dir: Path
     user: files.User | None
     info: PidFile
+    admin_dsn: str
+    slot: str
 
     def dsn(self, dbname: str) -> str:
         return server.conninfo_of(self.info, dbname)
@@ -54,6 +61,14 @@ class Replica:
 
     def remove(self) -> None:
         self.stop()
+        with psycopg.connect(self.admin_dsn, autocommit=True) as c:
+            # The primary's sender for the standby ends a moment after the standby has.
+            wait_until(lambda: c.execute("SELECT NOT active FROM pg_replication_slots"
+                                         " WHERE slot_name = %s", (self.slot,)).fetchone()
+                       in (None, (True,)),
+                       timeout=30, message=f"replication slot {self.slot} still in use")
+            c.execute("SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+                      " WHERE slot_name = %s", (self.slot,))
         shutil.rmtree(self.data, ignore_errors=True)
         short = files.short_socket_dir(self.data, self.user)
         if short.is_dir() and not short.is_symlink():
@@ -72,11 +87,13 @@ def make_replica(admin_dsn: str, where: Path) -> Replica:
     os.chmod(where, 0o755)
     server.own(where, user)  # pg_basebackup runs as the server's account
     data = where / files.DATA_DIR_NAME
+    slot = f"{_SLOT_PREFIX}{os.getpid()}_{next(_made)}"
+    _drop_abandoned_slots(admin_dsn)
     source = make_conninfo("", host=host, port=params.get("port") or files.PORT,
                            user=params.get("user") or server.SUPERUSER)
     code, output = server.run(
         [str(bin_dir / "pg_basebackup"), "-d", source, "-D", str(data), "-R", "-X", "stream",
-         "-c", "fast", "--no-sync"],
+         "-C", "-S", slot, "-c", "fast", "--no-sync"],
         user, timeout=300)
     if code != 0:
         pytest.fail(f"pg_basebackup failed: {server.last_line(output)}")
@@ -86,7 +103,35 @@ def make_replica(admin_dsn: str, where: Path) -> Replica:
         stale.unlink()
     # The standby gets its own socket directory (server.start writes it) and keeps streaming.
     info = server.start(data, bin_dir, user)
-    return Replica(data=data, bin_dir=bin_dir, user=user, info=info)
+    return Replica(data=data, bin_dir=bin_dir, user=user, info=info, admin_dsn=admin_dsn,
+                   slot=slot)
+
+
+_SLOT_PREFIX = "forklift_test_replica_"
+_made = itertools.count()
+
+
+def _drop_abandoned_slots(admin_dsn: str) -> None:
+    """Slots left by test processes that died before removing their replica: each would keep
+    the server's WAL from being recycled for good."""
+    with psycopg.connect(admin_dsn, autocommit=True) as c:
+        rows = c.execute("SELECT slot_name FROM pg_replication_slots"
+                         " WHERE slot_name LIKE %s AND NOT active",
+                         (_SLOT_PREFIX + "%",)).fetchall()
+        for (name,) in rows:
+            pid = int(name.removeprefix(_SLOT_PREFIX).split("_")[0])
+            if pid != os.getpid() and not _alive(pid):
+                c.execute("SELECT pg_drop_replication_slot(%s)", (name,))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @pytest.fixture(scope="module")
