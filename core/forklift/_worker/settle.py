@@ -54,6 +54,15 @@ RETURNING t.fence, t.state
 """
 
 
+# The logs of a batch's settled attempts (forklift._jobs.attempt_log), sent only when some
+# attempt of the batch logged, in the settle's transaction: a log is kept only with its outcome.
+LOGS_SQL = """
+INSERT INTO {s}.job_logs (job_id, attempt, lines)
+SELECT l.id, l.attempt, l.lines FROM unnest(%b::bigint[], %b::int4[], %b::jsonb[])
+     AS l(id, attempt, lines)
+"""
+
+
 @dataclass
 class Outcome:
     job_id: int
@@ -66,6 +75,8 @@ class Outcome:
     progress: str | None = None
     partial: str | None = None
     code: str | None = field(default=None, compare=False)  # for logs and metrics
+    #: The attempt's log, when its handler logged: (attempt, JSON array of lines).
+    logs: tuple[int, str] | None = field(default=None, compare=False, repr=False)
     #: The attempt's job, when the worker has it (the fallback needs its attempts and backoff).
     job: Claimed | None = field(default=None, compare=False, repr=False)
 
@@ -89,6 +100,23 @@ async def write(
     if not outcomes:
         return {}
     outcomes = sorted(outcomes, key=lambda o: o.job_id)
+    logged = [o for o in outcomes if o.logs is not None]
+    if not logged:
+        return await _settle(conn, schema, outcomes, handoff)
+    async with conn.transaction():
+        accepted = await _settle(conn, schema, outcomes, handoff)
+        kept = [o.logs for o in logged if o.logs is not None and o.fence in accepted]
+        if kept:
+            await conn.execute(render(LOGS_SQL, schema), (
+                [o.job_id for o in logged if o.fence in accepted],
+                [attempt for attempt, _ in kept], [lines for _, lines in kept]))
+    return accepted
+
+
+async def _settle(
+    conn: psycopg.AsyncConnection[Any], schema: str, outcomes: list[Outcome],
+    handoff: Handoff | None,
+) -> dict[int, str]:
     if all(o.plain_completion for o in outcomes):
         sql, params = COMPLETE_SQL, (
             [o.job_id for o in outcomes], [o.fence for o in outcomes],
