@@ -16,9 +16,12 @@ from apps.basic import running_worker
 from helpers import wait_until
 
 from forklift import ConfigError, Forklift, JobContext
+from forklift._features import history
 from forklift._jobs.attempt_log import AttemptLog
 from forklift._worker import settle
+from forklift._worker.maintenance import history as history_upkeep
 from forklift._worker.maintenance.workflows import orphans
+from forklift.ops import Operator
 
 TERMINAL = ["completed", "dead", "cancelled"]
 
@@ -227,3 +230,31 @@ def test_bad_options_name_the_field() -> None:
     with pytest.raises(ConfigError) as caught:
         ctx.log("x", level="loud")
     assert caught.value.detail["field"] == "level"
+
+
+def test_logs_stay_while_their_job_is_in_partitioned_history(
+    app: Forklift, dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    history.enable(conn, "forklift")
+    conn.execute("INSERT INTO forklift.settings (name, value) VALUES ('history.move_after', 0),"
+                 " ('history.partitioned_since', 0) ON CONFLICT (name) DO UPDATE"
+                 " SET value = excluded.value")
+    job = joblogs.plain.enqueue({"order": "H-1"})
+    with running_worker(app, queues=["logs"]):
+        wait_done(conn, [job.id])
+
+    async def upkeep_then_sweep() -> int:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:
+            await history_upkeep.upkeep(c, "forklift")
+            return await orphans(c, "forklift", {})
+
+    assert asyncio.run(upkeep_then_sweep()) == 0
+    assert conn.execute("SELECT count(*) FROM forklift.jobs_history WHERE id = %s",
+                        (job.id,)).fetchone() == (1,)
+    assert len(logs(conn, job.id)) == 1
+    with Operator(dsn) as op:  # read from history like the job itself
+        assert [line["message"] for line in op.jobs.show(job.id).logs[0].lines] == [
+            "charging order", "charged"]
+    conn.execute("DELETE FROM forklift.jobs_history WHERE id = %s", (job.id,))
+    assert asyncio.run(upkeep_then_sweep()) >= 1
+    assert logs(conn, job.id) == []
