@@ -58,7 +58,7 @@ RETURNING t.fence, t.state
 # attempt of the batch logged, in the settle's transaction: a log is kept only with its outcome.
 LOGS_SQL = """
 INSERT INTO {s}.job_logs (job_id, attempt, lines)
-SELECT l.id, l.attempt, l.lines FROM unnest(%b::bigint[], %b::int4[], %b::jsonb[])
+SELECT l.id, l.attempt, l.lines FROM unnest(%b::bigint[], %b::int4[], %b::json[])
      AS l(id, attempt, lines)
 """
 

@@ -12,7 +12,8 @@ CREATE TABLE {s}.job_logs (
     id         bigint      GENERATED ALWAYS AS IDENTITY,
     attempt    integer     NOT NULL,
     written_at timestamptz NOT NULL DEFAULT now(),
-    -- [{at, level, message, logger?, fields?, capped?}, ...] (forklift._jobs.attempt_log)
-    lines      jsonb       NOT NULL,
+    -- [{at, level, message, logger?, fields?, capped?}, ...] (forklift._jobs.attempt_log); json,
+    -- not jsonb: a line's fields keep the order the handler gave them
+    lines      json        NOT NULL,
     PRIMARY KEY (job_id, id)
 );
