@@ -83,3 +83,17 @@ def slow(ctx: JobContext, payload: dict[str, Any]) -> None:
 @app.job(name="logs.silent", queue="logs")
 def silent(ctx: JobContext, payload: dict[str, Any]) -> int:
     return int(payload.get("i", 0))
+
+
+@app.job(name="logs.held", queue="logs")
+def held(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """Runs until told to stop (the test takes its lease away)."""
+    ctx.log("holding the job")
+    ctx.cancelled.wait(30)
+    ctx.log(f"told to stop: {ctx.cancel_reason}")
+
+
+@app.job(name="logs.napper", queue="logs")
+def napper(ctx: JobContext, payload: dict[str, Any]) -> None:
+    ctx.log("before the nap")
+    ctx.sleep_sync("nap", 3600)  # parks the job: the attempt ends with no outcome

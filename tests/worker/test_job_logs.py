@@ -195,9 +195,10 @@ def test_a_batch_without_logs_costs_one_statement(app: Forklift, dsn: str,
     quiet, chatty, accepted = asyncio.run(main())
     assert (quiet.statements, quiet.transactions) == (["UPDATE"], 0)
     assert (chatty.statements, chatty.transactions) == (["UPDATE", "INSERT"], 1)
-    assert len(accepted) == 2  # the stale fence's outcome was refused: its log is not kept
-    assert [r[0] for r in conn.execute("SELECT job_id FROM forklift.job_logs").fetchall()] == [
-        ids[2]]
+    assert len(accepted) == 2  # the stale fence's outcome was refused; its attempt ran all
+    # the same, and its log is kept
+    assert [r[0] for r in conn.execute(
+        "SELECT job_id FROM forklift.job_logs ORDER BY job_id").fetchall()] == ids[2:4]
 
 
 def test_logs_go_with_their_job(app: Forklift, dsn: str, conn: psycopg.Connection[Any]) -> None:
@@ -258,3 +259,30 @@ def test_logs_stay_while_their_job_is_in_partitioned_history(
     conn.execute("DELETE FROM forklift.jobs_history WHERE id = %s", (job.id,))
     assert asyncio.run(upkeep_then_sweep()) >= 1
     assert logs(conn, job.id) == []
+
+
+def test_an_attempt_without_an_outcome_still_leaves_its_log(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    held = joblogs.held.enqueue({})
+    napper = joblogs.napper.enqueue({})
+    with running_worker(app, queues=["logs"], concurrency=2, lease=2.0) as worker:
+        wait_until(lambda: conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
+                                        (held.id,)).fetchone() == ("running",), timeout=30)
+        # Another holder took it (as after a rescue and a new claim): a newer fence.
+        conn.execute("UPDATE forklift.jobs SET fence = nextval('forklift.fence_seq'),"
+                     " worker_id = 'other' WHERE id = %s", (held.id,))
+        wait_until(lambda: worker.stats.lease_lost >= 1, timeout=30,
+                   message="the heartbeat noticed the lost lease")
+        wait_until(lambda: len(logs(conn, held.id)) == 1 and len(logs(conn, napper.id)) == 1,
+                   timeout=30, message="both logs were written")
+    ((attempt, lines),) = logs(conn, held.id)
+    assert attempt == 1
+    assert messages(lines) == ["holding the job", "told to stop: lease_lost"]
+    row = conn.execute("SELECT state, worker_id FROM forklift.jobs WHERE id = %s",
+                       (held.id,)).fetchone()
+    assert row == ("running", "other")  # the outcome stayed unwritten: the other holder's
+    ((_, lines),) = logs(conn, napper.id)
+    assert messages(lines) == ["before the nap"]
+    assert conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
+                        (napper.id,)).fetchone() == ("scheduled",)

@@ -48,6 +48,7 @@ class Outcomes(Protocol):
     """The completer, as attempts hand it their outcomes."""
 
     def add(self, outcome: settle.Outcome) -> None: ...
+    def add_log(self, job_id: int, attempt: int, lines: str) -> None: ...
 
 
 class Attempts:
@@ -252,6 +253,13 @@ class Attempts:
             return
         if rec.lost or outcome is None:
             self.state.held.pop(rec.job.fence, None)
+            if rec.ctx._log is not None:
+                # No outcome carries it (the lease was lost, or the handler parked the job):
+                # the log is written on its own.
+                kept = rec.ctx._log
+                if kept.lines or kept.dropped:
+                    assert self.completer is not None
+                    self.completer.add_log(rec.job.id, rec.job.attempt, kept.to_json())
             return
         if rec.ctx._log is not None:  # the handler logged (forklift._jobs.attempt_log)
             with_log(outcome, rec.ctx, rec.job)

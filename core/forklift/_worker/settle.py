@@ -54,8 +54,8 @@ RETURNING t.fence, t.state
 """
 
 
-# The logs of a batch's settled attempts (forklift._jobs.attempt_log), sent only when some
-# attempt of the batch logged, in the settle's transaction: a log is kept only with its outcome.
+# The logs of a batch's attempts (forklift._jobs.attempt_log), sent only when some attempt of
+# the batch logged, in the settle's transaction: an outcome and its log are stored together.
 LOGS_SQL = """
 INSERT INTO {s}.job_logs (job_id, attempt, lines)
 SELECT l.id, l.attempt, l.lines FROM unnest(%b::bigint[], %b::int4[], %b::json[])
@@ -95,7 +95,8 @@ async def write(
 
     Rows go in id order, like the heartbeat's, so the two statements cannot deadlock. With
     ``handoff`` (a worker with flow queues, forklift._features.flow.handoff) the same statement claims
-    the next jobs of the settled keyed jobs' values, into ``handoff.jobs``.
+    the next jobs of the settled keyed jobs' values, into ``handoff.jobs``. Attempts' logs
+    (``Outcome.logs``) go in the same transaction by one more statement, only when there are any.
     """
     if not outcomes:
         return {}
@@ -105,12 +106,17 @@ async def write(
         return await _settle(conn, schema, outcomes, handoff)
     async with conn.transaction():
         accepted = await _settle(conn, schema, outcomes, handoff)
-        kept = [o.logs for o in logged if o.logs is not None and o.fence in accepted]
-        if kept:
-            await conn.execute(render(LOGS_SQL, schema), (
-                [o.job_id for o in logged if o.fence in accepted],
-                [attempt for attempt, _ in kept], [lines for _, lines in kept]))
+        # A refused outcome's attempt ran all the same (its lease was lost): its log is kept.
+        await write_logs(conn, schema, [(o.job_id, *o.logs) for o in logged if o.logs])
     return accepted
+
+
+async def write_logs(conn: psycopg.AsyncConnection[Any], schema: str,
+                     logs: list[tuple[int, int, str]]) -> None:
+    """Store attempts' logs, (job id, attempt, JSON array of lines) each."""
+    await conn.execute(render(LOGS_SQL, schema), (
+        [job_id for job_id, _, _ in logs], [attempt for _, attempt, _ in logs],
+        [lines for _, _, lines in logs]))
 
 
 async def _settle(
