@@ -8,7 +8,7 @@ import logging
 import threading
 from typing import Any
 
-from forklift import Backoff, Forklift, JobContext, Retry
+from forklift import Backoff, Forklift, JobContext, Key, Retry
 
 app = Forklift()
 log = logging.getLogger("tests.joblogs")
@@ -97,3 +97,10 @@ def held(ctx: JobContext, payload: dict[str, Any]) -> None:
 def napper(ctx: JobContext, payload: dict[str, Any]) -> None:
     ctx.log("before the nap")
     ctx.sleep_sync("nap", 3600)  # parks the job: the attempt ends with no outcome
+
+
+@app.job(name="logs.keyed", queue="logs-keyed",
+         concurrency=[Key(lambda p: p["account"], limit=1, name="account")])
+def keyed(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """One at a time per account: a settled job's slot passes to the next in its write."""
+    ctx.log(f"job {payload['i']} of {payload['account']}")

@@ -286,3 +286,16 @@ def test_an_attempt_without_an_outcome_still_leaves_its_log(
     assert messages(lines) == ["before the nap"]
     assert conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
                         (napper.id,)).fetchone() == ("scheduled",)
+
+
+def test_keyed_jobs_keep_their_logs_when_their_slots_pass_on(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    # A worker with flow queues writes outcomes on its lanes, where the settle also hands the
+    # key's slot to the next job (forklift._features.flow.handoff): the logs go along.
+    ids = joblogs.keyed.enqueue_many([{"account": "a", "i": i} for i in range(6)])
+    with running_worker(app, queues=["logs-keyed"], concurrency=4):
+        wait_done(conn, ids)
+    for i, job_id in enumerate(ids):
+        ((_, lines),) = logs(conn, job_id)
+        assert messages(lines) == [f"job {i} of a"]
