@@ -104,3 +104,10 @@ def napper(ctx: JobContext, payload: dict[str, Any]) -> None:
 def keyed(ctx: JobContext, payload: dict[str, Any]) -> None:
     """One at a time per account: a settled job's slot passes to the next in its write."""
     ctx.log(f"job {payload['i']} of {payload['account']}")
+
+
+@app.job(name="logs.odd", queue="logs")
+def odd(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """Text PostgreSQL cannot store as it is, and values JSON has no words for."""
+    ctx.log("nul\x00 and a lone \ud800 surrogate", nan=float("nan"), obj=object(),
+            nested={"a": [1, 2], "password": "pw1"}, ok=True, n=None)

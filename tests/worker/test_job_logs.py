@@ -134,6 +134,22 @@ def test_lines_are_scrubbed_like_errors(app: Forklift, conn: psycopg.Connection[
     assert lines[0]["fields"] == {"api_token": "***", "user": "ada"}
 
 
+def test_text_and_values_json_cannot_hold_are_stored_all_the_same(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    job = joblogs.odd.enqueue({})
+    with running_worker(app, queues=["logs"]):
+        wait_done(conn, [job.id])
+    assert conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
+                        (job.id,)).fetchone() == ("completed",)
+    ((_, (line,)),) = logs(conn, job.id)
+    assert line["message"] == "nul and a lone \\ud800 surrogate"
+    fields = line["fields"]
+    assert (fields["nan"], fields["ok"], fields["n"]) == ("nan", True, None)
+    assert fields["obj"].startswith("<object object at")
+    assert fields["nested"] == {"a": [1, 2], "password": "***"}
+
+
 def test_a_timed_out_attempt_keeps_its_log(app: Forklift, conn: psycopg.Connection[Any]) -> None:
     job = joblogs.slow.enqueue({})
     with running_worker(app, queues=["logs"]):
@@ -236,13 +252,14 @@ def test_bad_options_name_the_field() -> None:
 def test_logs_stay_while_their_job_is_in_partitioned_history(
     app: Forklift, dsn: str, conn: psycopg.Connection[Any]
 ) -> None:
+    job = joblogs.plain.enqueue({"order": "H-1"})
+    with running_worker(app, queues=["logs"]):
+        wait_done(conn, [job.id])
+    # Enabled once the job is done (the worker's leader would otherwise move it meanwhile).
     history.enable(conn, "forklift")
     conn.execute("INSERT INTO forklift.settings (name, value) VALUES ('history.move_after', 0),"
                  " ('history.partitioned_since', 0) ON CONFLICT (name) DO UPDATE"
                  " SET value = excluded.value")
-    job = joblogs.plain.enqueue({"order": "H-1"})
-    with running_worker(app, queues=["logs"]):
-        wait_done(conn, [job.id])
 
     async def upkeep_then_sweep() -> int:
         async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as c:

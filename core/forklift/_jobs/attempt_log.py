@@ -50,11 +50,20 @@ def check_caps(kind: str, lines: int, size: int) -> None:
                               f" {value!r}", field=name)
 
 
-def _value(value: Any) -> Any:
+def _value(value: Any, depth: int = 0) -> Any:
+    """A field's value as JSON can hold it: numbers, booleans and null as they are, lists and
+    dicts (three levels, 50 items each) item by item, anything else as its text; every text
+    scrubbed."""
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float) and math.isfinite(value):
         return value
+    if depth < 3 and isinstance(value, (list, tuple)):
+        return [_value(v, depth + 1) for v in value[:_FIELDS_MAX]]
+    if depth < 3 and isinstance(value, dict):
+        items = list(value.items())[:_FIELDS_MAX]
+        return {scrub(str(k), limit=100): REDACTED if _SECRET_NAME.search(str(k))
+                else _value(v, depth + 1) for k, v in items}
     return scrub(value if isinstance(value, str) else str(value), limit=FIELD_LIMIT)
 
 
@@ -74,8 +83,8 @@ class AttemptLog:
     def add(self, level: str, message: object, fields: dict[str, Any] | None = None, *,
             logger: str | None = None, at: float | None = None) -> None:
         """Append one line (scrubbed), or count it as dropped once a cap is reached."""
-        if self.dropped:
-            with self._lock:
+        if self.dropped or len(self.lines) >= self.max_lines:
+            with self._lock:  # past a cap: counted, never scrubbed
                 self.dropped += 1
             return
         when = datetime.now(UTC) if at is None else datetime.fromtimestamp(at, UTC)
@@ -86,11 +95,9 @@ class AttemptLog:
                              limit=MESSAGE_LIMIT),
         }
         if logger is not None:
-            line["logger"] = logger
+            line["logger"] = scrub(logger, limit=200)
         if fields:
-            line["fields"] = {
-                scrub(str(k), limit=100): REDACTED if _SECRET_NAME.search(str(k)) else _value(v)
-                for k, v in list(fields.items())[:_FIELDS_MAX]}
+            line["fields"] = _value(fields)
         size = len(json.dumps(line, ensure_ascii=False).encode("utf-8"))
         with self._lock:
             if self.dropped or len(self.lines) >= self.max_lines \
