@@ -19,7 +19,7 @@ __all__ = ["render", "shapes"]
 # Results whose to_json() reshapes their fields; each says how, in words.
 _RESHAPED = {
     "JobDetail": "`to_json()` gives the job's own fields (the `Job` row, below) with `timeline`, "
-    "`steps`, `waits_for` and `parked` added beside them.",
+    "`steps`, `waits_for`, `parked` and `logs` added beside them.",
     "DeadGroupFilter": "`to_json()` gives `dead_group`, `states`, and `kind`, `code`, "
     "`fingerprint` when set.",
 }

@@ -1,5 +1,5 @@
 """One job in full (enter on a job): why it is (not) running, progress, lease, timeline, every
-attempt's error, args and result."""
+attempt's error and log, args and result."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from textual.widgets import ProgressBar, Static
 
 from forklift import LIVE_STATES, TERMINAL_STATES, JobNotFound
 from forklift.ops import ActionResult, Explanation, JobDetail, Operator
+from forklift.ops.job_logs import line_text
 from forklift.ops.runbook import command
 from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
@@ -160,6 +161,7 @@ class JobScreen(ConsoleScreen[JobView]):
             yield Static(id="timeline")
             yield Static(id="steps")
             yield Static(id="errors")
+            yield Static(id="logs")
             yield Static(id="args")
             yield Static(id="result")
 
@@ -184,7 +186,8 @@ class JobScreen(ConsoleScreen[JobView]):
             head.update(
                 Text(f"job {self.job_id} no longer exists: it was deleted or pruned.", style="bold")
             )
-            for part in ("#why", "#lease", "#timeline", "#steps", "#errors", "#args", "#result"):
+            for part in ("#why", "#lease", "#timeline", "#steps", "#errors", "#logs", "#args",
+                         "#result"):
                 self.query_one(part, Static).update("")
             self.query_one("#progress-row").display = False
             return
@@ -279,6 +282,8 @@ class JobScreen(ConsoleScreen[JobView]):
             errors.append_text(_error_text(e))
         errors.rstrip()
         self.query_one("#errors", Static).update(errors)
+        self.query_one("#logs", Static).update(_logs_text(data.detail))
+        self.query_one("#logs").display = bool(data.detail.logs)
 
         args = Text().append("Args\n", style="bold")
         args.append_text(pretty_json(job.args))
@@ -391,6 +396,24 @@ def _error_text(e: dict[str, Any]) -> Text:
             )
             out.append("\n")
     return out
+
+
+def _logs_text(detail: JobDetail) -> Text:
+    """Each attempt's log, oldest attempt first (forklift.ops.job_logs)."""
+    lines = sum(len(entry.lines) for entry in detail.logs)
+    text = Text().append(f"Logs ({lines} line{'' if lines == 1 else 's'})\n", style="bold")
+    for entry in detail.logs:
+        text.append(f"  attempt {entry.attempt}\n", style="bold")
+        for line in entry.lines:
+            level = str(line.get("level") or "")
+            style = "red" if level in ("error", "critical") else (
+                "yellow" if level == "warning" else "")
+            shown = one_line(line_text(line), limit=400)
+            if style:
+                shown.stylize(style)
+            text.append("    ").append_text(shown).append("\n")
+    text.rstrip()
+    return text
 
 
 def _steps_text(detail: JobDetail, now: datetime) -> Text:

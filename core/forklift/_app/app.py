@@ -26,6 +26,7 @@ from forklift._db import config
 from forklift._db.pools import Pools
 from forklift._db.steps import Steps, Tx, drive, drive_async
 from forklift._jobs import insert as _enq
+from forklift._jobs.attempt_log import DEFAULT_BYTES, DEFAULT_LINES
 from forklift._jobs.job import Job
 
 if TYPE_CHECKING:
@@ -189,6 +190,9 @@ class Forklift:
         tenant_required: bool = False,
         tenant: TenantOf | None = None,
         expires: timedelta | None = None,
+        capture_logs: bool = False,
+        log_lines: int = DEFAULT_LINES,
+        log_bytes: int = DEFAULT_BYTES,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -211,6 +215,9 @@ class Forklift:
         tenant_required: bool = False,
         tenant: TenantOf | None = None,
         expires: timedelta | None = None,
+        capture_logs: bool = False,
+        log_lines: int = DEFAULT_LINES,
+        log_bytes: int = DEFAULT_BYTES,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -228,6 +235,9 @@ class Forklift:
         ``expires=timedelta(...)`` gives every job of the kind a start-by deadline that long
         after it is due (an enqueue's ``expires=`` overrides it): a job not started by then
         never starts, it goes ``dead`` with the code ``expired``, its attempt unspent.
+        ``capture_logs=True`` adds the ``logging`` records emitted while a handler runs to its
+        attempt's log, beside its ``ctx.log`` lines; ``log_lines`` and ``log_bytes`` cap an
+        attempt's log (docs: how-to/job-logs.md).
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -254,6 +264,9 @@ class Forklift:
                 tenant_required=tenant_required,
                 tenant=tenant,
                 expires=expires,
+                capture_logs=capture_logs,
+                log_lines=log_lines,
+                log_bytes=log_bytes,
             )
             self.kinds[kind_name] = kind
             return kind

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from forklift._jobs.attempt_log import DEFAULT_CAPS, LEVELS, AttemptLog
+
 if TYPE_CHECKING:
     from forklift._features.flow.locks import Lock
 
@@ -66,6 +68,7 @@ class JobContext:
         on_publish: Callable[[Any], None] | None = None,
         locks: Any = None,
         notes: Any = None,
+        log_caps: tuple[int, int] = DEFAULT_CAPS,
     ) -> None:
         self.job_id = job_id
         self.kind = kind
@@ -87,6 +90,9 @@ class JobContext:
         # callbacks made for every job when few jobs ever report progress.
         self._notes = notes
         self._locks = locks  # the worker's lock service (forklift._features.flow.worker_locks)
+        # The attempt's log, made by the first line: a job that logs nothing carries none.
+        self._log_caps = log_caps
+        self._log: AttemptLog | None = None
 
     @property
     def cancelled(self) -> threading.Event:
@@ -132,6 +138,28 @@ class JobContext:
             self._notes.note_partial(self.fence, partial)
         elif self._on_publish is not None:
             self._on_publish(partial)
+
+    def log(self, message: str, /, *, level: str = "info", **fields: Any) -> None:
+        """Add a line to this attempt's log, stored with its outcome and shown by ``forklift
+        jobs show`` and the console. ``fields`` are kept beside the message; both are scrubbed
+        of secrets as error messages are. Past the kind's caps (``log_lines=``,
+        ``log_bytes=``) lines are dropped and a last line says so."""
+        if level not in LEVELS:
+            from forklift._base.errors import ConfigError
+
+            raise ConfigError(f"level must be one of {', '.join(LEVELS)}, not {level!r}",
+                              field="level")
+        self.attempt_log().add(level, message, fields)
+
+    def attempt_log(self) -> AttemptLog:
+        """This attempt's log (made on first use)."""
+        log = self._log
+        if log is None:
+            with _EVENTS:  # a sync handler's thread and a capturing logger may race
+                log = self._log
+                if log is None:
+                    log = self._log = AttemptLog(*self._log_caps)
+        return log
 
     def lock(self, key: str, *, ttl: float = 30.0, wait: float = 0.0) -> Lock:
         """A lock on ``key`` with a fencing token: ``async with ctx.lock(k) as token`` in an

@@ -23,6 +23,7 @@ from forklift._base.names import check_name, check_tags, shown
 from forklift._base.retry import Backoff
 from forklift._features.flow import keys as _keys
 from forklift._jobs import insert as _enq
+from forklift._jobs.attempt_log import DEFAULT_BYTES, DEFAULT_LINES, check_caps
 from forklift._jobs.debounce import debounce_steps
 from forklift._jobs.job import Job
 from forklift._jobs.payload import Codec, to_json_text
@@ -172,6 +173,9 @@ class JobKind(Generic[P, R]):
         tenant_required: bool = False,
         tenant: TenantOf | None = None,
         expires: timedelta | None = None,
+        capture_logs: bool = False,
+        log_lines: int = DEFAULT_LINES,
+        log_bytes: int = DEFAULT_BYTES,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -219,6 +223,14 @@ class JobKind(Generic[P, R]):
                               field="expires")
         #: The start-by deadline of the kind's jobs, counted from when each is due; None: none.
         self.expires = expires
+        if not isinstance(capture_logs, bool):
+            raise ConfigError(f"capture_logs= of {name} must be True or False, not"
+                              f" {capture_logs!r}", field="capture_logs")
+        check_caps(name, log_lines, log_bytes)
+        #: Whether ``logging`` records emitted while a handler runs go to its attempt's log.
+        self.capture_logs = capture_logs
+        #: An attempt's log caps: lines, bytes (forklift._jobs.attempt_log).
+        self.log_caps = (log_lines, log_bytes)
         self.is_async = inspect.iscoroutinefunction(fn)
         params = _handler_params(fn, name)
         try:

@@ -21,10 +21,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from forklift._app.context import JobContext, Progress
+from forklift._jobs.attempt_log import DEFAULT_CAPS
 from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import settle
-from forklift._worker.execute import expired, progress_json, run_attempt, stopped
+from forklift._worker.execute import expired, progress_json, run_attempt, stopped, with_log
 from forklift._worker.runner import BURST, InContext
 from forklift._worker.running import Running
 
@@ -47,6 +48,7 @@ class Outcomes(Protocol):
     """The completer, as attempts hand it their outcomes."""
 
     def add(self, outcome: settle.Outcome) -> None: ...
+    def add_log(self, job_id: int, attempt: int, lines: str) -> None: ...
 
 
 class Attempts:
@@ -94,6 +96,7 @@ class Attempts:
             job_id=job.id, kind=job.kind, queue=job.queue, attempt=job.attempt,
             max_attempts=job.max_attempts, fence=job.fence, worker_id=self.state.id, meta=job.meta,
             locks=self.locks, notes=self,
+            log_caps=DEFAULT_CAPS if kind is None else kind.log_caps,
         )
         rec = Running(job, kind, ctx, lease_deadline, time.monotonic(), not job.started)
         self.running[job.fence] = rec
@@ -250,7 +253,16 @@ class Attempts:
             return
         if rec.lost or outcome is None:
             self.state.held.pop(rec.job.fence, None)
+            if rec.ctx._log is not None:
+                # No outcome carries it (the lease was lost, or the handler parked the job):
+                # the log is written on its own.
+                kept = rec.ctx._log
+                if kept.lines or kept.dropped:
+                    assert self.completer is not None
+                    self.completer.add_log(rec.job.id, rec.job.attempt, kept.to_json())
             return
+        if rec.ctx._log is not None:  # the handler logged (forklift._jobs.attempt_log)
+            with_log(outcome, rec.ctx, rec.job)
         if rec.dirty:
             outcome.progress = rec.progress
             if outcome.next != "completed" and outcome.partial is None:

@@ -73,12 +73,19 @@ class Completer:
         self.lifecycle = lifecycle
         self.settle_db = settle_db
         self.outcomes: list[settle.Outcome] = []
+        #: Logs of attempts that ended with no outcome to carry them (a lost lease, a parked
+        #: job): (job id, attempt, lines), written by the next flush on their own.
+        self.loose_logs: list[tuple[int, int, str]] = []
         self.ready = asyncio.Event()
         self._closing = False
         self._lane_dbs: list[Session] = []  # a flow worker's further lanes (run())
 
     def add(self, outcome: settle.Outcome) -> None:
         self.outcomes.append(outcome)
+        self.ready.set()
+
+    def add_log(self, job_id: int, attempt: int, lines: str) -> None:
+        self.loose_logs.append((job_id, attempt, lines))
         self.ready.set()
 
     async def run(self) -> None:
@@ -183,7 +190,22 @@ class Completer:
             if handed:
                 await self.producer.handed(handed, sent)
             self._settled(batch, accepted, len(handed))
+        if self.loose_logs:
+            await self._write_loose_logs(deadline, db or self.settle_db)
         return True
+
+    async def _write_loose_logs(self, deadline: float | None, db: Session) -> None:
+        """One try: these logs are a courtesy to whoever looks at the job later, and the
+        attempts they tell of already ended without an outcome of this worker's."""
+        self.ready.clear()
+        logs, self.loose_logs = self.loose_logs, []
+        limit = None if deadline is None else max(0.5, deadline - time.monotonic())
+        try:
+            await db.run(functools.partial(settle.write_logs, schema=self.config.schema,
+                                           logs=logs), timeout=limit)
+        except Exception as exc:
+            log.warning("the logs of %s that ended without an outcome could not be stored (%s)",
+                        plural(len(logs), "attempt"), why(exc))
 
     def _settled(self, batch: list[settle.Outcome], accepted: dict[int, str],
                  handed: int = 0) -> None:

@@ -27,7 +27,7 @@ from forklift._db.session import Session
 from forklift._jobs.lifecycle import Lifecycle, job_fields
 from forklift._worker import claim as claims
 from forklift._worker import registry
-from forklift._worker.execute import stopped
+from forklift._worker.execute import stopped, with_log
 from forklift._worker.util import bounded, wait_any
 
 #: Most seconds from the final writes' deadline to the end of Worker.run(): recording the exit
@@ -109,6 +109,7 @@ class DrainCoordinator:
                     outcome.delay = max(outcome.delay, self.config.release_hold,
                                         self.config.final_timeout + TEARDOWN_BOUND + 1.0)
                 outcome.job = rec.job
+                with_log(outcome, rec.ctx, rec.job)
                 self.completer.outcomes.append(outcome)
         deadline = time.monotonic() + self.config.final_timeout
         await self.completer.stop(completer_task, deadline)

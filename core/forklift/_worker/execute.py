@@ -18,6 +18,7 @@ from forklift._base.errors import ForkliftError, LockLost
 from forklift._base.retry import Backoff, Fail, Retry, Snooze
 from forklift._base.scrub import error_entry
 from forklift._features.durable.errors import HandlerRefusal, Park
+from forklift._jobs.log_capture import capturing
 from forklift._jobs.payload import to_json_text
 from forklift._worker.claim import Claimed
 from forklift._worker.settle import Outcome
@@ -130,6 +131,10 @@ async def run_attempt(
         return failed(job, ctx, kind, None, "invalid_payload", message=exc.message, terminal=True)
 
     completed: Outcome | None = None
+    if kind.capture_logs:
+        # The attempt runs in a context of its own (and a sync handler in a copy of it): its
+        # logging records go to its log alone (forklift._jobs.log_capture).
+        capturing.set(ctx.attempt_log)
     try:
         if kind.is_async:
             value = await kind.fn(ctx, payload)
@@ -222,6 +227,14 @@ def stopped(
     if completed is not None and completed.next == "completed":
         outcome.partial = completed.result
     return outcome
+
+
+def with_log(outcome: Outcome, ctx: JobContext, job: Claimed) -> None:
+    """Give the outcome the attempt's log, when its handler logged anything: an attempt that
+    logged nothing costs its write nothing (forklift._worker.settle)."""
+    log = ctx._log
+    if log is not None and (log.lines or log.dropped):
+        outcome.logs = (job.attempt, log.to_json())
 
 
 def progress_json(value: Any) -> str | None:

@@ -54,6 +54,15 @@ RETURNING t.fence, t.state
 """
 
 
+# The logs of a batch's attempts (forklift._jobs.attempt_log), sent only when some attempt of
+# the batch logged, in the settle's transaction: an outcome and its log are stored together.
+LOGS_SQL = """
+INSERT INTO {s}.job_logs (job_id, attempt, lines)
+SELECT l.id, l.attempt, l.lines FROM unnest(%b::bigint[], %b::int4[], %b::json[])
+     AS l(id, attempt, lines)
+"""
+
+
 @dataclass
 class Outcome:
     job_id: int
@@ -66,6 +75,8 @@ class Outcome:
     progress: str | None = None
     partial: str | None = None
     code: str | None = field(default=None, compare=False)  # for logs and metrics
+    #: The attempt's log, when its handler logged: (attempt, JSON array of lines).
+    logs: tuple[int, str] | None = field(default=None, compare=False, repr=False)
     #: The attempt's job, when the worker has it (the fallback needs its attempts and backoff).
     job: Claimed | None = field(default=None, compare=False, repr=False)
 
@@ -84,11 +95,34 @@ async def write(
 
     Rows go in id order, like the heartbeat's, so the two statements cannot deadlock. With
     ``handoff`` (a worker with flow queues, forklift._features.flow.handoff) the same statement claims
-    the next jobs of the settled keyed jobs' values, into ``handoff.jobs``.
+    the next jobs of the settled keyed jobs' values, into ``handoff.jobs``. Attempts' logs
+    (``Outcome.logs``) go in the same transaction by one more statement, only when there are any.
     """
     if not outcomes:
         return {}
     outcomes = sorted(outcomes, key=lambda o: o.job_id)
+    logged = [o for o in outcomes if o.logs is not None]
+    if not logged:
+        return await _settle(conn, schema, outcomes, handoff)
+    async with conn.transaction():
+        accepted = await _settle(conn, schema, outcomes, handoff)
+        # A refused outcome's attempt ran all the same (its lease was lost): its log is kept.
+        await write_logs(conn, schema, [(o.job_id, *o.logs) for o in logged if o.logs])
+    return accepted
+
+
+async def write_logs(conn: psycopg.AsyncConnection[Any], schema: str,
+                     logs: list[tuple[int, int, str]]) -> None:
+    """Store attempts' logs, (job id, attempt, JSON array of lines) each."""
+    await conn.execute(render(LOGS_SQL, schema), (
+        [job_id for job_id, _, _ in logs], [attempt for _, attempt, _ in logs],
+        [lines for _, _, lines in logs]))
+
+
+async def _settle(
+    conn: psycopg.AsyncConnection[Any], schema: str, outcomes: list[Outcome],
+    handoff: Handoff | None,
+) -> dict[int, str]:
     if all(o.plain_completion for o in outcomes):
         sql, params = COMPLETE_SQL, (
             [o.job_id for o in outcomes], [o.fence for o in outcomes],

@@ -39,7 +39,7 @@ from forklift._base.version import VERSION
 from forklift._db import pooler
 from forklift._db.migrate import ensure_current, required_version
 from forklift._db.session import Session
-from forklift._jobs import lifecycle
+from forklift._jobs import lifecycle, log_capture
 from forklift._worker import maintenance, registry
 from forklift._worker.attempts import Attempts
 from forklift._worker.completer import Completer
@@ -235,6 +235,8 @@ class Worker:
         await asyncio.to_thread(self._check_schema)
         state.schema_current = True
         lifecycle.attach(self.lifecycle)  # logs, hooks, tracing, metrics: only what is in use
+        if any(k.capture_logs for k in app.kinds.values()):
+            log_capture.install()  # once per process (forklift._jobs.log_capture)
         await self._beat_db.run(self.register, timeout=OP_TIMEOUT)
         state.db_seen = time.monotonic()
         listen_dsn = pooler.listen_dsn(state.dsn, config.listen_dsn)

@@ -11,6 +11,7 @@ import typer
 from forklift.cli.format import plural, stamp
 from forklift.cli.format import state as state_text
 from forklift.cli.kit import Call, command, ident, out, safe, say_error
+from forklift.ops.job_logs import line_text
 from forklift.ops.limits import DEFAULT_CAP
 
 if TYPE_CHECKING:
@@ -215,6 +216,12 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
             took = f" {st.seconds:.3f}s" if st.seconds is not None else ""
             out.print(f"  {safe(st.name)}  {safe(st.state)}  attempt {st.attempt}"
                       f"  {stamp(st.started_at)}{took}  {safe(st.summary or '')}")
+    if detail.logs:
+        out.print("[bold]logs[/]")
+        for entry in detail.logs:
+            out.print(f"  attempt {entry.attempt} [dim]({stamp(entry.written_at)})[/]")
+            for line in entry.lines:
+                out.print(f"    {safe(line_text(line))}")
     out.print("[bold]timeline[/]")
     for ev in detail.timeline:
         out.print(f"  {stamp(ev.at)}  {safe(ev.event)}"

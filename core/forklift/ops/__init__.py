@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, QueueNotFound
     from forklift.ops.explain import Explanation, Reason
     from forklift.ops.filters import JobFilter, Sort
+    from forklift.ops.job_logs import JobLog
     from forklift.ops.jobs import JobDetail, JobPage, JobSummary
     from forklift.ops.operator import Operator
     from forklift.ops.prune import PruneReport
@@ -56,6 +57,7 @@ _HOME: dict[str, str] = {
     "JobFilter": "forklift.ops.filters",
     "Sort": "forklift.ops.filters",
     "JobDetail": "forklift.ops.jobs",
+    "JobLog": "forklift.ops.job_logs",
     "JobPage": "forklift.ops.jobs",
     "JobSummary": "forklift.ops.jobs",
     "Operator": "forklift.ops.operator",
@@ -93,6 +95,7 @@ __all__ = [
     "InvalidFilter",
     "JobDetail",
     "JobFilter",
+    "JobLog",
     "JobPage",
     "JobSummary",
     "NotCancellable",

@@ -13,10 +13,12 @@ from psycopg.rows import dict_row
 from forklift._base.errors import JobNotFound
 from forklift._jobs.job import JOB_COLUMNS, Job
 from forklift.ops import history
+from forklift.ops import job_logs as _job_logs
 from forklift.ops import steps as _steps
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.filters import Cursor, JobFilter, Sort
+from forklift.ops.job_logs import JobLog
 from forklift.ops.shape import Shape, jsonable
 from forklift.ops.steps import Dependency, Parked, StepInfo
 
@@ -198,13 +200,16 @@ class Event(Shape):
 @dataclass(frozen=True)
 class JobDetail:
     """A job with its timeline: enqueued, each failed attempt, the current attempt, the end;
-    and its durable side (forklift.ops.steps): steps, the jobs it waits for, why it is parked."""
+    its durable side (forklift.ops.steps): steps, the jobs it waits for, why it is parked; and
+    its attempts' logs (forklift.ops.job_logs)."""
 
     job: Job
     timeline: list[Event]
     steps: list[StepInfo] = field(default_factory=list)
     waits_for: list[Dependency] = field(default_factory=list)
     parked: str | None = None
+    #: each attempt's log, oldest first (forklift.ops.job_logs)
+    logs: list[JobLog] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         out = self.job.to_json()
@@ -213,6 +218,7 @@ class JobDetail:
         out["steps"] = jsonable(self.steps)
         out["waits_for"] = jsonable(self.waits_for)
         out["parked"] = self.parked
+        out["logs"] = jsonable(self.logs)
         return out
 
 
@@ -258,4 +264,5 @@ def _sort_key(at: datetime | str | None) -> datetime:
 def show(conn: psycopg.Connection[Any], ctx: OpsContext, job_id: int) -> JobDetail:
     job = get_job(conn, ctx.schema, job_id)
     steps, deps = _steps.read(conn, ctx.schema, job_id)
-    return JobDetail(job, timeline(job), steps, deps, _steps.parked(job, steps, deps))
+    return JobDetail(job, timeline(job), steps, deps, _steps.parked(job, steps, deps),
+                     _job_logs.read(conn, ctx.schema, job_id))

@@ -714,3 +714,18 @@ ALTER TABLE {s}.jobs ADD COLUMN debounce_key text;
 ALTER TABLE {s}.jobs ADD COLUMN debounce_until timestamptz;
 CREATE UNIQUE INDEX jobs_debounce_idx ON {s}.jobs (kind, debounce_key)
     WHERE debounce_key IS NOT NULL AND state = 'scheduled' AND attempted_at IS NULL;
+
+-- An attempt's own log (ctx.log, and the logging records of a kind that captures them), one row
+-- per attempt that logged, written with its outcome in the same transaction. No foreign key to
+-- jobs: the leader's workflow-retention chore deletes the rows of jobs that are gone
+-- (migration 0027).
+CREATE TABLE {s}.job_logs (
+    job_id     bigint      NOT NULL,
+    id         bigint      GENERATED ALWAYS AS IDENTITY,
+    attempt    integer     NOT NULL,
+    written_at timestamptz NOT NULL DEFAULT now(),
+    -- [{at, level, message, logger?, fields?, capped?}, ...] (forklift._jobs.attempt_log); json,
+    -- not jsonb: a line's fields keep the order the handler gave them
+    lines      json        NOT NULL,
+    PRIMARY KEY (job_id, id)
+);

@@ -1,5 +1,6 @@
 """Workflow retention: expired events, outbox messages delivered (or dead) long ago, and the
-steps and dependency rows of jobs that are gone (retention, a delete, partitioned history).
+steps and dependency rows of jobs that are gone (retention, a delete, partitioned history), and
+the attempt logs of jobs that are gone (kept while a job's row is in partitioned history).
 
 Short keyset batches, like the jobs' retention, so no delete holds many locks for long. The
 step and dependency tables have no foreign key to jobs, so deleting jobs costs every job
@@ -15,6 +16,7 @@ import psycopg
 
 from forklift._db.sqltext import render
 from forklift._worker.maintenance.chore import Chore
+from forklift._worker.maintenance.history import enabled as history_enabled
 
 if TYPE_CHECKING:
     from forklift._worker.config import WorkerConfig
@@ -43,12 +45,15 @@ WITH k AS (
     SELECT DISTINCT job_id FROM {s}.{t} WHERE job_id > %(after)s ORDER BY job_id LIMIT %(n)s
 ), gone AS (
     DELETE FROM {s}.{t} AS x USING k
-    WHERE x.job_id = k.job_id AND NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.id = k.job_id)
+    WHERE x.job_id = k.job_id AND NOT EXISTS (SELECT 1 FROM {s}.jobs j WHERE j.id = k.job_id){h}
     RETURNING 1
 )
 SELECT max(k.job_id), (SELECT count(*) FROM gone) FROM k
 """
-ORPHAN_TABLES = ("job_steps", "job_deps")
+ORPHAN_TABLES = ("job_steps", "job_deps", "job_logs")
+#: Tables whose rows stay while their job is in partitioned history (forklift.ops.job_logs).
+KEPT_IN_HISTORY = ("job_logs",)
+_IN_HISTORY = "\n      AND NOT EXISTS (SELECT 1 FROM {s}.jobs_history h WHERE h.id = k.job_id)"
 
 
 async def orphans(conn: psycopg.AsyncConnection[Any], schema: str, cursors: dict[str, int],
@@ -56,8 +61,15 @@ async def orphans(conn: psycopg.AsyncConnection[Any], schema: str, cursors: dict
     """One slice per table of rows whose job is gone; ``cursors`` (table -> last job id) move
     on and wrap around."""
     deleted = 0
+    partitioned: bool | None = None
     for table in ORPHAN_TABLES:
-        cur = await conn.execute(render(ORPHANS_SQL.replace("{t}", table), schema),
+        keep = ""
+        if table in KEPT_IN_HISTORY:
+            if partitioned is None:
+                partitioned = await history_enabled(conn, schema)
+            keep = _IN_HISTORY if partitioned else ""
+        sql = ORPHANS_SQL.replace("{t}", table).replace("{h}", keep)
+        cur = await conn.execute(render(sql, schema),
                                  {"after": cursors.get(table, 0), "n": batch})
         row = await cur.fetchone()
         cursors[table] = int(row[0]) if row and row[0] is not None else 0
