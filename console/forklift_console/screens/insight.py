@@ -12,6 +12,7 @@ from datetime import datetime
 from rich.text import Text
 
 from forklift.ops.dead import DeadGroup
+from forklift.ops.health import Alert as HealthAlert
 from forklift.ops.health import Health
 from forklift.ops.jobs import JobSummary
 from forklift.ops.stats import LAG_SECONDS, QueueStats, Stats
@@ -92,6 +93,9 @@ def health_alerts(health: Health | None, error: str | None = None) -> list[Alert
                       screen="health")]
     out = []
     for a in health.alerts if health is not None else []:
+        if a.code == "starvation":
+            out.append(starvation_alert(a))
+            continue
         # The level in a word and a symbol too: a critical alert reads so without colour.
         critical = a.level == "critical"
         text = Text(f"database: {a.code.replace('_', ' ')}: {a.level}, ")
@@ -101,6 +105,18 @@ def health_alerts(health: Health | None, error: str | None = None) -> list[Alert
                          style_of("state-dead" if critical else "state-warn"), text,
                          screen="health"))
     return out
+
+
+def starvation_alert(a: HealthAlert) -> Alert:
+    """A queue's oldest job of some priority waiting past the health threshold: the queue, the
+    wait, what to do (turn on aging, add capacity). Enter: the queue's waiting jobs."""
+    critical = a.level == "critical"
+    text = Text("starving: ")
+    text.append_text(one_line(a.message, limit=120))
+    text.append(" — ")
+    text.append_text(one_line(a.action, limit=140))
+    return Alert("✖" if critical else "▲", style_of("state-dead" if critical else "state-warn"), text,
+                 f"queue:{quote(a.subject)} state:available")
 
 
 def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert]:

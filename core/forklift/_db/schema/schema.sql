@@ -714,3 +714,12 @@ ALTER TABLE {s}.jobs ADD COLUMN debounce_key text;
 ALTER TABLE {s}.jobs ADD COLUMN debounce_until timestamptz;
 CREATE UNIQUE INDEX jobs_debounce_idx ON {s}.jobs (kind, debounce_key)
     WHERE debounce_key IS NOT NULL AND state = 'scheduled' AND attempted_at IS NULL;
+
+-- Priority aging (migration 0026): a queue's `priority_aging` (seconds; NULL: off) raises a
+-- waiting job's priority one step per interval it has been available, never past `aging_top`
+-- (forklift._worker.maintenance.ager); `priority_base` keeps the priority the job was given,
+-- written when aging first changes it.
+ALTER TABLE {s}.queues ADD COLUMN priority_aging double precision
+    CHECK (priority_aging IS NULL OR priority_aging > 0);
+ALTER TABLE {s}.queues ADD COLUMN aging_top smallint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.jobs ADD COLUMN priority_base smallint;
