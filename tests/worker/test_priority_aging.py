@@ -14,9 +14,11 @@ import psycopg
 import pytest
 from apps.basic import running_worker
 from helpers import wait_until
+from typer.testing import CliRunner
 
 from forklift import Forklift, JobContext, metrics
 from forklift._worker.maintenance.ager import age, aging_queues
+from forklift.cli.main import app as cli
 from forklift.ops import InvalidFilter, Operator
 
 app = Forklift()
@@ -166,6 +168,11 @@ def test_aging_touches_only_its_queues_and_never_raises_past_the_top(
     assert prio(conn, later) == (9, None)
     assert prio(conn, plain) == (500, None)
     assert run_age(dsn, "aged", 60, -2) == 0  # nothing new: nothing written
+    with Operator(dsn) as op:  # shown with the priority it was given
+        shown = op.jobs.show(far).job
+    assert (shown.priority, shown.priority_base) == (-2, 20)
+    text = CliRunner().invoke(cli, ["jobs", "show", str(far)], env={"FORKLIFT_DSN": dsn})
+    assert "priority -2 (given 20, raised by aging)" in text.stdout, text.output
     # The kept priority is the one it was given, however many passes raise it.
     conn.execute("UPDATE forklift.jobs SET run_at = now() - interval '250 seconds'"
                  " WHERE id = %s", (near,))
@@ -189,10 +196,6 @@ def test_one_statement_raises_at_most_a_batch_and_skips_locked_jobs(
 def test_aging_is_turned_off_with_none_and_the_cli(
     bound: Forklift, conn: psycopg.Connection[Any], dsn: str
 ) -> None:
-    from typer.testing import CliRunner
-
-    from forklift.cli.main import app as cli
-
     def run(*args: str) -> Any:
         return CliRunner().invoke(cli, list(args), env={"FORKLIFT_DSN": dsn})
 
