@@ -208,3 +208,27 @@ def test_aging_is_turned_off_with_none_and_the_cli(
     off = run("queues", "aging", "mail", "off", "--json")
     assert off.exit_code == 0 and '"priority_aging": null' in off.stdout
     assert listed(dsn) == []
+
+
+def test_the_aging_statement_reads_its_queue_from_the_claim_index(
+    bound: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    from forklift._worker.maintenance.ager import AGE_SQL
+
+    # 100k waiting jobs in a queue without aging and 10k, fresh, in one with it.
+    conn.execute("""
+        INSERT INTO forklift.jobs (queue, kind, priority, state, run_at)
+        SELECT CASE WHEN i % 11 = 0 THEN 'aged' ELSE 'plain' END, 'k' || (i % 5), i % 7,
+               'available', now() - make_interval(secs => i % 20)
+        FROM generate_series(1, 110000) i""")
+    conn.execute("ANALYZE forklift.jobs")
+    got = conn.execute("EXPLAIN (FORMAT JSON) " + AGE_SQL.replace("{s}", "forklift"),
+                       {"q": "aged", "every": 60.0, "top": 0, "batch": 1000}).fetchone()
+    assert got is not None
+
+    def nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+        return [plan, *(n for child in plan.get("Plans", []) for n in nodes(child))]
+
+    scans = nodes(got[0][0]["Plan"])
+    assert not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
+    assert "jobs_claim_idx" in {n.get("Index Name") for n in scans}
