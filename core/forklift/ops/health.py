@@ -19,6 +19,7 @@ advice as its alerts, so the CLI, the console and scripts say the same thing in 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -541,11 +542,12 @@ def starvation_alerts(waits: list[OldestWait], limit: float) -> list[Alert]:
 def starvation_advice(queue: str, w: OldestWait) -> str:
     """Aging first when it is off (higher priorities may be taking every slot), capacity
     always."""
+    name = shlex.quote(queue)
     capacity = (f"add capacity: more workers on the queue or a higher --concurrency (forklift"
-                f" queues explain {queue} says what holds it)")
+                f" queues explain {name} says what holds it)")
     if w.aging_seconds is None:
         return (f"if higher priorities take every slot, turn on priority aging: forklift queues"
-                f" aging {queue} 30s; else {capacity}")
+                f" aging {name} 30s; else {capacity}")
     return f"priority aging is on (a step every {w.aging_seconds:g}s); {capacity}"
 
 
