@@ -232,3 +232,17 @@ def test_the_aging_statement_reads_its_queue_from_the_claim_index(
     scans = nodes(got[0][0]["Plan"])
     assert not [n for n in scans if n["Node Type"] == "Seq Scan"], scans
     assert "jobs_claim_idx" in {n.get("Index Name") for n in scans}
+
+
+def test_an_enqueue_that_replaces_an_aged_job_gives_it_its_new_priority(
+    bound: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    job = low.enqueue({}, queue="replaced", unique_key="report-1")
+    conn.execute("UPDATE forklift.jobs SET run_at = now() - interval '1 hour' WHERE id = %s",
+                 (job.id,))
+    assert run_age(dsn, "replaced", 60, 0) == 1
+    assert prio(conn, job.id) == (0, 2)
+    again = low.enqueue({}, queue="replaced", unique_key="report-1", on_conflict="replace",
+                        priority=7)
+    assert again.id == job.id and (again.priority, again.priority_base) == (7, None)
+    assert prio(conn, job.id) == (7, None)
