@@ -49,6 +49,14 @@ flush_size = Histogram("forklift_flush_size", "Outcomes written by one settle st
 expired = Counter("forklift_jobs_expired",
                   "Jobs not started by their start-by deadline (dead, code expired): claimed past"
                   " it by a worker, or swept by the leader", ["queue", "kind"], registry=registry)
+aged = Counter("forklift_jobs_aged",
+               "Raises of a waiting job's priority by its queue's priority aging (the leader's; one"
+               " raise may be several steps)", ["queue"], registry=registry)
+oldest_wait = Gauge(
+    "forklift_queue_oldest_wait_seconds",
+    "Seconds the oldest available job of each queue and priority has waited (sampled by the"
+    " leader with the depth; forklift health alerts past starvation_seconds)",
+    ["queue", "priority"], registry=registry)
 depth = Gauge("forklift_queue_depth", "Jobs by queue and state (sampled by the leader)",
               ["queue", "state"], registry=registry)
 desired_workers = Gauge(
@@ -77,6 +85,7 @@ class _Bounded:
 
 _kinds = _Bounded()
 _queues = _Bounded()
+_priorities = _Bounded()
 
 
 class _WorkerCounters(Collector):
@@ -184,6 +193,7 @@ def attach(life: lifecycle.Lifecycle) -> None:
     life.on_start.append(on_start)
     life.on_settle.append(on_settle)
     life.on_expired.append(on_expired)
+    life.on_aged.append(lambda queue, n: aged.labels(_queues(queue)).inc(n))
     life.on_claim.append(claim_size.observe)
     life.on_flush.append(lambda written, refused: flush_size.observe(written))
     if worker.lead:
@@ -197,10 +207,12 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
     at most MAX_LABELS queues): a bounded cost every DEPTH_EVERY seconds, none per job."""
     from forklift._db.sqltext import render
     from forklift.ops import scale
+    from forklift.ops.starvation import MAX_GROUPS, OLDEST_SQL
     from forklift.ops.stats import COUNTS_SQL
 
     sql = render(COUNTS_SQL, schema)
     # The queues `forklift queues scale` lists, with the defaults it and op.queues.scale() use.
+    oldest_sql = render(OLDEST_SQL, schema)
     signal_sql = render(
         "SELECT name, {s}.desired_workers(name, NULL, %s, %s) FROM ("
         + scale.QUEUES_SQL + f") q ORDER BY name LIMIT {MAX_LABELS}", schema)
@@ -224,8 +236,21 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
             for sample_ in metric.samples:
                 if sample_.labels["queue"] not in listed:
                     desired_workers.remove(sample_.labels["queue"])  # gone since the last sample
+        cur = await conn.execute(oldest_sql, {"cap": MAX_GROUPS})
+        waits = {(_queues(str(q)), _priorities(str(p))): float(w)
+                 for q, p, w, _ in await cur.fetchall()}
+        for labels, wait in waits.items():
+            oldest_wait.labels(*labels).set(wait)
+        for q, p in _labels(oldest_wait, "queue", "priority"):
+            if (q, p) not in waits:
+                oldest_wait.remove(q, p)  # none waits there since the last sample
 
     return sample
+
+
+def _labels(gauge: Gauge, first: str, second: str) -> list[tuple[str, str]]:
+    return [(str(s.labels[first]), str(s.labels[second]))
+            for metric in gauge.collect() for s in metric.samples]
 
 
 def _depth_labels() -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ from datetime import datetime
 from rich.text import Text
 
 from forklift.ops.dead import DeadGroup
+from forklift.ops.health import Alert as HealthAlert
 from forklift.ops.health import Health
 from forklift.ops.jobs import JobSummary
 from forklift.ops.stats import LAG_SECONDS, QueueStats, Stats
@@ -92,6 +93,9 @@ def health_alerts(health: Health | None, error: str | None = None) -> list[Alert
                       screen="health")]
     out = []
     for a in health.alerts if health is not None else []:
+        if a.code == "starvation" and health is not None:
+            out.append(starvation_alert(a, health))
+            continue
         # The level in a word and a symbol too: a critical alert reads so without colour.
         critical = a.level == "critical"
         text = Text(f"database: {a.code.replace('_', ' ')}: {a.level}, ")
@@ -101,6 +105,30 @@ def health_alerts(health: Health | None, error: str | None = None) -> list[Alert
                          style_of("state-dead" if critical else "state-warn"), text,
                          screen="health"))
     return out
+
+
+def starvation_alert(a: HealthAlert, health: Health) -> Alert:
+    """A queue whose oldest job of some priority has waited past the health threshold: the
+    wait and what to do (turn on aging, add capacity), short enough for one line. Enter: the
+    queue's waiting jobs."""
+    critical = a.level == "critical"
+    mine = [w for w in health.oldest_waits if w.queue == a.subject]
+    text = Text("queue ")
+    text.append_text(ident(a.subject, limit=40))
+    if not mine:  # the report's own words, should its waits be missing
+        text.append(" starving: ")
+        text.append_text(one_line(a.message, limit=100))
+    else:
+        worst = max(mine, key=lambda w: w.wait_seconds)
+        text.append(f" starving: a priority {worst.priority} job has waited"
+                    f" {duration(worst.wait_seconds)}")
+        if worst.aging_seconds is None:
+            text.append(f" — turn on aging (forklift queues aging {quote(a.subject)} 30s) or"
+                        " add capacity")
+        else:
+            text.append(f" — aging is on (every {duration(worst.aging_seconds)}): add capacity")
+    return Alert("✖" if critical else "▲", style_of("state-dead" if critical else "state-warn"),
+                 text, f"queue:{quote(a.subject)} state:available")
 
 
 def alerts(stats: Stats, running: list[JobSummary], now: datetime) -> list[Alert]:

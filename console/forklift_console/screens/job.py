@@ -201,7 +201,8 @@ class JobScreen(ConsoleScreen[JobView]):
                          else parked_badge(why_parked))
         text.append("  queue ")
         text.append_text(ident(job.queue, limit=40))
-        text.append(f"  priority {job.priority}  attempt {job.attempt}/{job.max_attempts}")
+        aged = f" (given {job.priority_base}, aged)" if job.priority_base is not None else ""
+        text.append(f"  priority {job.priority}{aged}  attempt {job.attempt}/{job.max_attempts}")
         extras = []
         if job.tenant is not None:
             extras.append(f"tenant {job.tenant}")

@@ -82,8 +82,8 @@ INSERT_UNIQUE_SQL = _INSERT + ON_KEY + " DO NOTHING RETURNING " + JOB_COLUMNS + 
 # here.
 REPLACE_UNIQUE_SQL = (
     "WITH r AS (" + _INSERT + ON_KEY + " DO UPDATE SET args = excluded.args,"
-    " priority = excluded.priority, run_at = excluded.run_at, state = excluded.state,"
-    " keys = excluded.keys, tenant = coalesce(excluded.tenant, j.tenant),"
+    " priority = excluded.priority, priority_base = NULL, run_at = excluded.run_at,"
+    " state = excluded.state, keys = excluded.keys, tenant = coalesce(excluded.tenant, j.tenant),"
     " expires_at = excluded.expires_at"
     " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh)"
     " SELECT r.* FROM r LEFT JOIN LATERAL (SELECT pg_notify({channel}, r.queue)"

@@ -23,6 +23,8 @@ The points:
 - ``on_expired(jobs)``: as leader, the worker's sweep ended these waiting jobs past their
   start-by deadline (dead, ``expired``; no attempt ran). Expired jobs a worker claimed are
   settled like any attempt (``on_settle`` with the code ``expired``).
+- ``on_aged(queue, n)``: as leader, the worker's priority aging raised the priority of ``n``
+  waiting jobs of ``queue`` (each by one step or more).
 - ``leader_tasks``: statements an observer wants run periodically while the worker leads
   (each on a session of its own, like the leader's other chores).
 """
@@ -154,6 +156,7 @@ class Lifecycle:
         self.on_drain: list[Callable[[], None]] = []
         self.on_rescued: list[Callable[[Sequence[Rescued]], None]] = []
         self.on_expired: list[Callable[[Sequence[Rescued]], None]] = []
+        self.on_aged: list[Callable[[str, int], None]] = []
         self.leader_tasks: list[LeaderTask] = []
 
     # The emitters: a caller on a hot path tests the list first, and calls only when it holds
@@ -189,6 +192,10 @@ class Lifecycle:
     def expired(self, jobs: Sequence[Rescued]) -> None:
         for fn in self.on_expired:
             fn(jobs)
+
+    def aged(self, queue: str, n: int) -> None:
+        for fn in self.on_aged:
+            fn(queue, n)
 
 
 Observer = Callable[[Lifecycle], None]

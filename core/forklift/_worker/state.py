@@ -37,6 +37,8 @@ class WorkerStats:
     staged: int = 0
     #: Jobs ended past their start-by deadline: claimed by this worker, or swept as its leader.
     expired: int = 0
+    #: Raises of waiting jobs' priorities by this worker's priority aging as leader.
+    aged: int = 0
 
 
 class WorkerState:

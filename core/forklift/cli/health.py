@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: The thresholds `health set` takes (forklift.ops.health.THRESHOLDS; a test keeps them equal).
 THRESHOLD_NAMES = ("dead_tuple_ratio", "dead_tuple_min", "hot_ratio_min", "hot_min_updates",
                    "notify_queue_usage", "connections_ratio", "lock_wait_seconds",
-                   "horizon_seconds", "horizon_xids", "retention_backlog")
+                   "horizon_seconds", "horizon_xids", "retention_backlog", "starvation_seconds")
 
 health_app = typer.Typer(
     help="Database health: bloat, vacuum, HOT updates, NOTIFY queue, connections, locks, and"
@@ -123,6 +123,10 @@ def print_health(r: Health) -> None:
     out.print(f"[bold]retention backlog[/]: {overdue:,} finished jobs over an hour past their"
               " window" + (f" ({', '.join(f'{k} {v:,}' for k, v in r.retention_backlog.items() if v)})"
                           if overdue else ""))
+    oldest = max(r.oldest_waits, key=lambda w: w.wait_seconds, default=None)
+    out.print("[bold]oldest waiting job[/]: " + (
+        f"queue {ident(oldest.queue)}, priority {oldest.priority}, {seconds(oldest.wait_seconds)}"
+        if oldest is not None else "none waits"))
     out.print("")
     if not r.alerts:
         out.print("[green]no alerts[/]")

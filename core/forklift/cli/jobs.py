@@ -168,7 +168,8 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
         return
     job = detail.job
     out.print(f"[bold]job {job.id}[/]  {ident(job.kind)}  {state_text(job.state)}")
-    out.print(f"queue {ident(job.queue)}  priority {job.priority}  attempt"
+    aged = f" (given {job.priority_base}, raised by aging)" if job.priority_base is not None else ""
+    out.print(f"queue {ident(job.queue)}  priority {job.priority}{aged}  attempt"
               f" {job.attempt}/{job.max_attempts}")
     if job.tags:
         out.print(f"tags: {', '.join(ident(t) for t in job.tags)}")

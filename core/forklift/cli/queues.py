@@ -1,4 +1,4 @@
-"""`forklift queues list|explain|pause|resume|limit|rate|fair|scale` and `forklift workers list`."""
+"""`forklift queues list|explain|pause|resume|limit|rate|fair|aging|scale` and `forklift workers list`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from forklift.ops import QueueInfo
     from forklift.ops.scale import QueueScale
 
-queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit, rate, fair, scale.",
+queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit, rate, fair, aging, scale.",
                          no_args_is_help=True)
 workers_app = typer.Typer(help="Workers: who runs what, heartbeats, drains.", no_args_is_help=True)
 
@@ -160,6 +160,32 @@ def queues_fair(
     q = cx.act(lambda op: op.set_fair(name, word in ("on", "true", "yes"), reason=cx.reason,
                                       create=create))
     cx.done(q, lambda q: f"queue {ident(q.name)}: fair share {'on' if q.fair else 'off'}")
+
+
+def _aging_line(q: QueueInfo) -> str:
+    if q.priority_aging is None:
+        return f"queue {ident(q.name)}: priority aging off"
+    return (f"queue {ident(q.name)}: priority aging one step every {q.priority_aging:g}s,"
+            f" up to priority {q.aging_top}")
+
+
+@queues_app.command("aging")
+@command(acts=True)
+def queues_aging(
+    cx: Call,
+    name: QueueName,
+    every: Annotated[str, typer.Argument(
+        help="Raise a waiting job's priority one step per this much waiting (30s, 5m), or"
+             " 'off'.")],
+    top: Annotated[int, typer.Option(
+        "--top", help="The highest priority aging raises a job to (lower runs first).")] = 0,
+    create: Create = False,
+) -> None:
+    """Priority aging: a job's priority rises with its wait, so low priority never starves."""
+    value = None if every.strip().lower() in ("off", "none") else every
+    q = cx.act(lambda op: op.queues.set_aging(name, value, top=top, reason=cx.reason,
+                                              create=create))
+    cx.done(q, _aging_line)
 
 
 @queues_app.command("scale")

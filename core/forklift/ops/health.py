@@ -5,8 +5,10 @@ rows themselves (so its cost does not grow with retained history): per forklift 
 row ratio and the last (auto)vacuum and analyze; the jobs table's HOT update ratio; index sizes;
 the NOTIFY queue's fill; connections by forklift purpose against ``max_connections``; sessions
 waiting on locks of forklift tables; and the holders of the xmin horizon
-(:mod:`forklift.ops.horizon`); and the retention backlog, finished jobs older than their window
-that the leader has not pruned (a bounded count on the finished-jobs index). Thresholds have
+(:mod:`forklift.ops.horizon`); the retention backlog, finished jobs older than their window
+that the leader has not pruned (a bounded count on the finished-jobs index); and starvation,
+the oldest waiting job of each queue and priority (:mod:`forklift.ops.starvation`, a loose
+index scan of the claim index). Thresholds have
 documented defaults and are changed with :func:`set_threshold` (``forklift health set NAME
 VALUE``), stored in ``{schema}.settings``.
 
@@ -17,6 +19,7 @@ advice as its alerts, so the CLI, the console and scripts say the same thing in 
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -27,11 +30,13 @@ from forklift._db.sqltext import render
 from forklift.ops import horizon as _horizon
 from forklift.ops import retention as _retention
 from forklift.ops import settings as _settings
+from forklift.ops import starvation as _starvation
 from forklift.ops.context import OpsContext
 from forklift.ops.horizon import HorizonHolder
 from forklift.ops.replica import ReplicaStatus
 from forklift.ops.settings import InvalidSetting, Setting
 from forklift.ops.shape import Shape
+from forklift.ops.starvation import OldestWait
 
 __all__ = [
     "CRITICAL_FACTOR",
@@ -52,6 +57,7 @@ __all__ = [
     "lock_advice",
     "replica_check",
     "set_threshold",
+    "starvation_alerts",
     "threshold",
     "thresholds",
 ]
@@ -80,6 +86,9 @@ THRESHOLDS: dict[str, Setting] = {s.name: s for s in (
             "...or held back by more than this many transactions (slots included)"),
     Setting("retention_backlog", 10_000, 0, 1e12,
             "alert when more finished jobs than this are an hour past their retention window"),
+    Setting("starvation_seconds", 600.0, 1.0, 30 * 86_400.0,
+            "alert when a queue's oldest waiting job of some priority has waited longer than"
+            " this (seconds)"),
 )}
 
 #: The levels of a report, best first; ``forklift health --json`` exits with the index (0, 1, 2).
@@ -255,7 +264,7 @@ class LockWait(Shape):
 @dataclass(frozen=True)
 class Alert(Shape):
     #: Stable: dead_tuples, hot_updates, notify_queue, connections, lock_wait, horizon_held,
-    #: retention_backlog
+    #: retention_backlog, starvation
     code: str
     #: The table, pid, slot or setting it is about.
     subject: str
@@ -270,7 +279,7 @@ class Alert(Shape):
 class Check(Shape):
     """One area's verdict: what was measured and, when something is wrong, what to do."""
 
-    #: Stable: horizon, connections, locks, notify_queue, bloat, retention, replica
+    #: Stable: horizon, connections, locks, notify_queue, bloat, retention, starvation, replica
     name: str
     #: ok, warning or critical (one of :data:`LEVELS`)
     level: str
@@ -292,6 +301,7 @@ CHECK_TITLES = {
     "notify_queue": "NOTIFY queue",
     "bloat": "table bloat",
     "retention": "retention backlog",
+    "starvation": "starvation",
     "replica": "replica",
 }
 
@@ -316,6 +326,8 @@ class Health(Shape):
     retention_backlog: dict[str, int] = field(default_factory=dict)
     #: One verdict per area, with what to do (:func:`checks`).
     checks: list[Check] = field(default_factory=list)
+    #: Per queue and priority, the oldest waiting (available) job's wait.
+    oldest_waits: list[OldestWait] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -381,7 +393,8 @@ def health(
     windows = _retention.show(conn, ctx)
     h = Health(tables, indexes, connections, float(row[4]), waits, holders, limits, windows,
                retention_backlog=retention_backlog(
-                   conn, ctx, windows, max(RETENTION_CAP, int(limits["retention_backlog"]) + 1)))
+                   conn, ctx, windows, max(RETENTION_CAP, int(limits["retention_backlog"]) + 1)),
+               oldest_waits=_starvation.oldest_waits(conn, ctx))
     found = alerts(h)
     h = replace(h, alerts=found, level=level(found))
     return replace(h, checks=checks(h))
@@ -499,7 +512,43 @@ def alerts(h: Health) -> list[Alert]:
             " and its indexes",
             RETENTION_ADVICE,
         ))
+    found += starvation_alerts(h.oldest_waits, t.get(
+        "starvation_seconds", THRESHOLDS["starvation_seconds"].default))
     return found
+
+
+def starvation_alerts(waits: list[OldestWait], limit: float) -> list[Alert]:
+    """One alert per queue whose oldest job of some priority has waited past ``limit``: the
+    longest such wait, the priorities over it, and what to do (aging, or capacity)."""
+    by_queue: dict[str, list[OldestWait]] = {}
+    for w in waits:
+        if w.wait_seconds > limit:
+            by_queue.setdefault(w.queue, []).append(w)
+    found = []
+    for queue, over in by_queue.items():
+        worst = max(over, key=lambda w: w.wait_seconds)
+        others = [w.priority for w in over if w is not worst]
+        also = f" (also over {limit:,.0f}s: priority {', '.join(map(str, others))})" if others else ""
+        found.append(Alert(
+            "starvation", queue,
+            f"queue {queue}: the oldest job of priority {worst.priority} has waited"
+            f" {worst.wait_seconds:,.0f}s{also}",
+            starvation_advice(queue, worst),
+            "critical" if worst.wait_seconds > CRITICAL_FACTOR * limit else "warning",
+        ))
+    return found
+
+
+def starvation_advice(queue: str, w: OldestWait) -> str:
+    """Aging first when it is off (higher priorities may be taking every slot), capacity
+    always."""
+    name = shlex.quote(queue)
+    capacity = (f"add capacity: more workers on the queue or a higher --concurrency (forklift"
+                f" queues explain {name} says what holds it)")
+    if w.aging_seconds is None:
+        return (f"if higher priorities take every slot, turn on priority aging: forklift queues"
+                f" aging {name} 30s; else {capacity}")
+    return f"priority aging is on (a step every {w.aging_seconds:g}s); {capacity}"
 
 
 RETENTION_ADVICE = (
@@ -573,6 +622,11 @@ def checks(h: Health) -> list[Check]:
     out.append(verdict("bloat", ("dead_tuples", "hot_updates"), bloat, None))
     out.append(verdict("retention", ("retention_backlog",),
                        f"overdue for pruning: {_by_state(h.retention_backlog)}", None))
+    oldest = max(h.oldest_waits, key=lambda w: w.wait_seconds, default=None)
+    out.append(verdict(
+        "starvation", ("starvation",),
+        f"oldest waiting job: queue {oldest.queue}, priority {oldest.priority},"
+        f" {oldest.wait_seconds:,.0f}s" if oldest is not None else "no job waits", None))
     return out
 
 

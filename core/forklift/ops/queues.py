@@ -26,7 +26,7 @@ __all__ = ["COLUMNS", "QueueInfo", "get_queue", "list_queues", "pause", "resume"
 COLUMNS = (
     "name, (paused AND (pause_expires_at IS NULL OR pause_expires_at > now())) AS paused,"
     " paused AS paused_flag, paused_by, paused_at, pause_reason, pause_expires_at, concurrency,"
-    " created_at, updated_at, fair, rate_limit, rate_per, rate_burst"
+    " created_at, updated_at, fair, rate_limit, rate_per, rate_burst, priority_aging, aging_top"
 )
 LIST_SQL = "SELECT " + COLUMNS + " FROM {s}.queues ORDER BY name"
 GET_SQL = "SELECT " + COLUMNS + " FROM {s}.queues WHERE name = %s"
@@ -81,6 +81,11 @@ class QueueInfo(Shape):
     rate_limit: int | None = None
     rate_per: float | None = None
     rate_burst: int | None = None
+    #: Priority aging: every this many seconds a job waits raises its priority one step
+    #: (forklift.ops.aging); None: off.
+    priority_aging: float | None = None
+    #: The highest priority aging raises a job to (the lowest number).
+    aging_top: int = 0
 
 
 def list_queues(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[QueueInfo]:

@@ -715,6 +715,15 @@ ALTER TABLE {s}.jobs ADD COLUMN debounce_until timestamptz;
 CREATE UNIQUE INDEX jobs_debounce_idx ON {s}.jobs (kind, debounce_key)
     WHERE debounce_key IS NOT NULL AND state = 'scheduled' AND attempted_at IS NULL;
 
+-- Priority aging (migration 0026): a queue's `priority_aging` (seconds; NULL: off) raises a
+-- waiting job's priority one step per interval it has been available, never past `aging_top`
+-- (forklift._worker.maintenance.ager); `priority_base` keeps the priority the job was given,
+-- written when aging first changes it.
+ALTER TABLE {s}.queues ADD COLUMN priority_aging double precision
+    CHECK (priority_aging IS NULL OR priority_aging > 0);
+ALTER TABLE {s}.queues ADD COLUMN aging_top smallint NOT NULL DEFAULT 0;
+ALTER TABLE {s}.jobs ADD COLUMN priority_base smallint;
+
 -- An attempt's own log (ctx.log, and the logging records of a kind that captures them), one row
 -- per attempt that logged, written with its outcome in the same transaction. No foreign key to
 -- jobs: the leader's workflow-retention chore deletes the rows of jobs that are gone

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from forklift.ops import aging as _aging
 from forklift.ops import explain as _explain
 from forklift.ops import queues as _queues
 from forklift.ops import rates as _rates
@@ -60,6 +61,13 @@ class QueuesClient(FeatureClient):
     def set_fair(self, queue: str, fair: bool, *, reason: str | None = None,
                  create: bool = False) -> _queues.QueueInfo:
         return self._session.run(_rates.set_fair, queue, fair, reason=reason, create=create)
+
+    def set_aging(self, queue: str, every: str | float | timedelta | None, *, top: int = 0,
+                  reason: str | None = None, create: bool = False) -> _queues.QueueInfo:
+        """Raise the queue's waiting jobs one priority step every ``every`` (``30s``...),
+        never past ``top``; None turns aging off (forklift.ops.aging)."""
+        return self._session.run(_aging.set_aging, queue, every, top=top, reason=reason,
+                                 create=create)
 
     def flows(self) -> list[_rates.FlowQueue]:
         """Queues claimed through the flow claim: limits, rates, fair share, backlog."""
