@@ -81,7 +81,8 @@ def test_a_worker_serves_metrics_of_its_jobs_claims_flushes_and_queue_depth(
                  "forklift_rescued_jobs_total"):
         assert name in got and _value(got, name) == 0
     labels = {k for samples in got.values() for lab, _ in samples for k in lab}
-    assert labels <= {"queue", "kind", "outcome", "state", "worker", "le", "problem"}
+    # (priority: the oldest-wait gauge, one series per priority that has waiting jobs)
+    assert labels <= {"queue", "kind", "outcome", "state", "worker", "le", "problem", "priority"}
     everything = repr(got)
     assert eco.SECRET not in everything and eco.RESULT not in everything
     assert w.stop() == 0
