@@ -2,8 +2,8 @@
 
 The same no-op jobs (``bench.noop``, on a queue with no limits) run end to end through one
 worker process twice over, in one run: a worker of the bench's plain app, and a worker of an
-app that also declares kinds using steps, sleep, events, keys (concurrency and rate limits) and
-an outbox sink, which the measured jobs use none of. Target: the second within 5% of the first
+app that also declares kinds using steps, sleep, events, keys (concurrency and rate limits), a
+start-by deadline, captured logs and an outbox sink, which the measured jobs use none of. Target: the second within 5% of the first
 (ratio >= 0.95). The runs alternate (:data:`ORDER`), each featured run is compared with the
 plain run beside it in time, and the figure is the median of those four ratios, so a load that
 changes during the run weighs on both sides of each ratio alike.
@@ -19,6 +19,7 @@ import logging
 import os
 import statistics
 import sys
+from datetime import timedelta
 from typing import Any
 
 from forklift import Forklift, JobContext, Key, Rate
@@ -57,6 +58,11 @@ async def keyed(ctx: JobContext, payload: Payload) -> None:
 @app.job(name="bench.unused.rated", queue="limited", rate=Rate(100, per=1))
 async def rated(ctx: JobContext, payload: Payload) -> None:
     return None
+
+
+@app.job(name="bench.unused.logged", expires=timedelta(hours=1), capture_logs=True)
+async def logged(ctx: JobContext, payload: Payload) -> None:
+    ctx.log("ran", n=payload["n"])
 
 
 @app.job(name="bench.unused.receive")
