@@ -225,7 +225,7 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
             key = (_queues(str(queue)), str(state))
             seen.add(key)
             depth.labels(*key).set(float(count))
-        for labels in _depth_labels():
+        for labels in _labels(depth, "queue", "state"):
             if labels not in seen:
                 depth.labels(*labels).set(0.0)  # emptied since the last sample
         cur = await conn.execute(signal_sql, (scale.DEFAULT_MAX, scale.DEFAULT_TARGET))
@@ -251,11 +251,6 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
 def _labels(gauge: Gauge, first: str, second: str) -> list[tuple[str, str]]:
     return [(str(s.labels[first]), str(s.labels[second]))
             for metric in gauge.collect() for s in metric.samples]
-
-
-def _depth_labels() -> list[tuple[str, str]]:
-    return [(str(s.labels["queue"]), str(s.labels["state"]))
-            for metric in depth.collect() for s in metric.samples]
 
 
 # Enabled means imported: a worker started before this module was imported records nothing.

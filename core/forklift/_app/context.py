@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
+from forklift._base.errors import ConfigError
 from forklift._jobs.attempt_log import DEFAULT_CAPS, LEVELS, AttemptLog
 
 if TYPE_CHECKING:
@@ -145,8 +146,6 @@ class JobContext:
         of secrets as error messages are. Past the kind's caps (``log_lines=``,
         ``log_bytes=``) lines are dropped and a last line says so."""
         if level not in LEVELS:
-            from forklift._base.errors import ConfigError
-
             raise ConfigError(f"level must be one of {', '.join(LEVELS)}, not {level!r}",
                               field="level")
         self.attempt_log().add(level, message, fields)
@@ -165,8 +164,6 @@ class JobContext:
         """A lock on ``key`` with a fencing token: ``async with ctx.lock(k) as token`` in an
         async handler, ``with`` in a sync one. See :mod:`forklift._features.flow.locks`."""
         if self._locks is None:
-            from forklift._base.errors import ConfigError
-
             raise ConfigError("ctx.lock() needs a worker: outside jobs use app.lock()")
         lock: Lock = self._locks.lock(self, key, ttl, wait)
         return lock

@@ -107,6 +107,10 @@ class AttemptLog:
             self.lines.append(line)
             self.size += size
 
+    def stored(self) -> str | None:
+        """What is written with the attempt (:meth:`to_json`), or None when it logged nothing."""
+        return self.to_json() if self.lines or self.dropped else None
+
     def to_json(self) -> str:
         """The lines as a JSON array, with the line stating the cap when one was hit."""
         with self._lock:

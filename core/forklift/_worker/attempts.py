@@ -253,13 +253,11 @@ class Attempts:
             return
         if rec.lost or outcome is None:
             self.state.held.pop(rec.job.fence, None)
-            if rec.ctx._log is not None:
+            if rec.ctx._log is not None and (lines := rec.ctx._log.stored()) is not None:
                 # No outcome carries it (the lease was lost, or the handler parked the job):
                 # the log is written on its own.
-                kept = rec.ctx._log
-                if kept.lines or kept.dropped:
-                    assert self.completer is not None
-                    self.completer.add_log(rec.job.id, rec.job.attempt, kept.to_json())
+                assert self.completer is not None
+                self.completer.add_log(rec.job.id, rec.job.attempt, lines)
             return
         if rec.ctx._log is not None:  # the handler logged (forklift._jobs.attempt_log)
             with_log(outcome, rec.ctx, rec.job)

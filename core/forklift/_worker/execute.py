@@ -232,9 +232,9 @@ def stopped(
 def with_log(outcome: Outcome, ctx: JobContext, job: Claimed) -> None:
     """Give the outcome the attempt's log, when its handler logged anything: an attempt that
     logged nothing costs its write nothing (forklift._worker.settle)."""
-    log = ctx._log
-    if log is not None and (log.lines or log.dropped):
-        outcome.logs = (job.attempt, log.to_json())
+    lines = ctx._log.stored() if ctx._log is not None else None
+    if lines is not None:
+        outcome.logs = (job.attempt, lines)
 
 
 def progress_json(value: Any) -> str | None:

@@ -100,7 +100,8 @@ class Ager(Chore):
         schema = self.config.schema
         queues = await self.db.run(lambda c: aging_queues(c, schema))
         now = time.monotonic()
-        self.last = {q: at for q, at in self.last.items() if any(q == n for n, _, _ in queues)}
+        aging = {name for name, _, _ in queues}
+        self.last = {q: at for q, at in self.last.items() if q in aging}
         for queue, every, top in queues:
             if now - self.last.get(queue, -every) < every / 2:
                 continue
