@@ -29,6 +29,12 @@ def app(dsn: str) -> Iterator[Forklift]:
     a.close()
 
 
+#: How long a test waits for rows to be read. A table source reads a row only once every
+#: transaction holding an xid that began before it has ended, on the whole server: other tests'
+#: databases share it, and one of them may hold a writing transaction open for a while.
+READ_WAIT = 120
+
+
 def add(conn: psycopg.Connection[Any], n: int) -> None:
     conn.execute("INSERT INTO public.feed (body) SELECT 'row ' || g FROM generate_series(1, %s) g",
                  (n,))
@@ -59,14 +65,14 @@ def test_batches_apply_once_and_the_cursor_follows(app: Forklift, db: psycopg.Co
     with running_worker(app, concurrency=2):
         job = apply.start()
         assert job is not None
-        wait_until(lambda: consumer_row(db).get("caught_up_at") is not None, timeout=30,
+        wait_until(lambda: consumer_row(db).get("caught_up_at") is not None, timeout=READ_WAIT,
                    message=lambda: f"not caught up: {consumer_row(db)}")
         assert applied(db) == list(range(1, 31))
-        wait_until(lambda: job_state(db, job.id) == "completed", timeout=30)
+        wait_until(lambda: job_state(db, job.id) == "completed", timeout=READ_WAIT)
         add(db, 5)
         again = apply.start()  # the run ended: a new one
         assert again is not None and again.id != job.id
-        wait_until(lambda: consumer_row(db)["items_done"] == 35, timeout=30,
+        wait_until(lambda: consumer_row(db)["items_done"] == 35, timeout=READ_WAIT,
                    message=lambda: f"not applied: {consumer_row(db)}")
     row = consumer_row(db)
     assert (row["cursor"], row["items_done"], row["batches_done"], row["failures"]) == (35, 35, 6, 0)
@@ -83,7 +89,7 @@ def test_a_table_source_waits_for_a_smaller_key_still_being_written(
         with psycopg.connect(dsn, autocommit=True) as c, c.transaction():
             return source.read(cursor, 100, c)
 
-    first = wait_until(lambda: (p := read(None)).items and p, timeout=30)
+    first = wait_until(lambda: (p := read(None)).items and p, timeout=READ_WAIT)
     assert [r["id"] for r in first.items] == [1, 2, 3] and first.cursor == 3
     assert set(first.items[0]) == {"id", "body"}  # the columns asked for, and the key
     with psycopg.connect(dsn) as slow:  # takes key 4 and does not commit yet
@@ -92,9 +98,28 @@ def test_a_table_source_waits_for_a_smaller_key_still_being_written(
         # Passing over 5 now would skip 4 for good: the read stops before both.
         assert read(3) == Page(items=(), cursor=3)
         slow.commit()
-    later = wait_until(lambda: (p := read(3)).items and p, timeout=30)
+    later = wait_until(lambda: (p := read(3)).items and p, timeout=READ_WAIT)
     assert [r["id"] for r in later.items] == [4, 5] and later.cursor == 5
 
+
+
+def test_a_writing_transaction_in_another_database_delays_the_read(
+    dsn: str, admin_dsn: str, db: psycopg.Connection[Any]
+) -> None:
+    source = TableSource("public.feed")
+
+    def read(cursor: Any) -> Page:
+        with psycopg.connect(dsn, autocommit=True) as c, c.transaction():
+            return source.read(cursor, 100, c)
+
+    with psycopg.connect(admin_dsn) as elsewhere:  # the server's postgres database
+        elsewhere.execute("SELECT pg_current_xact_id()")  # holds a transaction id, open
+        add(db, 2)
+        # The server's snapshot xmin is that transaction's: rows written since wait for it.
+        assert read(None) == Page(items=(), cursor=None)
+        elsewhere.rollback()
+    got = wait_until(lambda: (p := read(None)).items and p, timeout=READ_WAIT)
+    assert [r["id"] for r in got.items] == [1, 2]
 
 def test_a_failing_batch_rolls_back_and_backs_off_by_its_streak(
     app: Forklift, db: psycopg.Connection[Any]
@@ -116,7 +141,7 @@ def test_a_failing_batch_rolls_back_and_backs_off_by_its_streak(
     with running_worker(app, concurrency=2):
         job = apply.start()
         assert job is not None
-        wait_until(lambda: job_state(db, job.id) == "completed", timeout=30,
+        wait_until(lambda: job_state(db, job.id) == "completed", timeout=READ_WAIT,
                    message=lambda: f"not done: {consumer_row(db)}")
     # Each failure grew the streak and its delay (0.2 s doubling); the success ended it.
     assert seen == [(0, None), (1, 0.2), (2, 0.4), (3, 0.8)]
@@ -146,12 +171,12 @@ def test_a_paused_consumer_starts_nothing_and_a_run_stops_before_reading(
     with running_worker(app, concurrency=1):
         job = apply.start()
         assert job is not None
-        wait_until(lambda: job_state(db, job.id) == "completed", timeout=30)
+        wait_until(lambda: job_state(db, job.id) == "completed", timeout=READ_WAIT)
         assert reads == [None]
         db.execute("UPDATE forklift.consumers SET paused = true WHERE name = 'feed'")
         assert apply.start() is None
         run = apply.kind.enqueue({})  # a run enqueued anyway stops at its first batch
-        wait_until(lambda: job_state(db, run.id) == "completed", timeout=30)
+        wait_until(lambda: job_state(db, run.id) == "completed", timeout=READ_WAIT)
     assert reads == [None]
     result = db.execute("SELECT result FROM forklift.jobs WHERE id = %s", (run.id,)).fetchone()
     assert result is not None and result[0]["stopped"] == "paused"
@@ -197,10 +222,11 @@ def test_the_supervisor_starts_a_run_and_waits_out_a_back_off(
     add(db, 3)
     with running_worker(app, concurrency=2):
         tick = app.enqueue("forklift.consumers.supervise", {"consumer": "feed"})
-        wait_until(lambda: applied(db) == [1, 2, 3], timeout=30)
+        wait_until(lambda: applied(db) == [1, 2, 3], timeout=READ_WAIT,
+                   message=lambda: f"applied {applied(db)}, the run {job_state(db, tick.id)}")
         assert job_state(db, tick.id) == "completed"
         unknown = app.enqueue("forklift.consumers.supervise", {"consumer": "nope"})
-        wait_until(lambda: job_state(db, unknown.id) == "dead", timeout=30)
+        wait_until(lambda: job_state(db, unknown.id) == "dead", timeout=READ_WAIT)
         code = db.execute("SELECT errors->-1->>'code' FROM forklift.jobs WHERE id = %s",
                           (unknown.id,)).fetchone()
         assert code == ("unknown_consumer",)

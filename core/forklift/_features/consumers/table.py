@@ -10,7 +10,8 @@ good. So a read stops at the first row written by a transaction that is not olde
 transaction still running (``pg_current_snapshot()``'s xmin, compared with the row's
 ``xmin``): whatever such a transaction might still commit below that key is waited for, never
 passed over. A long transaction that holds a transaction id therefore delays the rows written
-after it began (they are read once it ends) and loses none of them. A row updated after it was
+after it began (they are read once it ends) and loses none of them; the snapshot is the
+server's, so one in another database on the same server does too. A row updated after it was
 written counts from its update.
 """
 
