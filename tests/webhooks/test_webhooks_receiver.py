@@ -17,9 +17,11 @@ import psycopg
 import pytest
 import uvicorn
 from helpers import wait_until
+from prometheus_client import REGISTRY
 
 from forklift import Forklift, JobContext
 from forklift.webhooks import Inbound, Receiver, SignatureRefused, new_secret
+from forklift.webhooks.receiver import STATUS
 from forklift.webhooks.signing import Secret, headers
 
 SECRET = new_secret()
@@ -62,6 +64,13 @@ def signed(body: bytes, msg_id: str, secret: str = SECRET, at: int | None = None
     return headers([Secret.parse(secret)], msg_id, int(time.time()) if at is None else at, body)
 
 
+def counted(receiver: str, reason: str) -> float:
+    """The receiver's refusals of one reason on the process's Prometheus registry."""
+    value = REGISTRY.get_sample_value("forklift_webhook_refusals_total",
+                                      {"receiver": receiver, "reason": reason})
+    return value or 0.0
+
+
 def jobs(conn: psycopg.Connection[Any], kind: str) -> list[tuple[Any, ...]]:
     return conn.execute("SELECT unique_key, args FROM forklift.jobs WHERE kind = %s ORDER BY id",
                         (kind,)).fetchall()
@@ -74,6 +83,7 @@ def test_the_receiver_verifies_dedupes_and_refuses_without_echoing(
         return None
 
     receiver = Receiver(on_event, secrets=[SECRET], max_bytes=1024)
+    before = {reason: counted(receiver.name, reason) for reason in STATUS}
     body = json.dumps({"type": "paid", "card": SECRET_PAYLOAD}).encode()
     with Served(receiver) as served, httpx.Client(base_url=served.url, timeout=10) as http:
         ok = http.post("/", content=body, headers=signed(body, "msg_1"))
@@ -107,6 +117,8 @@ def test_the_receiver_verifies_dedupes_and_refuses_without_echoing(
         assert SECRET_PAYLOAD not in r.text
     assert receiver.refusals == {"bad_signature": 2, "stale": 1, "missing_headers": 1,
                                  "too_large": 2, "not_json": 1, "method": 1}
+    exported = {reason: counted(receiver.name, reason) - before[reason] for reason in STATUS}
+    assert {reason: n for reason, n in exported.items() if n} == receiver.refusals
     (only,) = jobs(conn, "vendor.event")
     assert only[0] == "msg_1"
     assert only[1]["body"] == {"type": "paid", "card": SECRET_PAYLOAD}
