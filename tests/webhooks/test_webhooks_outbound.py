@@ -205,6 +205,18 @@ def test_an_ordered_endpoint_keeps_the_order_across_retries(
     assert seen == [0, 0, 0, 1, 2, 3, 4]
 
 
+def test_an_endpoint_s_concurrency_bounds_the_requests_in_flight_across_the_worker(
+        app: Forklift, target: Target, conn: psycopg.Connection[Any]) -> None:
+    url = target.script("/narrow", Answer(200, hold=0.5))
+    ep = Endpoint(app, "narrow", url=url, secrets=new_secret(), concurrency=2, retry=FAST)
+    sent = [ep.send("ping", {"n": n}) for n in range(6)]
+    with running_worker(app, concurrency=6):
+        for j in sent:
+            assert wait_state(conn, j.id, *TERMINAL)["state"] == "completed"
+    assert len(target.requests("/narrow")) == 6
+    assert 1 <= target.most_in_flight <= 2
+
+
 def test_an_event_published_through_the_outbox_is_delivered_once_its_transaction_commits(
         app: Forklift, target: Target, dsn: str, conn: psycopg.Connection[Any]) -> None:
     ep = Endpoint(app, "boxed", url=target.script("/boxed"), secrets=new_secret())

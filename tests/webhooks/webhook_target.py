@@ -2,7 +2,8 @@
 
 Each path answers from a script: a list of answers given in turn, the last one repeated. An
 answer is a status, extra headers, and how long to hold the request before answering (the
-hold ends early when the server stops, so a test never waits on a stuck handler).
+hold ends early when the server stops, so a test never waits on a stuck handler). The target
+counts the requests it holds at once, for tests of an endpoint's concurrency.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ class Target:
         self.seen: list[Seen] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
+        self.in_flight = 0
+        self.most_in_flight = 0
         target = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -48,8 +51,14 @@ class Target:
                                             time.monotonic()))
                     script = target.scripts.get(self.path, [Answer()])
                     answer = script.pop(0) if len(script) > 1 else script[0]
-                if answer.hold:
-                    target.stopping.wait(answer.hold)
+                    target.in_flight += 1
+                    target.most_in_flight = max(target.most_in_flight, target.in_flight)
+                try:
+                    if answer.hold:
+                        target.stopping.wait(answer.hold)
+                finally:
+                    with target.lock:
+                        target.in_flight -= 1
                 self.send_response(answer.status)
                 for k, v in answer.headers.items():
                     self.send_header(k, v)
