@@ -47,6 +47,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import psutil
 import psycopg
 import pytest
@@ -59,6 +60,10 @@ from forklift._db.connections import connect, describe_target
 from forklift._db.migrate import fingerprint, migrate
 
 ROOT = Path(__file__).resolve().parent.parent
+# Property tests check what a function returns, never how fast: hypothesis' default 200 ms
+# deadline an example failed a run on a loaded machine for nothing but the load.
+hypothesis.settings.register_profile("forklift", deadline=None)
+hypothesis.settings.load_profile("forklift")
 SCHEMA = "forklift"
 DB_PREFIX = "forklift_t_"
 TEMPLATE_PREFIX = "forklift_tmpl_"
