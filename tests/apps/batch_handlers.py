@@ -20,7 +20,7 @@ from typing import Any, NotRequired
 import psycopg
 from typing_extensions import TypedDict  # pydantic needs it for TypedDict on Python < 3.12
 
-from forklift import Backoff, BatchContext, Fail, Forklift
+from forklift import Backoff, BatchContext, Fail, Forklift, JobContext
 
 app = Forklift()
 
@@ -124,6 +124,11 @@ async def double_async(ctx: BatchContext, items: list[Item]) -> list[Doubled | E
 def gathered(ctx: BatchContext, items: list[Item]) -> list[Doubled]:
     _record(ctx)
     return [{"n": i["n"], "doubled": 2 * i["n"]} for i in items]
+
+
+@app.job(name="bh.plain")
+def plain(ctx: JobContext, payload: dict[str, Any]) -> None:
+    """An ordinary kind beside the batch ones (the kinds listing shows no batch size for it)."""
 
 
 def calls(conn: psycopg.Connection[Any], kind: str) -> list[dict[str, Any]]:

@@ -178,3 +178,36 @@ def test_a_batch_kind_refuses_bad_declarations() -> None:
     assert kind.payload.validate(3, kind="k") == 3
     assert kind.result.validate(4, kind="k") == 4
     assert app.job(name="plain")(single).batch_max is None
+
+
+# -- shown ----------------------------------------------------------------------------------------
+def test_the_kinds_listing_and_jobs_show_tell_a_batch_kind_and_call(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from forklift.cli.main import app as cli
+    from forklift_console.screens.kinds import kind_cell
+
+    ids = bh.double.enqueue_many([{"n": 0}, {"n": 1, "reject": True}])
+    bh.plain.enqueue({})
+    with running_worker(app, queues=["default"], concurrency=4):
+        wait_done(conn, ids)
+        with Operator(dsn) as op:
+            rows = {r.kind: r for r in op.stats.kinds().rows}
+        got = CliRunner().invoke(cli, ["kinds", "--json"], env={"FORKLIFT_DSN": dsn})
+        human = CliRunner().invoke(cli, ["kinds"], env={"FORKLIFT_DSN": dsn, "COLUMNS": "200"})
+    assert rows["bh.double"].batch == 10  # as the live worker registered the kind
+    assert rows["bh.plain"].batch is None
+    assert got.exit_code == 0, got.stderr
+    listed = {r["kind"]: r for r in json.loads(got.stdout)["rows"]}
+    assert listed["bh.double"]["batch"] == 10 and listed["bh.plain"]["batch"] is None
+    assert human.exit_code == 0 and "batch" in human.stdout
+    assert kind_cell(rows["bh.double"]).plain == "bh.double ×10"
+    assert kind_cell(rows["bh.plain"]).plain == "bh.plain"
+    # jobs show says which batch call the failed attempt ran in.
+    shown = CliRunner().invoke(cli, ["jobs", "show", str(ids[1])], env={"FORKLIFT_DSN": dsn,
+                                                                      "COLUMNS": "200"})
+    assert shown.exit_code == 0 and "(in a batch of 2)" in shown.stdout, shown.stdout
