@@ -126,6 +126,14 @@ def gathered(ctx: BatchContext, items: list[Item]) -> list[Doubled]:
     return [{"n": i["n"], "doubled": 2 * i["n"]} for i in items]
 
 
+@app.batch_job(name="bh.stuck", max=10, timeout=0.3, max_attempts=1, queue="stuck")
+async def stuck(ctx: BatchContext, items: list[Item]) -> list[None]:
+    """Never returns: the call's timeout stops it (every job of the call is told)."""
+    await asyncio.to_thread(_record, ctx)
+    await asyncio.sleep(120)
+    return [None] * len(items)
+
+
 @app.job(name="bh.plain")
 def plain(ctx: JobContext, payload: dict[str, Any]) -> None:
     """An ordinary kind beside the batch ones (the kinds listing shows no batch size for it)."""

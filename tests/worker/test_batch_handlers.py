@@ -156,6 +156,36 @@ def test_a_job_cancelled_while_its_call_runs_ends_cancelled_and_the_others_compl
     assert len(bh.calls(conn, "bh.double")) == 1
 
 
+def test_the_timeout_applies_to_the_call_and_fails_each_job_of_it(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    ids = bh.stuck.enqueue_many([{"n": n} for n in range(3)])
+    with running_worker(app, queues=["stuck"], concurrency=3):
+        got = wait_done(conn, ids)
+    for job_id in ids:
+        assert got[job_id]["state"] == "dead"
+        (entry,) = got[job_id]["errors"]
+        assert entry["code"] == "timeout" and entry["batch"] == 3
+    assert [sorted(c["jobs"]) for c in bh.calls(conn, "bh.stuck")] == [sorted(ids)]
+
+
+def test_inline_mode_runs_each_job_of_a_batch_kind_in_a_call_of_its_own() -> None:
+    from forklift.testing import inline
+
+    app = Forklift("postgresql://unused")
+
+    @app.batch_job(name="inline.double", max=10)
+    def twice(ctx: BatchContext, items: list[int]) -> list[int | Exception]:
+        assert len(ctx) == 1
+        return [ValueError("odd") if i % 2 else 2 * i for i in items]
+
+    with inline(app, propagate=False):
+        done = twice.enqueue(4)
+        failed = twice.enqueue(3)
+    assert (done.state, done.result) == ("completed", 8)
+    assert failed.state == "retryable" and failed.errors[0]["message"] == "odd"
+
+
 # -- declaring ------------------------------------------------------------------------------------
 def test_a_batch_kind_refuses_bad_declarations() -> None:
     app = Forklift("postgresql://unused")
