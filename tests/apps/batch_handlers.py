@@ -109,6 +109,7 @@ def _outcomes(ctx: BatchContext, items: list[Item]) -> list[Doubled | Exception]
 def double(ctx: BatchContext, items: list[Item]) -> list[Doubled | Exception]:
     _record(ctx)
     _hold(ctx, items)
+    ctx.raise_if_cancelled()  # the whole call was told to stop: do none of the work
     return _outcomes(ctx, items)
 
 

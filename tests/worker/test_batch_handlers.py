@@ -169,6 +169,21 @@ def test_the_timeout_applies_to_the_call_and_fails_each_job_of_it(
     assert [sorted(c["jobs"]) for c in bh.calls(conn, "bh.stuck")] == [sorted(ids)]
 
 
+def test_a_drain_interrupts_a_held_call_and_releases_each_job_with_its_attempt_refunded(
+    app: Forklift, conn: psycopg.Connection[Any]
+) -> None:
+    ids = bh.double.enqueue_many([{"n": n, "hold": "drain"} for n in range(3)])
+    with running_worker(app, queues=["default"], concurrency=3, drain_timeout=0.2):
+        wait_until(lambda: bh.calls(conn, "bh.double"), timeout=30)
+    # The call was told at the drain cutoff (each job was), returned, and wrote nothing.
+    got = rows(conn, ids)
+    for job_id in ids:
+        assert got[job_id]["state"] in ("retryable", "available")
+        assert got[job_id]["attempt"] == 0  # a drain is not the job's fault
+        assert [e["code"] for e in got[job_id]["errors"]] == ["interrupted"]
+    assert bh.done_counts(conn) == {}
+
+
 def test_inline_mode_runs_each_job_of_a_batch_kind_in_a_call_of_its_own() -> None:
     from forklift.testing import inline
 
