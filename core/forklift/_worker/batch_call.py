@@ -10,20 +10,32 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from forklift._app.batch_context import BatchContext
+    from forklift._app.context import JobContext
     from forklift._app.kind import JobKind
-    from forklift._worker.running import Running
 
 __all__ = ["BatchCall"]
 
 
+class Told(Protocol):
+    """An attempt of the call, as far as the call looks at it: whether it was told to stop."""
+
+    @property
+    def ctx(self) -> JobContext: ...
+
+
+A = TypeVar("A", bound=Told)
+
+
 @dataclass
-class BatchCall:
+class BatchCall(Generic[A]):
+    """The call, over its attempts (:class:`~forklift._worker.running.Running` in a worker)."""
+
     kind: JobKind[Any, Any]
-    recs: list[Running]
+    recs: list[A]
     #: The handler's context, made when the call starts (its live jobs known).
     ctx: BatchContext | None = None
     #: The task running the handler (what a stop of the whole call cancels, async handlers).
@@ -31,7 +43,9 @@ class BatchCall:
     timer: asyncio.TimerHandle | None = None
     #: Whether the handler is running (an async one may then be cancelled).
     calling: bool = False
-    started: list[Running] = field(default_factory=list)
+    #: The attempts handed to the handler (those told to stop before it, or whose payload did
+    #: not validate, are not).
+    started: list[A] = field(default_factory=list)
 
     def told(self) -> None:
         """A job of the call was told to stop: once all were, so is the call (its context;

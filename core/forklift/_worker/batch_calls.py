@@ -83,7 +83,7 @@ class BatchCalls:
         group.timer.cancel()
         kind = group.recs[0].kind
         assert kind is not None and self.state.loop is not None
-        call = BatchCall(kind, group.recs)
+        call: BatchCall[Running] = BatchCall(kind, group.recs)
         for rec in group.recs:
             rec.call = call
         if kind.timeout:
@@ -94,11 +94,11 @@ class BatchCalls:
         self.attempts.runners.add(task)  # cancelled with the runners at teardown
         task.add_done_callback(self.attempts.runners.discard)
 
-    def _time_out(self, call: BatchCall) -> None:
+    def _time_out(self, call: BatchCall[Running]) -> None:
         for rec in call.recs:
             self.attempts.interrupt(rec, "timeout")
 
-    async def _run(self, call: BatchCall) -> None:
+    async def _run(self, call: BatchCall[Running]) -> None:
         try:
             ends = await run_call(call, self.state.executor, self.result_limit, self.state.id)
         except asyncio.CancelledError:
@@ -116,7 +116,7 @@ class BatchCalls:
             self.attempts._end(rec, outcome)
 
     @staticmethod
-    def _close(call: BatchCall) -> None:
+    def _close(call: BatchCall[Running]) -> None:
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None

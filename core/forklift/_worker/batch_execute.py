@@ -30,7 +30,7 @@ __all__ = ["run_call"]
 _NOT_RETURNED = object()  # the handler raised, or was stopped before it returned
 
 
-async def run_call(call: BatchCall, executor: Executor, result_limit: int, worker_id: str
+async def run_call(call: BatchCall[Running], executor: Executor, result_limit: int, worker_id: str
                    ) -> list[tuple[Running, Outcome | None]]:
     """Run the call's handler once over its jobs whose payloads validate; an outcome for
     every job of the call (None: nothing may be written, its lease was lost).

@@ -41,4 +41,4 @@ class Running:
     #: The context the attempt's task runs in (a start hook may set one, e.g. a trace span).
     context: contextvars.Context | None = None
     #: The batch handler's call the job runs in (a batch kind's), once the call started.
-    call: BatchCall | None = None
+    call: BatchCall[Any] | None = None
