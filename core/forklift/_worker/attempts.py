@@ -206,6 +206,10 @@ class Attempts:
             log.exception("internal error finishing job %s", rec.job.id,
                           extra=job_fields(rec.job))
 
+    def end(self, rec: Running, outcome: settle.Outcome | None) -> None:
+        """An attempt run outside the runners (a batch call's) ended: :meth:`_end`."""
+        self._end(rec, outcome)
+
     def interrupt(self, rec: Running, reason: str) -> None:
         """Tell a handler to stop: its context first, then (async handlers) the task."""
         if rec.finished or rec.ctx.cancel_reason is not None:

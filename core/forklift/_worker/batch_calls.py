@@ -38,7 +38,7 @@ class Ends(Protocol):
 
     runners: set[asyncio.Task[None]]
 
-    def _end(self, rec: Running, outcome: Outcome | None) -> None: ...
+    def end(self, rec: Running, outcome: Outcome | None) -> None: ...
     def interrupt(self, rec: Running, reason: str) -> None: ...
 
 
@@ -105,7 +105,7 @@ class BatchCalls:
             # The worker is being torn down: nothing may be written (the leases run out).
             self._close(call)
             for rec in call.recs:
-                self.attempts._end(rec, None)
+                self.attempts.end(rec, None)
             raise
         except Exception as exc:
             log.error("internal error running a batch call of %s", call.kind.name,
@@ -113,17 +113,13 @@ class BatchCalls:
             ends = [(rec, None) for rec in call.recs]
         self._close(call)
         for rec, outcome in ends:
-            self.attempts._end(rec, outcome)
+            self.attempts.end(rec, outcome)
 
     @staticmethod
     def _close(call: BatchCall[Running]) -> None:
         if call.timer is not None:
             call.timer.cancel()
             call.timer = None
-
-    def pending(self) -> list[Running]:
-        """Jobs waiting in gathering calls (not yet handed to a handler)."""
-        return [rec for group in self._gathering.values() for rec in group.recs]
 
     def __repr__(self) -> str:
         return f"<BatchCalls gathering={sorted(self._gathering)} calls={self.calls}>"

@@ -86,8 +86,10 @@ async def run_call(call: BatchCall[Running], executor: Executor, result_limit: i
         message = (f"the batch handler returned {_shape(value)} for {size} jobs: it must return"
                    " a list with one result or exception per job, in the payloads' order")
         for rec in live:
-            ends.append((rec, _sized(failed(rec.job, rec.ctx, kind, None, "invalid_batch_result",
-                                            message=message, terminal=True), size)))
+            outcome = stopped(rec.job, rec.ctx, kind) if rec.ctx.cancel_reason else failed(
+                rec.job, rec.ctx, kind, None, "invalid_batch_result", message=message,
+                terminal=True)
+            ends.append((rec, None if outcome is None else _sized(outcome, size)))
         return ends
     for i, rec in enumerate(live):
         if value is _NOT_RETURNED:
