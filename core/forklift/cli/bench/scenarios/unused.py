@@ -125,7 +125,8 @@ def unused(bench: Bench) -> list[Figure]:
         "pair_ratios": [round(r, 3) for r in pairs],
         "note": "the median of four ratios, each featured run over the plain run beside it"
                 " (rates shown: each side's median); the featured app declares kinds using"
-                " steps, sleep, events, keys, a rate and an outbox sink, unused by the jobs",
+                " steps, sleep, events, keys, a rate, a batch handler and an outbox sink, unused by"
+                " the jobs",
     }
     return [Figure("e2e_unused", "end-to-end no-op, app with unused features", "jobs/s",
                    statistics.median(featured), statistics.median(plain), "plain app",
