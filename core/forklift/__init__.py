@@ -19,6 +19,7 @@ from forklift._base.version import VERSION as __version__
 
 if TYPE_CHECKING:
     from forklift._app.app import Forklift as Forklift
+    from forklift._app.batch_context import BatchContext as BatchContext
     from forklift._app.context import JobCancelled as JobCancelled
     from forklift._app.context import JobContext as JobContext
     from forklift._app.context import Progress as Progress
@@ -89,7 +90,7 @@ _WHERE: dict[str, str] = {
     "Forklift": "_app.app",
     "JobKind": "_app.kind",
     "Batch": "_jobs.batch", "BatchLimits": "_jobs.batch", "BatchSummary": "_jobs.batch",
-    "Callback": "_jobs.batch", "Debounce": "_base.debounce",
+    "Callback": "_jobs.batch", "Debounce": "_base.debounce", "BatchContext": "_app.batch_context",
     "JobCancelled": "_app.context", "JobContext": "_app.context", "Progress": "_app.context",
     **dict.fromkeys(_ERRORS, "_base.errors"),
     "LIVE_STATES": "_jobs.job", "STATES": "_jobs.job", "TERMINAL_STATES": "_jobs.job", "Job": "_jobs.job",
@@ -108,6 +109,7 @@ __all__ = [
     "TERMINAL_STATES",
     "Backoff",
     "Batch",
+    "BatchContext",
     "BatchKeyConflict",
     "BatchLimits",
     "BatchNotFound",

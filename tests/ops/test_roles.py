@@ -24,7 +24,7 @@ CTX = OpsContext(actor="tester")
 #: Every CLI command, by what it does to forklift's data. A command added to the CLI fails
 #: test_every_command_is_classified until it is listed here.
 READS = {
-    "stats", "audit", "jobs list", "jobs show", "jobs explain", "schedules list",
+    "stats", "kinds", "audit", "jobs list", "jobs show", "jobs explain", "schedules list",
     "backfills list", "backfills show", "batches list", "batches show", "health",
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
     "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
@@ -235,7 +235,7 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
 
 def reading(t: dict[str, str]) -> dict[str, list[str]]:
     cmds = [
-        ["stats"], ["audit"], ["jobs", "list"], ["jobs", "show", t["dead"]],
+        ["stats"], ["kinds"], ["audit"], ["jobs", "list"], ["jobs", "show", t["dead"]],
         ["jobs", "explain", t["live"]], ["schedules", "list"], ["backfills", "list"],
         ["backfills", "show", "bf.items"], ["batches", "list"], ["batches", "show", t["batch"]],
         ["health"], ["health", "horizon"], ["retention", "show"], ["queues", "list"],

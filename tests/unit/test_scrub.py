@@ -618,6 +618,7 @@ def test_failure_codes_are_documented() -> None:
         "internal_error",
         "handler_exit",
         "expired",
+        "invalid_batch_result",
     }
     assert set(FAILURE_CODES) == expected
     for code, description in FAILURE_CODES.items():

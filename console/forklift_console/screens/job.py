@@ -381,6 +381,9 @@ def _error_text(e: dict[str, Any]) -> Text:
     if e.get("worker"):
         out.append(" · worker ")
         out.append_text(ident(e["worker"], limit=40))
+    if e.get("batch"):
+        out.append(" · in a batch of ")
+        out.append_text(one_line(str(e["batch"]), limit=6))
     out.append("\n")
     if e.get("message"):
         for line in plain(e["message"]).split("\n")[:8]:

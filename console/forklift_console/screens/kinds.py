@@ -1,6 +1,7 @@
 """Kinds (``:kinds``): per queue and kind, how the work went in a recent window and what waits.
 
-Completed and dead jobs in the window, the share that died, the share of attempts that failed
+A batch kind shows its batch size after its name (``×100``: the most jobs one handler call
+takes). Completed and dead jobs in the window, the share that died, the share of attempts that failed
 (retried or not), completed per minute, run time p50 and p95, and live now: waiting (available
 and scheduled), running, retrying. ``w`` steps the window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
 view of ``Operator.kind_stats``.
@@ -40,12 +41,23 @@ def _key(row: KindRow) -> str:
     return f"{row.queue}\x1f{row.kind}"
 
 
+def kind_cell(r: KindRow) -> Text:
+    """The kind, and a batch kind's batch size after it (``mail.send ×100``): the size stays
+    whole, the name gives way."""
+    if r.batch is None:
+        return ident(r.kind, limit=18)
+    size = f" ×{r.batch}"
+    cell = ident(r.kind, limit=max(18 - len(size), 4))
+    cell.append(size, style="dim")
+    return cell
+
+
 def cells(data: KindStats, r: KindRow) -> list[Text | str]:
     rate, attempts = r.failure_rate, r.attempt_failure_rate
     waiting = r.live.get("available", 0) + r.live.get("scheduled", 0)
     return [
         ident(r.queue, limit=10),
-        ident(r.kind, limit=18),
+        kind_cell(r),
         count(r.completed),
         f"{data.per_minute(r):.1f}",
         count(r.dead),
@@ -62,7 +74,8 @@ def cells(data: KindStats, r: KindRow) -> list[Text | str]:
 class KindsScreen(ConsoleScreen[KindStats]):
     MODE = "kinds"
     HELP = (
-        "Per queue and kind, over the window shown (w: 5 min, 1 h, 24 h): completed and dead jobs,"
+        "Per queue and kind (a batch kind with its batch size: ×100), over the window shown"
+        " (w: 5 min, 1 h, 24 h): completed and dead jobs,"
         " the share of finished jobs that died (Dead%), the share of attempts that failed,"
         " retried or not (Fail%), completed per minute, run time p50 and p95;"
         " and now: waiting (available and scheduled), running, retrying. / filters (kind:mail"

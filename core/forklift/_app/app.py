@@ -273,6 +273,63 @@ class Forklift:
 
         return declare(fn) if fn is not None else declare
 
+    def batch_job(
+        self,
+        *,
+        max: int = 100,
+        wait: float | timedelta = 0.0,
+        name: str | None = None,
+        queue: str = "default",
+        priority: int = 0,
+        max_attempts: int = 20,
+        retry: Backoff | None = None,
+        timeout: float | timedelta | None = None,
+        failure_codes: Sequence[str] = (),
+        errors: ErrorsMode = "full",
+        extra: Extra = "forbid",
+        lease_expiries: int = 3,
+        tenant_required: bool = False,
+        tenant: TenantOf | None = None,
+        expires: timedelta | None = None,
+    ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]:
+        """Declare a kind whose handler takes up to ``max`` of its jobs in one call:
+        ``@app.batch_job(max=100, wait=0.05)`` over ``handler(ctx, payloads)``.
+
+        The handler takes a :class:`~forklift.BatchContext` and a ``list`` of typed payloads
+        and returns a list of the same length: each job's result, or an exception for a job
+        that failed (``Retry``, ``Fail`` and ``Snooze`` too); a handler that raises fails every
+        job of the call, and a list of another length fails every job with
+        ``invalid_batch_result``. Each job keeps its own attempt, retries, error entry, result
+        and lease. The jobs of a call are those of the kind the worker claimed together, and
+        what more arrives within ``wait`` seconds; each takes one of the worker's slots.
+        ``timeout`` applies to the call. The other options are :meth:`job`'s. Enqueue as for
+        any kind: ``kind.enqueue(payload)``. See docs/how-to/batch-handlers.md.
+        """
+        size = max
+
+        def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
+            kind_name = name or f"{f.__module__}.{f.__qualname__}"
+            if kind_name in self.kinds:
+                raise KindAlreadyDeclared(f"job kind {kind_name!r} is already declared")
+            if errors not in ("full", "codes"):
+                raise ConfigError(f"errors must be 'full' or 'codes', not {errors!r}")
+            try:
+                seconds = as_delay(wait)
+            except (TypeError, ValueError):
+                raise ConfigError(f"wait= of batch kind {kind_name} must be seconds or a"
+                                  f" timedelta, not {wait!r}", field="wait") from None
+            kind: JobKind[Any, Any] = JobKind(
+                self, f, name=kind_name, queue=queue, priority=priority,
+                max_attempts=max_attempts, retry=retry or Backoff(), timeout=as_delay(timeout),
+                failure_codes=failure_codes, errors=errors, extra=extra,
+                lease_expiries=lease_expiries, tenant_required=tenant_required, tenant=tenant,
+                expires=expires, batch_max=size, batch_wait=seconds or 0.0,
+            )
+            self.kinds[kind_name] = kind
+            return kind
+
+        return declare
+
     def kind(self, name: str) -> JobKind[Any, Any]:
         """The kind declared under ``name``; raises UnknownKind."""
         try:

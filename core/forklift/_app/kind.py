@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import collections.abc
 import inspect
 import json
 import re
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar, get_type_hints
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    Protocol,
+    TypeVar,
+    Union,
+    get_args,
+    get_origin,
+    get_type_hints,
+)
 
 from forklift import hooks as _hooks
 from forklift import otel as _otel
@@ -52,8 +64,10 @@ _CODE_SHAPE = "lower-case snake case, e.g. 'card_declined'"
 _RESERVED_CODES = frozenset(
     {"error", "unknown_kind", "invalid_payload", "invalid_result", "timeout", "lease_expired",
      "lease_lost", "interrupted", "cancelled", "internal_error", "handler_exit", "worker_lost",
-     "lock_lost", "expired"}
+     "lock_lost", "expired", "invalid_batch_result"}
 )
+#: The most jobs one call of a batch handler may take.
+MAX_BATCH = 10_000
 
 
 def as_delay(delay: float | timedelta | None) -> float | None:
@@ -117,6 +131,40 @@ def _handler_params(fn: Callable[..., Any], name: str) -> list[str]:
     return [p.name for p in params[:2]]
 
 
+def _item_type(tp: Any, name: str, what: str) -> Any:
+    """The element type of a batch handler's ``list[...]`` payloads or results (Any when not
+    annotated); a ConfigError for any other annotation."""
+    if tp is Any:
+        return Any
+    if get_origin(tp) not in (list, collections.abc.Sequence):
+        raise ConfigError(f"the {what} of batch handler {name} must be annotated list[...],"
+                          f" not {tp!r}", field=what)
+    args = get_args(tp)
+    return args[0] if args else Any
+
+
+def _result_type(tp: Any, name: str) -> Any:
+    """The result type of one job of a batch handler: the element type of its ``list[...]``
+    return annotation, less the exceptions it may hold in a job's place."""
+    item = _item_type(tp, name, "return")
+    members = get_args(item) if get_origin(item) in (Union, type(int | str)) else (item,)
+    kept = [m for m in members if not (isinstance(m, type) and issubclass(m, BaseException))]
+    if not kept:
+        return type(None)
+    return kept[0] if len(kept) == 1 else Union[tuple(kept)]  # noqa: UP007
+
+
+def _check_batch(name: str, batch_max: int, batch_wait: float) -> None:
+    if isinstance(batch_max, bool) or not isinstance(batch_max, int) \
+            or not 1 <= batch_max <= MAX_BATCH:
+        raise ConfigError(f"max= of batch kind {name} must be a whole number from 1 to"
+                          f" {MAX_BATCH}, not {batch_max!r}", field="max")
+    if isinstance(batch_wait, bool) or not isinstance(batch_wait, (int, float)) \
+            or not 0 <= batch_wait <= 60:
+        raise ConfigError(f"wait= of batch kind {name} must be 0 to 60 seconds (or a"
+                          f" timedelta), not {batch_wait!r}", field="wait")
+
+
 def _codec(tp: Any, name: str, what: str) -> Codec:
     try:
         return Codec(tp, what=what)
@@ -176,6 +224,8 @@ class JobKind(Generic[P, R]):
         capture_logs: bool = False,
         log_lines: int = DEFAULT_LINES,
         log_bytes: int = DEFAULT_BYTES,
+        batch_max: int | None = None,
+        batch_wait: float = 0.0,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -239,8 +289,21 @@ class JobKind(Generic[P, R]):
             raise ConfigError(
                 f"the annotations of handler {name} cannot be resolved: {exc}"
             ) from None
-        self.payload = _codec(hints.get(params[1], Any), name, "payload")
-        self.result = _codec(hints.get("return", Any), name, "result")
+        if batch_max is not None:
+            _check_batch(name, batch_max, batch_wait)
+        #: The most jobs one call of the handler takes, or None: one job a call (an ordinary
+        #: kind). A batch handler takes ``(BatchContext, list[payload])`` and returns one
+        #: outcome per job (docs: how-to/batch-handlers.md).
+        self.batch_max = batch_max
+        #: Seconds a batch call waits for more jobs before it starts (at most ``batch_max``).
+        self.batch_wait = float(batch_wait)
+        payload_type = hints.get(params[1], Any)
+        result_type = hints.get("return", Any)
+        if batch_max is not None:
+            payload_type = _item_type(payload_type, name, "payload")
+            result_type = _result_type(result_type, name)
+        self.payload = _codec(payload_type, name, "payload")
+        self.result = _codec(result_type, name, "result")
         _enq.check_options(
             priority=priority, max_attempts=max_attempts, delay=None, at=None, queue=queue
         )

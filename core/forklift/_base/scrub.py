@@ -47,6 +47,7 @@ FAILURE_CODES: Final[dict[str, str]] = {
     "internal_error": "Fail raised with a code the kind did not declare, or an unstorable outcome",
     "handler_exit": "the handler raised a BaseException such as SystemExit or KeyboardInterrupt",
     "expired": "not started by its start-by deadline (expires=); dead, no attempt spent",
+    "invalid_batch_result": "a batch handler returned no list of one outcome per job; dead",
 }
 """The runner's own failure codes, with a one-line description each (listed in the failure-codes reference)."""
 

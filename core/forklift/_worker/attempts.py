@@ -31,6 +31,7 @@ from forklift._worker.running import Running
 
 if TYPE_CHECKING:
     from forklift._app.app import Forklift
+    from forklift._worker.batch_calls import BatchCalls
     from forklift._worker.config import WorkerConfig
     from forklift._worker.state import WorkerState
 
@@ -75,6 +76,8 @@ class Attempts:
         # runner counting its own let ten of them run 640 instant jobs in one turn, while
         # outcome writes, claims and heartbeats waited (forklift._worker.runner).
         self._burst = 0
+        #: Batch kinds' calls (forklift._worker.batch_calls), made on the first job of one.
+        self.batch_calls: BatchCalls | None = None
 
     def connect(self, *, producer: Slots, completer: Outcomes, locks: Any) -> None:
         """The services attempts call, which call attempts in turn (built after them)."""
@@ -108,6 +111,9 @@ class Attempts:
             rec.expired = True
         elif self.lifecycle.on_start:
             self.lifecycle.started(rec)
+        if kind is not None and kind.batch_max is not None and not rec.expired:
+            self._batch_calls().add(rec)  # a call's timeout is the call's
+            return
         if kind is not None and kind.timeout and not rec.expired:
             rec.timer = self.state.loop.call_later(kind.timeout, self.interrupt, rec, "timeout")
         self._ready.append(rec)
@@ -120,6 +126,15 @@ class Attempts:
                 task = self.state.loop.create_task(self._runner(), name="forklift-runner")
                 self.runners.add(task)
                 task.add_done_callback(self.runners.discard)
+
+    def _batch_calls(self) -> BatchCalls:
+        """The gatherer of batch kinds' calls, made for the first job of one."""
+        calls = self.batch_calls
+        if calls is None:
+            from forklift._worker.batch_calls import BatchCalls
+
+            calls = self.batch_calls = BatchCalls(self.state, self, self.app.payload_limit)
+        return calls
 
     async def _runner(self) -> None:
         """Run started attempts one after another (forklift._worker.runner); retire after one
@@ -191,12 +206,18 @@ class Attempts:
             log.exception("internal error finishing job %s", rec.job.id,
                           extra=job_fields(rec.job))
 
+    def end(self, rec: Running, outcome: settle.Outcome | None) -> None:
+        """An attempt run outside the runners (a batch call's) ended: :meth:`_end`."""
+        self._end(rec, outcome)
+
     def interrupt(self, rec: Running, reason: str) -> None:
         """Tell a handler to stop: its context first, then (async handlers) the task."""
         if rec.finished or rec.ctx.cancel_reason is not None:
             return
         rec.ctx._cancel(reason)
-        if rec.kind is not None and rec.kind.is_async and rec.task is not None:
+        if rec.call is not None:
+            rec.call.told()  # the call stops once every job of it was told
+        elif rec.kind is not None and rec.kind.is_async and rec.task is not None:
             rec.task.cancel()
 
     def interrupt_fence(self, fence: int, reason: str) -> bool:

@@ -13,6 +13,7 @@ from forklift._jobs.claimed import Claimed
 if TYPE_CHECKING:
     from forklift._app.context import JobContext
     from forklift._app.kind import JobKind
+    from forklift._worker.batch_call import BatchCall
 
 __all__ = ["Running"]
 
@@ -39,3 +40,5 @@ class Running:
     expired: bool = False
     #: The context the attempt's task runs in (a start hook may set one, e.g. a trace span).
     context: contextvars.Context | None = None
+    #: The batch handler's call the job runs in (a batch kind's), once the call started.
+    call: BatchCall[Any] | None = None

@@ -316,7 +316,9 @@ class Worker:
             pid=self.state.pid, queues=self.queues, slots=self.config.concurrency,
             version=VERSION,
             kinds={name: {"retry": k.retry.to_json(),
-                          "lease_expiries": getattr(k, "lease_expiries", LEASE_EXPIRIES)}
+                          "lease_expiries": getattr(k, "lease_expiries", LEASE_EXPIRIES),
+                          # a batch kind's most jobs a call, read by the Kinds listing
+                          **({"batch": k.batch_max} if getattr(k, "batch_max", None) else {})}
                    for name, k in self.app.kinds.items()},
             # It refuses any schema older than the one it was built for (_check_schema).
             schema_built=required_version(), schema_min=required_version(),

@@ -200,7 +200,8 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
     if job.errors:
         out.print("[bold]errors[/]")
         for e in job.errors:
-            out.print(f"  attempt {safe(e.get('attempt'))} at {stamp(e.get('at'))}:"
+            batch = f" (in a batch of {safe(e['batch'])})" if e.get("batch") else ""
+            out.print(f"  attempt {safe(e.get('attempt'))} at {stamp(e.get('at'))}{batch}:"
                       f" [bold]{ident(e.get('code'))}[/] {safe(e.get('type') or '')}"
                       f" {safe(e.get('message') or '')}")
             for frame in e.get("traceback") or []:

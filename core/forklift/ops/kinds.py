@@ -1,6 +1,6 @@
 """Per-kind breakdown: for each queue and kind, what finished in a recent window (completed,
 dead, the share that died, failed attempts and the share of attempts that failed, run time
-p50/p95, throughput) and what waits now.
+p50/p95, throughput) and what waits now; a batch kind's batch size, as its workers registered it.
 
 Costs: the window reads only jobs finished inside it, through the finished-time index
 (``jobs_window_idx``), and the live counts only live jobs (their partial indexes); one round trip
@@ -68,6 +68,14 @@ CROSS JOIN LATERAL (
 WHERE e.at >= {_SINCE} AND e.at < now() + interval '1 minute'
 GROUP BY 1, 2
 """
+# The batch size (most jobs a handler call takes) of each batch kind, as the workers that run
+# it registered it (forklift._worker.worker); the largest when workers of two releases differ.
+BATCH_SQL = """
+SELECT e.kind, max((e.spec ->> 'batch')::int)
+FROM {s}.workers w CROSS JOIN LATERAL jsonb_each(coalesce(w.kinds, '{}'::jsonb)) AS e(kind, spec)
+WHERE w.state <> 'exited' AND e.spec ->> 'batch' IS NOT NULL
+GROUP BY 1
+"""
 LIVE_SQL = """
 SELECT queue, kind, state, count(*) FROM {s}.jobs
 WHERE state IN ('scheduled', 'available', 'running', 'retryable')
@@ -88,6 +96,9 @@ class KindRow(Shape):
     failed: int = 0
     #: Live now, by state (scheduled, available, running, retryable).
     live: dict[str, int] = field(default_factory=dict)
+    #: A batch kind's most jobs a handler call takes (as its live workers registered it);
+    #: None for a kind run one job a call.
+    batch: int | None = None
 
     @property
     def failure_rate(self) -> float | None:
@@ -126,6 +137,7 @@ def kind_stats(
         finished = conn.execute(history.render_read(WINDOW_SQL, conn, s), {"w": window}).fetchall()
         live = conn.execute(history.render_read(LIVE_SQL, conn, s)).fetchall()
         failed = conn.execute(history.render_read(FAILED_SQL, conn, s), {"w": window}).fetchall()
+        batched = dict(conn.execute(history.render_read(BATCH_SQL, conn, s)).fetchall())
     for queue, kind, completed, dead, p50, p95 in finished:
         rows[(queue, kind)] = KindRow(queue=queue, kind=kind, completed=int(completed),
                                       dead=int(dead), p50=p50, p95=p95)
@@ -135,5 +147,8 @@ def kind_stats(
     for queue, kind, state, n in live:
         row = rows.setdefault((queue, kind), KindRow(queue=queue, kind=kind))
         row.live[str(state)] = int(n)
+    for row in rows.values():
+        size = batched.get(row.kind)
+        row.batch = None if size is None else int(size)
     ordered = sorted(rows.values(), key=lambda r: (-(r.completed + r.dead), r.queue, r.kind))
     return KindStats(window_seconds=window.total_seconds(), rows=ordered)

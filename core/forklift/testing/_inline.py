@@ -91,9 +91,46 @@ class _Runner:
             return one.submit(asyncio.run, self.run(row)).result()
 
 
+def _one_of_batch(ctx: JobContext, out: Any) -> Any:
+    """One job's outcome from a batch handler's list (it ran over that one job alone)."""
+    if not isinstance(out, (list, tuple)) or len(out) != 1:
+        raise InlineBatchResult(
+            f"the batch handler of {ctx.kind} returned {out!r} for 1 job: it must return a"
+            " list with one result or exception per job")
+    if isinstance(out[0], BaseException):
+        raise out[0]
+    return out[0]
+
+
+class InlineBatchResult(Exception):
+    """A batch handler run inline returned something else than one outcome for its one job."""
+
+
+def _batched(kind: JobKind[Any, Any]) -> Callable[..., Any]:
+    """A batch kind's handler as a one-job handler: inline mode runs each job alone, in a
+    call of its own (a :class:`BatchContext` of that one job)."""
+    from forklift._app.batch_context import BatchContext
+
+    fn = kind.fn
+
+    def call(ctx: JobContext) -> BatchContext:
+        return BatchContext(kind=kind.name, queue=ctx.queue, worker_id=ctx.worker_id, jobs=[ctx])
+
+    if kind.is_async:
+        async def run_async(ctx: JobContext, payload: Any) -> Any:
+            return _one_of_batch(ctx, await fn(call(ctx), [payload]))
+
+        return run_async
+
+    def run(ctx: JobContext, payload: Any) -> Any:
+        return _one_of_batch(ctx, fn(call(ctx), [payload]))
+
+    return run
+
+
 def _catching(kind: JobKind[Any, Any], raised: list[BaseException]) -> JobKind[Any, Any]:
     """The kind with a handler that remembers what it raised, for ``propagate``."""
-    fn = kind.fn
+    fn = kind.fn if kind.batch_max is None else _batched(kind)
     shadow = copy.copy(kind)
     if kind.is_async:
         async def run_async(ctx: JobContext, payload: Any) -> Any:

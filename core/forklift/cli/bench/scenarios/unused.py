@@ -3,7 +3,7 @@
 The same no-op jobs (``bench.noop``, on a queue with no limits) run end to end through one
 worker process twice over, in one run: a worker of the bench's plain app, and a worker of an
 app that also declares kinds using steps, sleep, events, keys (concurrency and rate limits), a
-start-by deadline, captured logs and an outbox sink, which the measured jobs use none of. Target: the second within 5% of the first
+start-by deadline, captured logs, a batch handler and an outbox sink, which the measured jobs use none of. Target: the second within 5% of the first
 (ratio >= 0.95). The runs alternate (:data:`ORDER`), each featured run is compared with the
 plain run beside it in time, and the figure is the median of those four ratios, so a load that
 changes during the run weighs on both sides of each ratio alike.
@@ -22,7 +22,7 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from forklift import Forklift, JobContext, Key, Rate
+from forklift import BatchContext, Forklift, JobContext, Key, Rate
 from forklift.cli.bench.measure import Bench, Run
 from forklift.cli.bench.procs import Payload
 from forklift.cli.bench.registry import scenario
@@ -63,6 +63,11 @@ async def rated(ctx: JobContext, payload: Payload) -> None:
 @app.job(name="bench.unused.logged", expires=timedelta(hours=1), capture_logs=True)
 async def logged(ctx: JobContext, payload: Payload) -> None:
     ctx.log("ran", n=payload["n"])
+
+
+@app.batch_job(name="bench.unused.batched", max=100, wait=0.05)
+async def batched(ctx: BatchContext, payloads: list[Payload]) -> list[None]:
+    return [None] * len(payloads)
 
 
 @app.job(name="bench.unused.receive")
@@ -120,7 +125,8 @@ def unused(bench: Bench) -> list[Figure]:
         "pair_ratios": [round(r, 3) for r in pairs],
         "note": "the median of four ratios, each featured run over the plain run beside it"
                 " (rates shown: each side's median); the featured app declares kinds using"
-                " steps, sleep, events, keys, a rate and an outbox sink, unused by the jobs",
+                " steps, sleep, events, keys, a rate, a batch handler and an outbox sink, unused by"
+                " the jobs",
     }
     return [Figure("e2e_unused", "end-to-end no-op, app with unused features", "jobs/s",
                    statistics.median(featured), statistics.median(plain), "plain app",
