@@ -39,7 +39,7 @@ WRITES = {
     "queues pause", "queues resume", "queues limit", "queues rate", "queues fair", "queues aging",
     "keys limit", "keys rate", "keys reset", "dead requeue", "dead delete",
     "outbox retry", "events publish", "consumers pause", "consumers resume",
-    "consumers reset-cursor", "webhooks enable", "webhooks disable",
+    "consumers reset-cursor", "webhooks enable", "webhooks disable", "workflows replay",
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
@@ -229,6 +229,7 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["consumers", "reset-cursor", "feed", "--to", "5", "--yes"],
         ["webhooks", "enable", "shop"],
         ["webhooks", "disable", "shop", "--yes"],
+        ["workflows", "replay", t["done"], "--from-step", "a"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 

@@ -48,6 +48,7 @@ GROUPS = {
         ("subjects", "subjects:subjects_app"),
         ("consumers", "consumers:consumers_app"),
         ("webhooks", "webhooks:webhooks_app"),
+        ("workflows", "workflows:workflows_app"),
     )
 }
 

@@ -27,7 +27,15 @@ if TYPE_CHECKING:
     from forklift.ops.audit import AuditEntry
     from forklift.ops.consumers import ConsumerBusy, ConsumerInfo, ConsumerNotFound
     from forklift.ops.context import OpsContext
-    from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, QueueNotFound
+    from forklift.ops.errors import (
+        InvalidFilter,
+        NotAWorkflow,
+        NotCancellable,
+        NotDeletable,
+        NotReplayable,
+        QueueNotFound,
+        UnknownStep,
+    )
     from forklift.ops.explain import Explanation, Reason
     from forklift.ops.filters import JobFilter, Sort
     from forklift.ops.job_logs import JobLog
@@ -35,6 +43,7 @@ if TYPE_CHECKING:
     from forklift.ops.operator import Operator
     from forklift.ops.prune import PruneReport
     from forklift.ops.queues import QueueInfo
+    from forklift.ops.replay import ReplayResult
     from forklift.ops.stats import QueueStats, Stats
     from forklift.ops.workers import WorkerInfo
 
@@ -52,6 +61,10 @@ _HOME: dict[str, str] = {
     "NotCancellable": "forklift.ops.errors",
     "NotDeletable": "forklift.ops.errors",
     "QueueNotFound": "forklift.ops.errors",
+    "NotAWorkflow": "forklift.ops.errors",
+    "NotReplayable": "forklift.ops.errors",
+    "UnknownStep": "forklift.ops.errors",
+    "ReplayResult": "forklift.ops.replay",
     "Explanation": "forklift.ops.explain",
     "Reason": "forklift.ops.explain",
     "JobFilter": "forklift.ops.filters",
@@ -98,8 +111,10 @@ __all__ = [
     "JobLog",
     "JobPage",
     "JobSummary",
+    "NotAWorkflow",
     "NotCancellable",
     "NotDeletable",
+    "NotReplayable",
     "Operator",
     "OpsContext",
     "PruneReport",
@@ -107,7 +122,9 @@ __all__ = [
     "QueueNotFound",
     "QueueStats",
     "Reason",
+    "ReplayResult",
     "Sort",
     "Stats",
+    "UnknownStep",
     "WorkerInfo",
 ]

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from forklift.ops._clients.stats import StatsClient
     from forklift.ops._clients.webhooks import WebhooksClient
     from forklift.ops._clients.workers import WorkersClient
+    from forklift.ops._clients.workflows import WorkflowsClient
     from forklift.ops.filters import JobFilter
 
 __all__ = ["Operator"]
@@ -94,6 +95,7 @@ class Operator:
     ``retention``  show; set or reset a window; prune
     ``consumers``  list, show; pause, resume, reset the cursor
     ``webhooks``   endpoints, attempts; enable, disable an endpoint
+    ``workflows``  replay from a step; pause, resume a workflow or a kind
     ============== =========================================================================
 
     ::
@@ -248,6 +250,12 @@ class Operator:
         from forklift.ops._clients.consumers import ConsumersClient
 
         return ConsumersClient(self.session)
+
+    @cached_property
+    def workflows(self) -> WorkflowsClient:
+        from forklift.ops._clients.workflows import WorkflowsClient
+
+        return WorkflowsClient(self.session)
 
     # -- the session ----------------------------------------------------------------------------
     @property
