@@ -29,7 +29,7 @@ READS = {
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
     "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
     "events waits", "queues scale", "consumers list", "consumers show",
-    "webhooks endpoints", "webhooks deliveries",
+    "webhooks endpoints", "webhooks deliveries", "workflows pauses",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
@@ -40,6 +40,7 @@ WRITES = {
     "keys limit", "keys rate", "keys reset", "dead requeue", "dead delete",
     "outbox retry", "events publish", "consumers pause", "consumers resume",
     "consumers reset-cursor", "webhooks enable", "webhooks disable", "workflows replay",
+    "workflows pause", "workflows resume", "kinds pause", "kinds resume",
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
@@ -230,6 +231,10 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["webhooks", "enable", "shop"],
         ["webhooks", "disable", "shop", "--yes"],
         ["workflows", "replay", t["done"], "--from-step", "a"],
+        ["workflows", "pause", t["later"]],
+        ["workflows", "resume", t["later"]],
+        ["kinds", "pause", "ops.noop"],
+        ["kinds", "resume", "ops.noop"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
@@ -245,6 +250,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["dead", "groups"], ["outbox", "list"], ["events", "list"], ["events", "waits"],
         ["queues", "scale"], ["consumers", "list"], ["consumers", "show", "feed"],
         ["queues", "scale"], ["webhooks", "endpoints"], ["webhooks", "deliveries"],
+        ["workflows", "pauses"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 

@@ -49,6 +49,7 @@ GROUPS = {
         ("consumers", "consumers:consumers_app"),
         ("webhooks", "webhooks:webhooks_app"),
         ("workflows", "workflows:workflows_app"),
+        ("kinds", "workflows:kinds_app"),
     )
 }
 

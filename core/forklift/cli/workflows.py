@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from forklift.cli.kit import Call, command, ident
+from forklift.cli.format import stamp
+from forklift.cli.kit import Call, command, ident, out, safe
 
 if TYPE_CHECKING:
+    from forklift.ops.holds import PauseResult
     from forklift.ops.replay import ReplayResult
 
 workflows_app = typer.Typer(
@@ -47,3 +49,59 @@ def replay_cmd(
     result = cx.act(lambda op: op.workflows.replay(job_id, from_step=from_step,
                                                    reason=cx.reason))
     cx.done(result, _replay_line(cx.dry_run))
+
+
+kinds_app = typer.Typer(
+    help="Kinds: pause and resume every job of one kind.",
+    no_args_is_help=True,
+)
+KindName = Annotated[str, typer.Argument(help="The kind's name.")]
+
+
+def _pause_line(r: PauseResult) -> str:
+    return r.text
+
+
+@workflows_app.command("pause")
+@command(acts=True)
+def pause_cmd(cx: Call, job_id: JobId) -> None:
+    """Pause one workflow: not started again until resumed; waiting, it is held at once;
+    running, it parks at its next step boundary (the step in flight is kept)."""
+    cx.done(cx.act(lambda op: op.workflows.pause(job_id, reason=cx.reason)), _pause_line)
+
+
+@workflows_app.command("resume")
+@command(acts=True)
+def resume_cmd(cx: Call, job_id: JobId) -> None:
+    """Resume a paused workflow: claimable at once when its time has come."""
+    cx.done(cx.act(lambda op: op.workflows.resume(job_id, reason=cx.reason)), _pause_line)
+
+
+@workflows_app.command("pauses")
+@command()
+def pauses_cmd(cx: Call) -> None:
+    """The pauses in force: workflows' and kinds', with who paused them, why, and how many
+    jobs each holds."""
+    found = cx.op.workflows.pauses()
+    if cx.as_json:
+        cx.show([p.to_json() for p in found])
+        return
+    if not found:
+        out.print("nothing is paused")
+    for p in found:
+        out.print(f"{safe(p.text)} [dim]since {stamp(p.paused_at)}[/]")
+
+
+@kinds_app.command("pause")
+@command(acts=True)
+def kinds_pause_cmd(cx: Call, name: KindName) -> None:
+    """Pause a kind: none of its jobs is started until resumed, new ones included; a running
+    workflow of the kind parks at its next step boundary."""
+    cx.done(cx.act(lambda op: op.kinds.pause(name, reason=cx.reason)), _pause_line)
+
+
+@kinds_app.command("resume")
+@command(acts=True)
+def kinds_resume_cmd(cx: Call, name: KindName) -> None:
+    """Resume a paused kind: its held jobs are claimable at once when their time has come."""
+    cx.done(cx.act(lambda op: op.kinds.resume(name, reason=cx.reason)), _pause_line)

@@ -32,12 +32,14 @@ if TYPE_CHECKING:
         NotAWorkflow,
         NotCancellable,
         NotDeletable,
+        NotPausable,
         NotReplayable,
         QueueNotFound,
         UnknownStep,
     )
     from forklift.ops.explain import Explanation, Reason
     from forklift.ops.filters import JobFilter, Sort
+    from forklift.ops.holds import PauseInfo, PauseResult
     from forklift.ops.job_logs import JobLog
     from forklift.ops.jobs import JobDetail, JobPage, JobSummary
     from forklift.ops.operator import Operator
@@ -63,6 +65,9 @@ _HOME: dict[str, str] = {
     "QueueNotFound": "forklift.ops.errors",
     "NotAWorkflow": "forklift.ops.errors",
     "NotReplayable": "forklift.ops.errors",
+    "NotPausable": "forklift.ops.errors",
+    "PauseInfo": "forklift.ops.holds",
+    "PauseResult": "forklift.ops.holds",
     "UnknownStep": "forklift.ops.errors",
     "ReplayResult": "forklift.ops.replay",
     "Explanation": "forklift.ops.explain",
@@ -114,9 +119,12 @@ __all__ = [
     "NotAWorkflow",
     "NotCancellable",
     "NotDeletable",
+    "NotPausable",
     "NotReplayable",
     "Operator",
     "OpsContext",
+    "PauseInfo",
+    "PauseResult",
     "PruneReport",
     "QueueInfo",
     "QueueNotFound",

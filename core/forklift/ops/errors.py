@@ -10,8 +10,8 @@ from typing import ClassVar
 
 from forklift._base.errors import ForkliftError
 
-__all__ = ["InvalidFilter", "NotAWorkflow", "NotCancellable", "NotDeletable", "NotReplayable",
-           "NotRunnable", "QueueNotFound", "UnknownStep"]
+__all__ = ["InvalidFilter", "NotAWorkflow", "NotCancellable", "NotDeletable", "NotPausable",
+           "NotReplayable", "NotRunnable", "QueueNotFound", "UnknownStep"]
 
 
 class InvalidFilter(ForkliftError):
@@ -55,3 +55,9 @@ class UnknownStep(ForkliftError):
     """The job never recorded a step of that name; ``steps`` lists the ones it did."""
 
     code = "unknown_step"
+
+
+class NotPausable(ForkliftError):
+    """The workflow's job has finished: there is nothing left to pause."""
+
+    code = "not_pausable"
