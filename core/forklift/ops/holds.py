@@ -42,7 +42,7 @@ from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter, NotPausable
 from forklift.ops.shape import Shape
 
-__all__ = ["PauseInfo", "PauseResult", "list_pauses", "pause", "resume"]
+__all__ = ["PAUSED_UNTIL", "PauseInfo", "PauseResult", "list_pauses", "pause", "resume"]
 
 TARGETS = ("kind", "workflow")
 
