@@ -163,3 +163,14 @@ def test_the_cli_pauses_and_resumes_a_kind_with_dry_run_and_json(
     assert held(conn, waiting.id)
     forklift("workflows", "resume", str(waiting.id), "--json")
     assert state(conn, waiting.id) == "available"
+
+
+def test_explain_says_a_held_job_is_paused(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    waiting = app.kind("wf.plain").enqueue({})
+    with Operator(dsn) as op:
+        op.workflows.pause(waiting.id)
+        ex = op.jobs.explain(waiting.id)
+        assert ex.codes == ["paused"] and "held by a pause" in ex.reasons[0].text
+        assert "paused: held until" in str(op.jobs.show(waiting.id).parked)
