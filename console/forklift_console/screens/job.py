@@ -363,7 +363,8 @@ class JobScreen(ConsoleScreen[JobView]):
         """R: replay this finished workflow from a step picked from its recorded ones."""
         view = self._view
         if view is not None and view.detail is not None:
-            replay_from_step(self, self.job_id, view.detail.job.state, view.detail.steps)
+            replay_from_step(self, self.job_id, view.detail.job.state, view.detail.steps,
+                             lambda new: self.app.push_screen(JobScreen(new)))
 
     def action_toggle_pause(self) -> None:
         """p: pause this workflow, or resume it if a pause holds it."""

@@ -5,6 +5,7 @@ a replay then opens the new job."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -23,8 +24,8 @@ __all__ = ["paused_words", "replay_from_step", "toggle_kind_pause", "toggle_work
 
 
 def replay_from_step(screen: ConsoleScreen[Any], job_id: int, state: str,
-                     steps: list[StepInfo]) -> None:
-    """Pick the step to run again, confirm, replay, open the new job."""
+                     steps: list[StepInfo], open_job: Callable[[int], object]) -> None:
+    """Pick the step to run again, confirm, replay, then ``open_job`` the new one."""
     if state not in REPLAYABLE_STATES:
         screen.notify(f"job {job_id} is {state}: only a completed or dead workflow can be"
                       " replayed", title="Replay")
@@ -51,9 +52,7 @@ def replay_from_step(screen: ConsoleScreen[Any], job_id: int, state: str,
 
         def opened() -> None:
             if made:
-                from forklift_console.screens.job import JobScreen
-
-                screen.app.push_screen(JobScreen(made[0]))
+                open_job(made[0])
 
         screen.console.propose(Plan(
             verb=f"Replay from step {name!r}", noun="job", count=1, ids=(job_id,), run=run,
