@@ -174,3 +174,23 @@ def test_explain_says_a_held_job_is_paused(
         ex = op.jobs.explain(waiting.id)
         assert ex.codes == ["paused"] and "held by a pause" in ex.reasons[0].text
         assert "paused: held until" in str(op.jobs.show(waiting.id).parked)
+
+
+def test_a_job_that_fails_its_attempt_under_a_pause_is_not_retried_until_the_resume(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    from wf_common import stage_once
+
+    task = app.kind("wf.task").enqueue({"hold": "task-held", "fail": True})
+    with running_worker(app, **FAST), Operator(dsn) as op:
+        wait_until(lambda: plain_runs(conn, task.id) == 1, timeout=30)  # attempt 1 in flight
+        assert op.kinds.pause("wf.task").running == 1
+        open_gate(conn, "task-held")
+        wait_until(lambda: state(conn, task.id) == "retryable", timeout=30)
+        wait_until(lambda: job(conn, task.id)["run_at"] <= conn.execute(
+            "SELECT now()").fetchone()[0], timeout=30)  # type: ignore[index]
+        assert stage_once(dsn) == 0  # due, but held: the stager leaves it
+        assert state(conn, task.id) == "retryable" and plain_runs(conn, task.id) == 1
+        op.kinds.resume("wf.task")
+        wait_until(lambda: state(conn, task.id) == "dead", timeout=30)
+    assert plain_runs(conn, task.id) == 3
