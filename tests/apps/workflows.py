@@ -228,3 +228,26 @@ def waiter_sync(ctx: JobContext, p: dict[str, Any]) -> dict[str, Any]:
 async def bad_wait(ctx: JobContext, p: dict[str, str]) -> None:
     match: Any = {"set": {1, 2}} if p["how"] == "set" else {"x": float("nan")}
     await ctx.wait_for_event("ok", match=match)
+
+
+# -- replay and pause --------------------------------------------------------------------------
+def stage(name: str, p: dict[str, Any]) -> dict[str, str]:
+    """One step of ``wf.pipeline``: holds on its gate when told, fails when told and its
+    gate is shut, and records that it ran."""
+    seen("step", detail={"step": name})
+    if p.get("hold") == name:
+        hold(f"hold-{name}")
+    if p.get("fail") == name and not gate_open(f"fixed-{name}"):
+        raise RuntimeError(f"step {name} fails until gate fixed-{name} opens")
+    return {"done": name}
+
+
+@app.job(name="wf.pipeline", max_attempts=1)
+async def pipeline(ctx: JobContext, p: dict[str, Any]) -> dict[str, Any]:
+    results = [await ctx.step(name, asyncio.to_thread, stage, name, p) for name in "abc"]
+    return {"results": results}
+
+
+@app.job(name="wf.plain")
+def plain(ctx: JobContext, p: dict[str, Any]) -> None:
+    seen("run", job_id=ctx.job_id)

@@ -35,6 +35,7 @@ ACTIONS = {
     "ledger create", "partitions run",
     "webhooks enable", "webhooks disable",
     "consumers pause", "consumers resume", "consumers reset-cursor",
+    "workflows replay", "workflows pause", "workflows resume", "kinds pause", "kinds resume",
 }
 #: ... and those that change something outside the audit trail.
 UNAUDITED = {"migrate", "db stop", "db remove"}

@@ -189,3 +189,84 @@ def test_the_jobs_screen_says_why_a_scheduled_job_waits(
         assert cell("delayed", "state") == "◷ scheduled"
 
     drive(make_app(dsn, start="overview"), scenario)
+
+
+def test_the_job_detail_replays_a_workflow_from_a_picked_step_and_opens_the_new_job(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from textual.widgets import OptionList
+
+    from forklift_console.screens.modals import PickScreen
+
+    with wf.bound(dsn, conn) as app:
+        done = app.kind("wf.pipeline").enqueue({}).id
+        with running_worker(app, lease=2.0, poll_interval=0.1, concurrency=2):
+            wait_until(lambda: conn.execute("SELECT state FROM forklift.jobs WHERE id = %s",
+                                            (done,)).fetchone() == ("completed",), timeout=30)
+
+    async def scenario(console: ConsoleApp, pilot: Pilot[None]) -> None:
+        console.push_screen(JobScreen(done))
+        detail = await on_screen(console, JobScreen)
+        await loaded(console, detail)
+        await pilot.press("R")
+        picker = await on_screen(console, PickScreen)
+        options = picker.query_one("#choices", OptionList)
+        assert [options.get_option_at_index(i).id for i in range(options.option_count)] == [
+            "a", "b", "c"]
+        options.highlighted = 1
+        await pilot.press("enter")
+        dialog = await on_screen(console, ConfirmScreen)
+        assert dialog.plan.cli == f"forklift workflows replay {done} --from-step b"
+        dialog.query_one("#confirm", Button).press()
+        await wait_until_async(lambda: isinstance(console.screen, JobScreen)
+                               and console.screen.job_id != done, timeout=20)
+
+    drive(make_app(dsn, start="overview"), scenario)
+    fork = conn.execute("SELECT id, meta -> 'replay' FROM forklift.jobs WHERE id <> %s",
+                        (done,)).fetchall()
+    assert len(fork) == 1 and fork[0][1] == {"of": done, "from_step": "b"}
+    assert conn.execute("SELECT name FROM forklift.job_steps WHERE job_id = %s",
+                        (fork[0][0],)).fetchall() == [("a",)]
+    assert conn.execute("SELECT actor, action FROM forklift.audit").fetchall() == [
+        ("tester", "workflows.replay")]
+
+
+def test_the_kinds_screen_pauses_and_resumes_a_kind_and_names_the_pause(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    from forklift_console.screens.kinds import KindsScreen
+
+    with wf.bound(dsn, conn) as app:
+        waiting = app.kind("wf.plain").enqueue({}).id
+
+    def state() -> tuple[str, int]:
+        row = conn.execute("SELECT state, extract(year FROM run_at)::int FROM forklift.jobs"
+                           " WHERE id = %s", (waiting,)).fetchone()
+        assert row is not None
+        return row[0], row[1]
+
+    async def scenario(console: ConsoleApp, pilot: Pilot[None]) -> None:
+        console.switch_mode("kinds")
+        screen = await on_screen(console, KindsScreen)
+        await loaded(console, screen)
+        table = screen.query_one("#kinds", LiveTable)
+        table.focus()
+        table.move_cursor(row=table.keys.index("default\x1fwf.plain"))
+        await pilot.press("p")
+        dialog = await on_screen(console, ConfirmScreen)
+        assert dialog.plan.cli == "forklift kinds pause wf.plain"
+        dialog.query_one("#confirm", Button).press()
+        await wait_until_async(lambda: state() == ("scheduled", 9999), timeout=20)
+        await on_screen(console, KindsScreen)
+        await loaded(console, screen)
+        assert "paused: kind wf.plain paused by tester: console (1 held)" in str(
+            screen.query_one("#info", Static).render())
+        await pilot.press("p")
+        dialog = await on_screen(console, ConfirmScreen)
+        assert dialog.plan.cli == "forklift kinds resume wf.plain"
+        dialog.query_one("#confirm", Button).press()
+        await wait_until_async(lambda: state()[0] == "available", timeout=20)
+
+    drive(make_app(dsn, start="overview"), scenario)
+    assert [a for (a,) in conn.execute("SELECT action FROM forklift.audit ORDER BY id")] == [
+        "kinds.pause", "kinds.resume"]

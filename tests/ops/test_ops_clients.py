@@ -75,7 +75,7 @@ SESSION = {"session", "ctx", "schema", "actor", "read_only", "conn", "abort", "c
            "close", "dry_run", "snapshot"}
 
 #: Clients that came after the flat facade, so no flat name answers through them.
-NEWER_CLIENTS = {"consumers", "webhooks"}
+NEWER_CLIENTS = {"consumers", "kinds", "webhooks", "workflows"}
 
 CLIENTS = sorted({target.partition(".")[0] for target in FLAT.values()} | NEWER_CLIENTS)
 
@@ -209,8 +209,8 @@ def test_the_operator_is_its_clients_its_session_and_the_flat_names(op: Operator
     public = {n for n in dir(Operator) if not n.startswith("_")}
     assert public - SESSION == set(FLAT) | set(CLIENTS) | set(NEWER_CLIENTS)
     assert CLIENTS == ["audit", "backfills", "batches", "consumers", "dead", "events", "health", "jobs",
-                       "keys", "locks", "outbox", "queues", "retention", "schedules", "stats",
-                       "webhooks", "workers"]
+                       "keys", "kinds", "locks", "outbox", "queues", "retention", "schedules", "stats",
+                       "webhooks", "workers", "workflows"]
     for name in CLIENTS:
         client = getattr(op, name)
         # Each client holds the session, not the Operator, and one client serves every call.

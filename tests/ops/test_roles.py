@@ -24,12 +24,12 @@ CTX = OpsContext(actor="tester")
 #: Every CLI command, by what it does to forklift's data. A command added to the CLI fails
 #: test_every_command_is_classified until it is listed here.
 READS = {
-    "stats", "kinds", "audit", "jobs list", "jobs show", "jobs explain", "schedules list",
+    "stats", "kinds list", "audit", "jobs list", "jobs show", "jobs explain", "schedules list",
     "backfills list", "backfills show", "batches list", "batches show", "health",
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
     "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
     "events waits", "queues scale", "consumers list", "consumers show",
-    "webhooks endpoints", "webhooks deliveries",
+    "webhooks endpoints", "webhooks deliveries", "workflows pauses",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
@@ -39,7 +39,8 @@ WRITES = {
     "queues pause", "queues resume", "queues limit", "queues rate", "queues fair", "queues aging",
     "keys limit", "keys rate", "keys reset", "dead requeue", "dead delete",
     "outbox retry", "events publish", "consumers pause", "consumers resume",
-    "consumers reset-cursor", "webhooks enable", "webhooks disable",
+    "consumers reset-cursor", "webhooks enable", "webhooks disable", "workflows replay",
+    "workflows pause", "workflows resume", "kinds pause", "kinds resume",
 }
 #: Processes and tools rather than reads or writes of forklift's data: a worker needs the
 #: worker role; the console is tested through the Operator below; roles create needs CREATEROLE.
@@ -229,13 +230,18 @@ def mutating(t: dict[str, str]) -> dict[str, list[str]]:
         ["consumers", "reset-cursor", "feed", "--to", "5", "--yes"],
         ["webhooks", "enable", "shop"],
         ["webhooks", "disable", "shop", "--yes"],
+        ["workflows", "replay", t["done"], "--from-step", "a"],
+        ["workflows", "pause", t["later"]],
+        ["workflows", "resume", t["later"]],
+        ["kinds", "pause", "ops.noop"],
+        ["kinds", "resume", "ops.noop"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
 
 def reading(t: dict[str, str]) -> dict[str, list[str]]:
     cmds = [
-        ["stats"], ["kinds"], ["audit"], ["jobs", "list"], ["jobs", "show", t["dead"]],
+        ["stats"], ["kinds", "list"], ["audit"], ["jobs", "list"], ["jobs", "show", t["dead"]],
         ["jobs", "explain", t["live"]], ["schedules", "list"], ["backfills", "list"],
         ["backfills", "show", "bf.items"], ["batches", "list"], ["batches", "show", t["batch"]],
         ["health"], ["health", "horizon"], ["retention", "show"], ["queues", "list"],
@@ -244,6 +250,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["dead", "groups"], ["outbox", "list"], ["events", "list"], ["events", "waits"],
         ["queues", "scale"], ["consumers", "list"], ["consumers", "show", "feed"],
         ["queues", "scale"], ["webhooks", "endpoints"], ["webhooks", "deliveries"],
+        ["workflows", "pauses"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 

@@ -242,8 +242,8 @@ def test_the_kinds_listing_and_jobs_show_tell_a_batch_kind_and_call(
         wait_done(conn, ids)
         with Operator(dsn) as op:
             rows = {r.kind: r for r in op.stats.kinds().rows}
-        got = CliRunner().invoke(cli, ["kinds", "--json"], env={"FORKLIFT_DSN": dsn})
-        human = CliRunner().invoke(cli, ["kinds"], env={"FORKLIFT_DSN": dsn, "COLUMNS": "200"})
+        got = CliRunner().invoke(cli, ["kinds", "list", "--json"], env={"FORKLIFT_DSN": dsn})
+        human = CliRunner().invoke(cli, ["kinds", "list"], env={"FORKLIFT_DSN": dsn, "COLUMNS": "200"})
     assert rows["bh.double"].batch == 10  # as the live worker registered the kind
     assert rows["bh.plain"].batch is None
     assert got.exit_code == 0, got.stderr

@@ -35,7 +35,7 @@ D = TypeVar("D")
 WRITE_ACTIONS: frozenset[str] = frozenset(
     {"act", "requeue", "cancel", "delete", "toggle_pause", "pause", "resume", "drain",
      "run_now", "rate_up", "rate_down", "step_rate", "limit", "prune", "enable", "disable",
-     "resume_paused"}
+     "resume_paused", "replay"}
 )
 #: Actions on the row under the cursor. Run from the command palette, they first ask which
 #: row (the palette may be opened on another screen, where that cursor is out of sight).

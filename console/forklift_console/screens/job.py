@@ -16,10 +16,12 @@ from textual.widgets import ProgressBar, Static
 
 from forklift import LIVE_STATES, TERMINAL_STATES, JobNotFound
 from forklift.ops import ActionResult, Explanation, JobDetail, Operator
+from forklift.ops.holds import PAUSED_UNTIL
 from forklift.ops.job_logs import line_text
 from forklift.ops.runbook import command
 from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
+from forklift_console.screens.workflow_actions import replay_from_step, toggle_workflow_pause
 from forklift_console.widgets.clipboard import copy_out as copy_out  # imported from here
 from forklift_console.widgets.text import (
     ident,
@@ -129,8 +131,9 @@ class JobScreen(ConsoleScreen[JobView]):
         "One job in full. 'Why' answers why it is (not) running right now. The timeline lists"
         " enqueue, every attempt and the end; every failed attempt keeps its error (code, type,"
         " scrubbed message, innermost frames). r requeues a finished job, C cancels a live one,"
-        " D deletes a finished one; y copies its id, Y its args (as JSON) to the clipboard;"
-        " esc goes back to the list."
+        " D deletes a finished one; R replays a finished workflow from a step you pick (a new"
+        " job, opened once made), p pauses or resumes a live workflow; y copies its id, Y its"
+        " args (as JSON) to the clipboard; esc goes back to the list."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "back", "Back"),
@@ -139,6 +142,8 @@ class JobScreen(ConsoleScreen[JobView]):
         Binding("D", "act('delete')", "Delete", key_display="D"),
         Binding("y", "copy('id')", "Copy id"),
         Binding("Y", "copy('args')", "Copy args", key_display="Y"),
+        Binding("R", "replay", "Replay from a step", key_display="R", show=False),
+        Binding("p", "toggle_pause", "Pause/resume workflow", show=False),
     ]
 
     def __init__(self, job_id: int) -> None:
@@ -353,6 +358,25 @@ class JobScreen(ConsoleScreen[JobView]):
         view = self._view
         if view is not None and view.detail is not None:
             self.console.propose(job_plan(action, self.job_id, view.detail.job.state))
+
+    def action_replay(self) -> None:
+        """R: replay this finished workflow from a step picked from its recorded ones."""
+        view = self._view
+        if view is not None and view.detail is not None:
+            replay_from_step(self, self.job_id, view.detail.job.state, view.detail.steps,
+                             lambda new: self.app.push_screen(JobScreen(new)))
+
+    def action_toggle_pause(self) -> None:
+        """p: pause this workflow, or resume it if a pause holds it."""
+        view = self._view
+        if view is None or view.detail is None:
+            return
+        job = view.detail.job
+        if job.state not in LIVE_STATES:
+            self.notify(f"job {self.job_id} is {job.state}: only a live workflow can be"
+                        " paused", title="Pause")
+            return
+        toggle_workflow_pause(self, self.job_id, job.run_at == PAUSED_UNTIL)
 
     def action_back(self) -> None:
         self.app.pop_screen()

@@ -19,9 +19,11 @@ from textual.containers import Vertical
 from textual.widgets import Static
 
 from forklift.ops import Operator
+from forklift.ops.holds import PauseInfo
 from forklift.ops.kinds import KindRow, KindStats
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.listing import FILTER_KEY, open_filter
+from forklift_console.screens.workflow_actions import paused_words, toggle_kind_pause
 from forklift_console.widgets.filterbar import FilterLine, quote
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import count, ident, seconds
@@ -79,10 +81,13 @@ class KindsScreen(ConsoleScreen[KindStats]):
         " the share of finished jobs that died (Dead%), the share of attempts that failed,"
         " retried or not (Fail%), completed per minute, run time p50 and p95;"
         " and now: waiting (available and scheduled), running, retrying. / filters (kind:mail"
-        " dead%:>10), s sorts, S reverses; enter lists the kind's jobs."
+        " dead%:>10), s sorts, S reverses; enter lists the kind's jobs; p pauses the kind (none"
+        " of its jobs starts, new ones included, until resumed) or resumes it. Paused kinds"
+        " are named above the table."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Its jobs"),
+        Binding("p", "toggle_pause", "Pause/resume kind", show=False),
         Binding("w", "window", "Window"),
         FILTER_KEY,
     ]
@@ -92,6 +97,8 @@ class KindsScreen(ConsoleScreen[KindStats]):
         super().__init__()
         self.window = WINDOWS[1]
         self._rows: dict[str, KindRow] = {}
+        #: the kinds' pauses in force, read with each refresh
+        self._pauses: list[PauseInfo] = []
 
     def compose_body(self) -> ComposeResult:
         with Vertical(id="body"):
@@ -120,6 +127,7 @@ class KindsScreen(ConsoleScreen[KindStats]):
         self.query_one("#kinds", LiveTable).focus()
 
     def fetch(self, op: Operator) -> KindStats:
+        self._pauses = [p for p in op.workflows.pauses() if p.target == "kind"]
         return op.kind_stats(window=self.window)
 
     def show(self, data: KindStats) -> None:
@@ -131,6 +139,7 @@ class KindsScreen(ConsoleScreen[KindStats]):
         info = Text(f"{len(rows):,} queue/kind pairs · finished in the last"
                     f" {window_label(self.window)}", style="")
         info.append(" · w: another window", style="dim")
+        info.append_text(paused_words(self._pauses))
         self.query_one("#info", Static).update(info)
 
     def action_window(self) -> None:
@@ -150,6 +159,14 @@ class KindsScreen(ConsoleScreen[KindStats]):
 
     def reason(self, action: str, parameters: tuple[object, ...]) -> str | None:
         return "no kind is shown" if action == "open" else None
+
+    def action_toggle_pause(self) -> None:
+        """p: pause the highlighted kind, or resume it if paused."""
+        r = self.selected()
+        if r is None:
+            self.notify("highlight a kind first")
+            return
+        toggle_kind_pause(self, r.kind, r.kind in {p.name for p in self._pauses})
 
     def action_open(self) -> None:
         r = self.selected()

@@ -5,7 +5,7 @@ highlighted topic (confirmed, like every action)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
@@ -17,12 +17,14 @@ from textual.widgets import Static
 
 from forklift.ops import Operator
 from forklift.ops.events import EventInfo, WaitInfo
+from forklift.ops.holds import PauseInfo
 from forklift.ops.outbox import OutboxMessage, TopicInfo
 from forklift.ops.runbook import cli
 from forklift.ops.steps import Parked
 from forklift_console.plan import Plan
 from forklift_console.screens.base import ConsoleScreen
 from forklift_console.screens.job import JobScreen
+from forklift_console.screens.workflow_actions import paused_words, toggle_workflow_pause
 from forklift_console.widgets.table import Column, LiveTable, Row
 from forklift_console.widgets.text import (
     count,
@@ -50,6 +52,7 @@ class WorkflowsView:
     messages: list[OutboxMessage]
     events: list[EventInfo]
     waits: list[WaitInfo]
+    pauses: list[PauseInfo] = field(default_factory=list)
 
 
 class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
@@ -60,10 +63,12 @@ class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
         "The transactional outbox: per topic, messages waiting for the relay and dead ones; the"
         " newest messages with their state and last error. Below, the newest events and the"
         " jobs parked waiting for an event. r retries the dead messages of the highlighted"
-        " topic."
+        " topic; p pauses the highlighted waiting job's workflow, or resumes it (the pauses in"
+        " force are named in words above the lists)."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("r", "retry", "Retry dead messages"),
+        Binding("p", "toggle_pause", "Pause/resume workflow", show=False),
     ]
 
     def compose_body(self) -> ComposeResult:
@@ -85,7 +90,8 @@ class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
 
     def fetch(self, op: Operator) -> WorkflowsView:
         return WorkflowsView(op.outbox_topics(), op.outbox_messages(limit=PAGE),
-                             op.events(limit=PAGE), op.event_waits(limit=PAGE))
+                             op.events(limit=PAGE), op.event_waits(limit=PAGE),
+                             op.workflows.pauses())
 
     def show(self, data: WorkflowsView) -> None:
         now = self.console.now()
@@ -115,9 +121,12 @@ class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
         self.query_one("#waits", LiveTable).sync(waits)
         pending = sum(t.pending for t in data.topics)
         dead_total = sum(t.dead for t in data.topics)
-        self.query_one("#info", Static).update(Text(
+        self._paused = {int(p.name) for p in data.pauses if p.target == "workflow"}
+        info = Text(
             f"outbox: {pending} pending, {dead_total} dead in {plural(len(data.topics), 'topic')} · "
-            f"{plural(len(data.waits), 'job')} waiting for an event"))
+            f"{plural(len(data.waits), 'job')} waiting for an event")
+        info.append_text(paused_words(data.pauses))
+        self.query_one("#info", Static).update(info)
 
     def enter_row(self, table: LiveTable) -> None:
         """enter on a job waiting for an event opens that job; the other lists are shown
@@ -127,6 +136,14 @@ class WorkflowsScreen(ConsoleScreen[WorkflowsView]):
             self.app.push_screen(JobScreen(int(key)))
         else:
             self.notify(f"enter: {self.NOTHING_TO_OPEN}", title="nothing to open")
+
+    def action_toggle_pause(self) -> None:
+        """p: pause the highlighted waiting job's workflow, or resume it if paused."""
+        key = self.query_one("#waits", LiveTable).current_key
+        if key is None:
+            self.notify("highlight a job in the list of jobs waiting for an event first")
+            return
+        toggle_workflow_pause(self, int(key), int(key) in getattr(self, "_paused", set()))
 
     def action_retry(self) -> None:
         topic = self.query_one("#topics", LiveTable).current_key

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from dataclasses import replace
+from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -290,6 +292,10 @@ def _action_command(action: str) -> Any:
         cap: Annotated[
             int, typer.Option(min=1, max=1_000_000, help="Most jobs acted on per call.")
         ] = DEFAULT_CAP,
+        expires: Annotated[str | None, typer.Option(
+            "--expires", metavar="DURATION|off",
+            help="Requeue by id only: the job may start at most this long from now (30m, 2h,"
+                 " 1d); off: no start-by deadline (the default).")] = None,
     ) -> None:
         flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
                            before, time_field, args=arg, tenant=tenant,
@@ -300,8 +306,9 @@ def _action_command(action: str) -> Any:
                 f"name job ids, or select jobs with a filter (e.g. --state dead --queue mail);"
                 f" pass --all to {action} every job it applies to"
             )
-        if ids and flt.is_empty() and not cx.dry_run:
-            _one_by_one(cx, action, ids)
+        deadline = _expires(cx, expires, ids, flt)
+        if ids and flt.is_empty() and (not cx.dry_run or expires is not None):
+            _one_by_one(cx, action, ids, expires=deadline)
             return
         if ids:
             flt = replace(flt, ids=tuple(ids))
@@ -309,21 +316,49 @@ def _action_command(action: str) -> Any:
 
     body.__doc__ = _HELP[action]
     body.__name__ = f"jobs_{action}"
+    if action != "requeue":  # --expires is a requeue's alone
+        sig = inspect.signature(body, eval_str=True)
+        body.__signature__ = sig.replace(  # type: ignore[attr-defined]
+            parameters=[p for p in sig.parameters.values() if p.name != "expires"])
     return command(acts=True, confirms=True)(body)
 
 
-def _one_by_one(cx: Call, action: str, ids: list[int]) -> None:
+def _expires(cx: Call, value: str | None, ids: list[int], flt: Any) -> timedelta | None:
+    """``--expires``: a duration, or off (None: no start-by deadline, as without the flag)."""
+    if value is None or value.strip().lower() in ("off", "none"):
+        return None
+    if not ids or not flt.is_empty():
+        raise cx.usage("--expires applies to jobs named by id (forklift jobs retry 12 --expires"
+                       " 1h), not to a filter")
+    from forklift.ops._parse import duration
+
+    return duration(value, "expires")  # a bad one: a usage error naming --expires
+
+
+def _one_by_one(cx: Call, action: str, ids: list[int], *,
+                expires: timedelta | None = None) -> None:
     from forklift import ForkliftError
 
     op = cx.op
-    op.ctx.require_write(action)
-    what = f"job {ids[0]}" if len(ids) == 1 else f"{len(ids)} jobs ({', '.join(map(str, ids[:10]))})"
-    cx.confirm(f"{_VERB.get(action, action.capitalize())} {what}?")
+    if cx.dry_run:  # a rehearsal of each, rolled back
+        rehearse = op.dry_run
+    else:
+        op.ctx.require_write(action)
+        what = (f"job {ids[0]}" if len(ids) == 1
+                else f"{len(ids)} jobs ({', '.join(map(str, ids[:10]))})")
+        cx.confirm(f"{_VERB.get(action, action.capitalize())} {what}?")
     results: list[dict[str, Any]] = []
     errors: list[dict[str, Any]] = []
+    extra = {"expires": expires} if expires is not None else {}
     for job_id in ids:
         try:
-            r = getattr(op, action)(job_id, reason=cx.reason)
+            if cx.dry_run:
+                def one(o: Operator, j: int = job_id) -> Any:
+                    return getattr(o.jobs, action)(j, reason=cx.reason, **extra)
+
+                r = rehearse(one)
+            else:
+                r = getattr(op.jobs, action)(job_id, reason=cx.reason, **extra)
             results.append(r.to_json())
             if not cx.as_json:
                 out.print(f"job {job_id}: {r.outcome} (was {r.previous_state})")

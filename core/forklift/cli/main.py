@@ -48,6 +48,8 @@ GROUPS = {
         ("subjects", "subjects:subjects_app"),
         ("consumers", "consumers:consumers_app"),
         ("webhooks", "webhooks:webhooks_app"),
+        ("workflows", "workflows:workflows_app"),
+        ("kinds", "kinds:kinds_app"),
     )
 }
 
@@ -66,7 +68,6 @@ app.command("enqueue")(cli_enqueue.enqueue)
 app.command("demo")(console_cmd.demo)
 app.command("console")(console_cmd.console)
 app.command("stats")(cli_ops.stats)
-app.command("kinds")(cli_ops.kinds)
 app.command("audit")(cli_ops.audit)
 app.command("prune")(cli_ops.prune)
 app.command("bench")(cli_bench.bench)

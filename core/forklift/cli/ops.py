@@ -1,4 +1,4 @@
-"""`forklift stats`, `forklift kinds`, `forklift audit` and `forklift prune`: thin doors onto
+"""`forklift stats`, `forklift audit` and `forklift prune`: thin doors onto
 forklift.ops."""
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from forklift.ops import PruneReport, Stats, WorkerInfo
-    from forklift.ops.kinds import KindStats
 
 
 #: The largest id a row can have (a bigint): a larger one is a usage error, not a query.
@@ -150,39 +149,6 @@ def _watch(get: Callable[..., Stats], w: timedelta, b: timedelta, interval: floa
                 time.sleep(interval)
     except KeyboardInterrupt:
         return
-
-
-# -- kinds ---------------------------------------------------------------------------------
-def kinds_table(k: KindStats, width: int | None = None) -> Table:
-    from rich.table import Table
-
-    t = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
-              title=f"kinds (finished in the last {k.window_seconds / 60:.0f} min)")
-    for col in ("queue", "kind", "batch", "done", "/min", "dead", "fail%", "p50", "p95",
-                "waiting", "run", "retry"):
-        t.add_column(col, justify="left" if col in ("queue", "kind") else "right",
-                     overflow="fold")
-    for r in k.rows:
-        fail = r.attempt_failure_rate
-        t.add_row(ident(r.queue), ident(r.kind), "" if r.batch is None else f"{r.batch:,}",
-                  f"{r.completed:,}", f"{k.per_minute(r):,.1f}", f"{r.dead:,}",
-                  "–" if fail is None else f"{fail:.0%}", seconds(r.p50), seconds(r.p95),
-                  f"{r.live.get('available', 0) + r.live.get('scheduled', 0):,}",
-                  f"{r.live.get('running', 0):,}", f"{r.live.get('retryable', 0):,}")
-    return t
-
-
-@command()
-def kinds(
-    cx: Call,
-    window: Annotated[str, typer.Option(help="Finished jobs over this recent window (e.g. 1h).")
-                      ] = "1h",
-) -> None:
-    """Per queue and kind: finished, dead and failed in the window, run times, what waits now,
-    and a batch kind's batch size (the most jobs one handler call takes)."""
-    from forklift.ops.filters import duration
-
-    cx.show(cx.op.stats.kinds(window=duration(window, "window")), kinds_table)
 
 
 # -- audit ---------------------------------------------------------------------------------

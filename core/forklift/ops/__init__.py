@@ -27,14 +27,25 @@ if TYPE_CHECKING:
     from forklift.ops.audit import AuditEntry
     from forklift.ops.consumers import ConsumerBusy, ConsumerInfo, ConsumerNotFound
     from forklift.ops.context import OpsContext
-    from forklift.ops.errors import InvalidFilter, NotCancellable, NotDeletable, QueueNotFound
+    from forklift.ops.errors import (
+        InvalidFilter,
+        NotAWorkflow,
+        NotCancellable,
+        NotDeletable,
+        NotPausable,
+        NotReplayable,
+        QueueNotFound,
+        UnknownStep,
+    )
     from forklift.ops.explain import Explanation, Reason
     from forklift.ops.filters import JobFilter, Sort
+    from forklift.ops.holds import PauseInfo, PauseResult
     from forklift.ops.job_logs import JobLog
     from forklift.ops.jobs import JobDetail, JobPage, JobSummary
     from forklift.ops.operator import Operator
     from forklift.ops.prune import PruneReport
     from forklift.ops.queues import QueueInfo
+    from forklift.ops.replay import ReplayResult
     from forklift.ops.stats import QueueStats, Stats
     from forklift.ops.workers import WorkerInfo
 
@@ -52,6 +63,13 @@ _HOME: dict[str, str] = {
     "NotCancellable": "forklift.ops.errors",
     "NotDeletable": "forklift.ops.errors",
     "QueueNotFound": "forklift.ops.errors",
+    "NotAWorkflow": "forklift.ops.errors",
+    "NotReplayable": "forklift.ops.errors",
+    "NotPausable": "forklift.ops.errors",
+    "PauseInfo": "forklift.ops.holds",
+    "PauseResult": "forklift.ops.holds",
+    "UnknownStep": "forklift.ops.errors",
+    "ReplayResult": "forklift.ops.replay",
     "Explanation": "forklift.ops.explain",
     "Reason": "forklift.ops.explain",
     "JobFilter": "forklift.ops.filters",
@@ -98,16 +116,23 @@ __all__ = [
     "JobLog",
     "JobPage",
     "JobSummary",
+    "NotAWorkflow",
     "NotCancellable",
     "NotDeletable",
+    "NotPausable",
+    "NotReplayable",
     "Operator",
     "OpsContext",
+    "PauseInfo",
+    "PauseResult",
     "PruneReport",
     "QueueInfo",
     "QueueNotFound",
     "QueueStats",
     "Reason",
+    "ReplayResult",
     "Sort",
     "Stats",
+    "UnknownStep",
     "WorkerInfo",
 ]

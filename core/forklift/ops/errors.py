@@ -10,7 +10,8 @@ from typing import ClassVar
 
 from forklift._base.errors import ForkliftError
 
-__all__ = ["InvalidFilter", "NotCancellable", "NotDeletable", "NotRunnable", "QueueNotFound"]
+__all__ = ["InvalidFilter", "NotAWorkflow", "NotCancellable", "NotDeletable", "NotPausable",
+           "NotReplayable", "NotRunnable", "QueueNotFound", "UnknownStep"]
 
 
 class InvalidFilter(ForkliftError):
@@ -36,3 +37,27 @@ class NotRunnable(ForkliftError):
     """Run now applies to a job waiting for its time: scheduled or retryable."""
 
     code = "not_runnable"
+
+
+class NotReplayable(ForkliftError):
+    """The job is live or cancelled: only a completed or dead workflow is replayed."""
+
+    code = "not_replayable"
+
+
+class NotAWorkflow(ForkliftError):
+    """The job recorded no step, so there is nothing to replay from."""
+
+    code = "not_a_workflow"
+
+
+class UnknownStep(ForkliftError):
+    """The job never recorded a step of that name; ``steps`` lists the ones it did."""
+
+    code = "unknown_step"
+
+
+class NotPausable(ForkliftError):
+    """The workflow's job has finished: there is nothing left to pause."""
+
+    code = "not_pausable"

@@ -17,6 +17,7 @@ import psycopg
 
 from forklift._base.words import plural
 from forklift._db.sqltext import render
+from forklift._features.durable.holds import PAUSED_UNTIL
 from forklift._jobs.job import Job
 from forklift.ops._queue_facts import (
     QueueFacts,
@@ -110,6 +111,13 @@ def _job_reasons(
         return _running_reasons(job, f)
 
     reasons: list[Reason] = []
+    if job.state == "scheduled" and job.run_at == PAUSED_UNTIL:
+        return [Reason(
+            "paused",
+            f"job {job.id} is held by a pause of its workflow or of its kind {job.kind}; it"
+            f" waits until resumed (forklift workflows pauses lists the pauses)",
+            {"kind": job.kind},
+        )]
     if job.state in ("scheduled", "retryable"):
         if job.run_at > now:
             if job.state == "retryable":

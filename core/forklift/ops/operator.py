@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from forklift.ops._clients.health import HealthClient
     from forklift.ops._clients.jobs import JobsClient
     from forklift.ops._clients.keys import KeysClient
+    from forklift.ops._clients.kinds import KindsClient
     from forklift.ops._clients.locks import LocksClient
     from forklift.ops._clients.outbox import OutboxClient
     from forklift.ops._clients.queues import QueuesClient
@@ -64,6 +65,7 @@ if TYPE_CHECKING:
     from forklift.ops._clients.stats import StatsClient
     from forklift.ops._clients.webhooks import WebhooksClient
     from forklift.ops._clients.workers import WorkersClient
+    from forklift.ops._clients.workflows import WorkflowsClient
     from forklift.ops.filters import JobFilter
 
 __all__ = ["Operator"]
@@ -94,6 +96,8 @@ class Operator:
     ``retention``  show; set or reset a window; prune
     ``consumers``  list, show; pause, resume, reset the cursor
     ``webhooks``   endpoints, attempts; enable, disable an endpoint
+    ``workflows``  replay from a step; pause, resume a workflow; the pauses in force
+    ``kinds``      pause, resume every job of a kind
     ============== =========================================================================
 
     ::
@@ -248,6 +252,18 @@ class Operator:
         from forklift.ops._clients.consumers import ConsumersClient
 
         return ConsumersClient(self.session)
+
+    @cached_property
+    def kinds(self) -> KindsClient:
+        from forklift.ops._clients.kinds import KindsClient
+
+        return KindsClient(self.session)
+
+    @cached_property
+    def workflows(self) -> WorkflowsClient:
+        from forklift.ops._clients.workflows import WorkflowsClient
+
+        return WorkflowsClient(self.session)
 
     # -- the session ----------------------------------------------------------------------------
     @property

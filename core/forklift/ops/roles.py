@@ -54,11 +54,11 @@ WRITES: dict[str, tuple[str, ...]] = {
                "backfills", "backfill_runs", "locks", "flow_keys", "flow_values", "dead_letters",
                "idle_workers", "job_steps", "job_deps", "events", "outbox", "stats_minutes",
                "stats_rollup", "consumers", "webhook_endpoints", "webhook_attempts",
-               "webhook_receipts", "job_logs"),
+               "webhook_receipts", "job_logs", "job_holds"),
     "operator": ("jobs", "queues", "batches", "schedules", "schedule_ticks", "backfills",
                  "backfill_runs", "settings", "retention", "flow_keys", "dead_letters",
                  "idle_workers", "job_steps", "job_deps", "events", "outbox", "consumers",
-                 "webhook_endpoints", "job_logs"),
+                 "webhook_endpoints", "job_logs", "pauses", "job_holds"),
     "console": (),
 }
 #: Append-only for both writers (its trigger refuses UPDATE and DELETE anyway).

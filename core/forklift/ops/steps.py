@@ -15,6 +15,7 @@ import psycopg
 
 from forklift._db.sqltext import render
 from forklift._features.durable.deps import HELD_UNTIL
+from forklift._features.durable.holds import PAUSED_UNTIL
 from forklift._jobs.job import Job
 from forklift.ops.display import show_id
 from forklift.ops.shape import Shape
@@ -149,6 +150,8 @@ def parked(job: Job, steps: list[StepInfo], deps: list[Dependency]) -> str | Non
     """Why a scheduled job is parked, in words ("sleeping until ..."), or None."""
     if job.state != "scheduled":
         return None
+    if job.run_at == PAUSED_UNTIL:
+        return "paused: held until its workflow or kind is resumed (forklift workflows pauses)"
     for s in steps:
         if s.state == "sleeping" and s.wake_at is not None:
             return f"sleeping ({s.name}) until {s.wake_at.isoformat()}"

@@ -532,7 +532,7 @@ INSERT INTO {s}.stats_rollup (name) VALUES ('minutes');
 
 -- Functions and triggers ----------------------------------------------------------------------
 
-\ir functions/jobs_wake_v3.sql
+\ir functions/jobs_wake_v4.sql
 \ir functions/batches_v1.sql
 \ir functions/flow_v1.sql
 \ir functions/flow_keys_lowered_v1.sql
@@ -540,6 +540,7 @@ INSERT INTO {s}.stats_rollup (name) VALUES ('minutes');
 \ir functions/workflows_v1.sql
 \ir functions/workflows_v2.sql
 \ir functions/scale_v1.sql
+\ir functions/workflows_v3.sql
 
 CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
     REFERENCING NEW TABLE AS new_jobs
@@ -737,4 +738,24 @@ CREATE TABLE {s}.job_logs (
     -- not jsonb: a line's fields keep the order the handler gave them
     lines      json        NOT NULL,
     PRIMARY KEY (job_id, id)
+);
+
+-- Paused workflows and kinds (forklift.ops.holds): while a row is here, the jobs it covers are
+-- held out of the claim. `name` is the kind's name, or the workflow job's id.
+CREATE TABLE {s}.pauses (
+    target     text        NOT NULL CHECK (target IN ('kind', 'workflow')),
+    name       text        NOT NULL,
+    paused_by  text,
+    paused_at  timestamptz NOT NULL DEFAULT now(),
+    reason     text,
+    PRIMARY KEY (target, name)
+);
+-- The jobs a pause holds, and where each would be without it (its state and run_at; a running
+-- job's row says 'running' until it parks at its next step boundary). A held job waits
+-- `scheduled` at 9999-12-30, a time apart from dependencies' hold, so no stager, dependency
+-- release or event wake moves it; the resume puts it back.
+CREATE TABLE {s}.job_holds (
+    job_id  bigint      PRIMARY KEY,
+    state   text        NOT NULL,
+    run_at  timestamptz NOT NULL
 );

@@ -34,10 +34,12 @@ from forklift._base.errors import ForkliftError, InvalidName
 from forklift._base.names import check_name
 from forklift._base.scrub import error_entry
 from forklift._db.sqltext import render
+from forklift._features.durable import holds
 from forklift._features.durable.errors import (
     DuplicateStep,
     InvalidStepName,
     InvalidStepResult,
+    Park,
     StepLeaseLost,
 )
 from forklift._features.durable.runtime import AttemptSteps, Stored
@@ -56,7 +58,7 @@ ON CONFLICT (job_id, name) DO UPDATE SET
     fence = EXCLUDED.fence, attempt = EXCLUDED.attempt, started_at = EXCLUDED.started_at,
     finished_at = EXCLUDED.finished_at
 WHERE s.state <> 'completed'
-RETURNING 1
+RETURNING EXISTS (SELECT FROM {s}.job_holds h WHERE h.job_id = %(job)s)
 """
 
 
@@ -87,8 +89,16 @@ Steps = Generator[Op, Any, Any]
 
 async def _write(conn: psycopg.AsyncConnection[Any], *, schema: str, params: dict[str, Any]
                  ) -> bool:
+    return await _store(conn, schema=schema, params=params) is not None
+
+
+async def _store(conn: psycopg.AsyncConnection[Any], *, schema: str, params: dict[str, Any]
+                 ) -> bool | None:
+    """Whether the job is held by a pause (forklift._features.durable.holds), or None when
+    nothing was stored (the lease is lost)."""
     cur = await conn.execute(render(WRITE_SQL, schema), params)
-    return await cur.fetchone() is not None
+    row = await cur.fetchone()
+    return None if row is None else bool(row[0])
 
 
 def loaded(ctx: Attempt, state: AttemptSteps) -> Generator[Op, Any, dict[str, Stored]]:
@@ -184,9 +194,14 @@ def _step(ctx: Attempt, state: AttemptSteps, name: object, fn: Callable[..., Any
                                         error=entry)))
         raise
     params = _params(ctx, checked, "completed", time.monotonic() - began, result=text)
-    if not (yield Db(partial(_write, schema=schema, params=params))):
+    held = yield Db(partial(_store, schema=schema, params=params))
+    if held is None:
         raise _lost(checked)
     stored[checked] = Stored("completed", json.loads(text))
+    if held:  # paused: the step is kept, the attempt parks here (its next boundary)
+        row = yield Db(partial(holds.park, schema=schema, job=ctx.job_id, fence=ctx.fence))
+        if row is not None:
+            raise Park(ctx.job_id, row[0])
     return returned
 
 

@@ -11,6 +11,10 @@ before steps, so waiting either way could deadlock; the event wins and the job r
 Workers are woken only where one left an idle mark (``wake_queue``, ``functions/
 workflows_v2.sql``), the rule of plain enqueues: no NOTIFY, and its commit lock, while every
 worker is busy.
+
+A job a pause holds (``job_holds``: forklift.ops.holds) is left where it is, whatever its time:
+one that was running when its workflow or kind was paused may have failed its attempt or
+parked meanwhile, and the resume puts it back.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ STAGE_SQL = """
 WITH due AS (
     SELECT id FROM {s}.jobs
     WHERE state IN ('scheduled', 'retryable') AND run_at <= now()
+      AND NOT EXISTS (SELECT FROM {s}.job_holds h WHERE h.job_id = jobs.id)
     ORDER BY run_at LIMIT %s
     FOR UPDATE SKIP LOCKED
 ), moved AS (

@@ -1,0 +1,75 @@
+"""`forklift kinds list|pause|resume`: each kind's figures, and a pause of every job of one kind,
+through the operator API (``op.stats.kinds()``, ``op.kinds``). Registered by cli/main.py;
+shares options and errors with the other operator commands (cli/kit.py): exit 0 done, 1
+refused or failed, 2 usage error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from forklift.cli.format import seconds
+from forklift.cli.kit import Call, command, ident
+from forklift.cli.workflows import pause_line
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from forklift.ops.kinds import KindStats
+
+kinds_app = typer.Typer(
+    help="Kinds: list their figures; pause and resume every job of one kind.",
+    no_args_is_help=True,
+)
+KindName = Annotated[str, typer.Argument(help="The kind's name.")]
+
+# -- list ---------------------------------------------------------------------------------
+def kinds_table(k: KindStats, width: int | None = None) -> Table:
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
+              title=f"kinds (finished in the last {k.window_seconds / 60:.0f} min)")
+    for col in ("queue", "kind", "batch", "done", "/min", "dead", "fail%", "p50", "p95",
+                "waiting", "run", "retry"):
+        t.add_column(col, justify="left" if col in ("queue", "kind") else "right",
+                     overflow="fold")
+    for r in k.rows:
+        fail = r.attempt_failure_rate
+        t.add_row(ident(r.queue), ident(r.kind), "" if r.batch is None else f"{r.batch:,}",
+                  f"{r.completed:,}", f"{k.per_minute(r):,.1f}", f"{r.dead:,}",
+                  "–" if fail is None else f"{fail:.0%}", seconds(r.p50), seconds(r.p95),
+                  f"{r.live.get('available', 0) + r.live.get('scheduled', 0):,}",
+                  f"{r.live.get('running', 0):,}", f"{r.live.get('retryable', 0):,}")
+    return t
+
+
+@kinds_app.command("list")
+@command()
+def kinds_list(
+    cx: Call,
+    window: Annotated[str, typer.Option(help="Finished jobs over this recent window (e.g. 1h).")
+                      ] = "1h",
+) -> None:
+    """Per queue and kind: finished, dead and failed in the window, run times, what waits now,
+    and a batch kind's batch size (the most jobs one handler call takes)."""
+    from forklift.ops.filters import duration
+
+    cx.show(cx.op.stats.kinds(window=duration(window, "window")), kinds_table)
+
+
+# -- pauses --------------------------------------------------------------------------------
+@kinds_app.command("pause")
+@command(acts=True)
+def kinds_pause_cmd(cx: Call, name: KindName) -> None:
+    """Pause a kind: none of its jobs is started until resumed, new ones included; a running
+    workflow of the kind parks at its next step boundary."""
+    cx.done(cx.act(lambda op: op.kinds.pause(name, reason=cx.reason)), pause_line)
+
+
+@kinds_app.command("resume")
+@command(acts=True)
+def kinds_resume_cmd(cx: Call, name: KindName) -> None:
+    """Resume a paused kind: its held jobs are claimable at once when their time has come."""
+    cx.done(cx.act(lambda op: op.kinds.resume(name, reason=cx.reason)), pause_line)
