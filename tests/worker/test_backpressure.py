@@ -325,3 +325,65 @@ def test_concurrent_producers_lose_nothing_and_stay_within_the_slack(
     print(f"ceiling {ceiling}: {len(taken)} taken ({len(taken) - ceiling} over), slack"
           f" {slack:.0f} at {rate:.0f} offers/s")
     assert len(taken) <= ceiling + slack
+
+
+def test_metrics_show_full_queues_and_refusals(
+        bound: Forklift, dsn: str, conn: psycopg.Connection[Any]) -> None:
+    from forklift import metrics
+
+    with leader():
+        fill(dsn, conn, 3)
+        refused_once_known(bp.refuse)
+        bp.shed.enqueue({})
+    with Operator(dsn) as op:
+        op.queues.set_ceiling("roomy", depth=50, reason="test", create=True)
+    conn.execute("UPDATE forklift.queues SET measured_at = now() WHERE name = 'roomy'")
+
+    async def sample() -> None:
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as aconn:
+            await metrics._sample_depth("forklift")(aconn)
+
+    asyncio.run(sample())
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+           for m in metrics.registry.collect() for s in m.samples}
+    assert got[("forklift_queue_full", (("queue", bp.QUEUE),))] == 1.0
+    assert got[("forklift_queue_full", (("queue", "roomy"),))] == 0.0
+    assert ("forklift_queue_full", (("queue", "bp_other"),)) not in got  # no ceiling
+    refused = got[("forklift_enqueue_refused_total", (("queue", bp.QUEUE), ("reason", "refused")))]
+    shed = got[("forklift_enqueue_refused_total", (("queue", bp.QUEUE), ("reason", "shed")))]
+    assert refused >= 1 and shed >= 1
+
+
+class _Counting(psycopg.Cursor[Any]):
+    """Counts the statements the client sends on a connection."""
+
+    sent = 0
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        type(self).sent += 1
+        return super().execute(*args, **kwargs)
+
+
+def test_the_callers_connection_learns_of_a_full_queue_and_carries_nothing_more(
+        bound: Forklift, dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """Only conn= enqueues: they learn the queue filled from an idle pooled connection's
+    socket, and the caller's connection carries one statement per job stored, nothing else."""
+    with leader(), psycopg.connect(dsn, autocommit=True, cursor_factory=_Counting) as own:
+        bp.refuse.enqueue({}, conn=own)  # the app's pool opens beside it (LISTEN, once)
+        with Operator(dsn) as op:
+            op.queues.set_ceiling(bp.QUEUE, depth=5, reason="test")
+        _Counting.sent = 0
+        stored_here = 0
+
+        def refused() -> bool:
+            nonlocal stored_here
+            try:
+                bp.refuse.enqueue({}, conn=own)
+            except QueueFull:
+                return True
+            stored_here += 1
+            return False
+
+        wait_until(refused, timeout=15, interval=0.05, message="a conn= enqueue refused")
+        assert _Counting.sent == stored_here
+        assert stored(conn) == 1 + stored_here

@@ -62,63 +62,66 @@ class Gate:
 
     # -- how fresh the set is ------------------------------------------------------------------
     def _stale(self, conn: object) -> bool:
-        """Whether the set must be read before it is trusted: never read; without LISTEN,
-        older than RECHECK; on the caller's connection, when the app's own connections (which
-        bring the news) ran nothing for RECHECK."""
+        """Whether the set must be brought up to date before it is trusted: never read;
+        without LISTEN, read longer than RECHECK ago; on the caller's connection (which hears
+        nothing), when the app's own connections ran nothing for RECHECK."""
         f = self.full
         if f.set_due():
             return True
-        return conn is not None and time.monotonic() - max(
-            self.pool_used, f.read_at or 0.0) >= RECHECK
+        return conn is not None and time.monotonic() - self.pool_used >= RECHECK
 
-    def _current(self, queue: str, conn: psycopg.Connection[Any] | None) -> Fullness | None:
+    def _refresh(self) -> None:
+        """Bring the set up to date through the app's pool, never the caller's connection:
+        opening the pool reads it; with LISTEN an idle pooled connection hands over what it
+        heard, sending nothing; without, one read."""
         f = self.full
-        if self._stale(conn):
-            if conn is None and f.read_at is None:
-                self._pool()  # its first connection reads the set as it opens
-            if self._stale(conn):
-                self._read(lambda c: f.read_set(c), conn)
-        got = f.get(queue)
-        if got is not None and f.due(queue):
-            self._read(lambda c: f.read_one(c, queue), conn)
-            got = f.get(queue)
-        return got
+        pool = self._pool()  # its first connection reads the set as it opens
+        with pool.connection() as own:
+            if f.set_due():
+                f.read_set(own)
+            else:
+                f.drain(own)
+        self.pool_used = time.monotonic()
 
-    def _read(self, fn: Callable[[psycopg.Connection[Any]], None],
-              conn: psycopg.Connection[Any] | None) -> None:
-        if conn is not None:
-            fn(conn)
-            return
-        with self._pool().connection() as own:
-            fn(own)
-
-    async def _current_async(self, queue: str, conn: psycopg.AsyncConnection[Any] | None
-                             ) -> Fullness | None:
+    async def _refresh_async(self) -> None:
+        """:meth:`_refresh` for asyncio."""
         f = self.full
-        if self._stale(conn):
-            if conn is None and f.read_at is None:
-                await self._async_pool()
-            if self._stale(conn):
-                await self._read_async(None, conn)
-        got = f.get(queue)
-        if got is not None and f.due(queue):
-            await self._read_async(queue, conn)
-            got = f.get(queue)
-        return got
-
-    async def _read_async(self, queue: str | None, conn: psycopg.AsyncConnection[Any] | None
-                          ) -> None:
-        f = self.full
-
-        async def read(c: psycopg.AsyncConnection[Any]) -> None:
-            await (f.read_set_async(c) if queue is None else f.read_one_async(c, queue))
-
-        if conn is not None:
-            await read(conn)
-            return
         pool = await self._async_pool()
         async with pool.connection() as own:
-            await read(own)
+            if f.set_due():
+                await f.read_set_async(own)
+            else:
+                f.drain(own)
+        self.pool_used = time.monotonic()
+
+    def _current(self, queue: str, conn: object) -> Fullness | None:
+        f = self.full
+        if self._stale(conn):
+            self._refresh()
+        got = f.get(queue)
+        if got is not None and f.due(queue):
+            self._read_one(queue)
+            got = f.get(queue)
+        return got
+
+    def _read_one(self, queue: str) -> None:
+        with self._pool().connection() as own:
+            self.full.read_one(own, queue)
+
+    async def _current_async(self, queue: str, conn: object) -> Fullness | None:
+        f = self.full
+        if self._stale(conn):
+            await self._refresh_async()
+        got = f.get(queue)
+        if got is not None and f.due(queue):
+            await self._read_one_async(queue)
+            got = f.get(queue)
+        return got
+
+    async def _read_one_async(self, queue: str) -> None:
+        pool = await self._async_pool()
+        async with pool.connection() as own:
+            await self.full.read_one_async(own, queue)
 
     # -- the decision ------------------------------------------------------------------------------
     def admit(self, queue: str, priority: int, on_full: OnFull,
@@ -140,7 +143,7 @@ class Gate:
                     fullness.count(queue, "timeout", n)
                     raise queue_full(got, waited=on_full.seconds)
                 time.sleep(min(POLL, left))
-                self._read(lambda c: self.full.read_one(c, queue), None)
+                self._read_one(queue)
                 got = self.full.get(queue)
             return None
         return self._refuse(got, priority, on_full, n)
@@ -164,7 +167,7 @@ class Gate:
                     fullness.count(queue, "timeout", n)
                     raise queue_full(got, waited=on_full.seconds)
                 await asyncio.sleep(min(POLL, left))
-                await self._read_async(queue, None)
+                await self._read_one_async(queue)
                 got = self.full.get(queue)
             return None
         return self._refuse(got, priority, on_full, n)

@@ -12,6 +12,9 @@ of full queues in a :class:`FullQueues`:
 - an enqueue looks its queue up in the set (one dict lookup): a queue not in it costs nothing
   more; a full one is read again at most once a :data:`RECHECK` (a full queue's enqueues are
   refused without a statement, so no reply would bring the news that it has room again);
+- an enqueue on the caller's connection (which hears nothing) takes, when the app's own
+  connections ran nothing for a :data:`RECHECK`, what an idle pooled connection's socket
+  already holds (:meth:`FullQueues.drain`: no statement, no round trip);
 - behind a transaction pooler (no LISTEN) the set is read at most once a :data:`RECHECK` by
   whichever enqueue finds it older than that.
 
@@ -158,10 +161,25 @@ class FullQueues:
 
     def on_notify(self, note: psycopg.Notify) -> None:
         """A notification on :func:`full_channel`, delivered with any pooled statement's reply."""
-        if note.channel != full_channel(self.schema):
+        self._heard(note.channel, note.payload)
+
+    def drain(self, conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> None:
+        """Take the notifications an idle pooled connection has received, sending nothing:
+        the server pushes them to a LISTENing session at once, and reading what its socket
+        holds never blocks (libpq keeps it non-blocking)."""
+        pg = conn.pgconn
+        try:
+            pg.consume_input()
+        except psycopg.Error:
+            return  # a broken connection: the pool replaces it; the next recheck reads
+        while (note := pg.notifies()) is not None:
+            self._heard(note.relname.decode(), note.extra.decode())
+
+    def _heard(self, channel: str, payload: str) -> None:
+        if channel != full_channel(self.schema):
             return
         try:
-            got = json.loads(note.payload)
+            got = json.loads(payload)
             queue, by, at = str(got["q"]), got.get("by"), float(got["t"])
             full = None if by is None else Fullness(queue, str(by), float(got["figure"]),
                                                    float(got["limit"]), at)

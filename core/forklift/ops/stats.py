@@ -80,18 +80,22 @@ LAG_SECONDS = 60.0
 FAILING_MIN_OUTCOMES = 3
 FAILING_RATIO = 0.5
 #: Queue states, most urgent reading first where several apply.
-QUEUE_STATES: tuple[str, ...] = ("paused", "no_worker", "failing", "lagging", "active", "idle")
+QUEUE_STATES: tuple[str, ...] = ("paused", "full", "no_worker", "failing", "lagging", "active",
+                                  "idle")
 
 
 def queue_state(
     *, paused: bool, counts: dict[str, int], workers: int, lag: float | None,
-    completed: int, failed: int,
+    completed: int, failed: int, full: bool = False,
 ) -> str:
-    """paused; no_worker (work waits and no live worker listens); failing (in the window,
+    """paused; full (past its ceiling, forklift queues ceiling: enqueues are refused, wait or
+    shed); no_worker (work waits and no live worker listens); failing (in the window,
     failed attempts are at least FAILING_RATIO of the outcomes); lagging (the oldest
     available job waited over LAG_SECONDS); active (work flows); idle."""
     if paused:
         return "paused"
+    if full:
+        return "full"
     waiting = counts.get("available", 0) + counts.get("retryable", 0)
     if waiting and workers == 0:
         return "no_worker"
@@ -152,6 +156,10 @@ class QueueStats(Shape):
     free_slots: int
     #: One of QUEUE_STATES (see queue_state).
     state: str = "idle"
+    #: Its ceiling in words (``depth 1000, age 300s``; forklift queues ceiling), None without.
+    ceiling: str | None = None
+    #: Which ceiling it is past (``depth``, ``age``), None while it has room or has none.
+    full_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -307,12 +315,15 @@ def stats(
                 workers=len(listening),
                 free_slots=sum(max(0, w.slots - held.get(w.id, 0))
                                for w in listening if w.state == "running"),
+                ceiling=info.ceiling if info and info.ceiling != "none" else None,
+                full_by=info.full_by if info else None,
             )
         )
         made = out[-1]
         out[-1] = dataclasses.replace(made, state=queue_state(
             paused=made.paused, counts=made.counts, workers=made.workers,
-            lag=made.pickup_lag_seconds, completed=made.completed, failed=made.failed))
+            lag=made.pickup_lag_seconds, completed=made.completed, failed=made.failed,
+            full=made.full_by is not None))
 
     total_series = Series(
         *([sum(col) for col in zip(*(getattr(q.series, what) for q in out), strict=True)]
