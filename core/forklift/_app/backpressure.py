@@ -68,30 +68,41 @@ class Gate:
         f = self.full
         if f.set_due():
             return True
-        return conn is not None and time.monotonic() - self.pool_used >= RECHECK
+        return (conn is not None and time.monotonic() - self.pool_used >= RECHECK
+                and not f.hears(conn))
 
     def _refresh(self) -> None:
         """Bring the set up to date through the app's pool, never the caller's connection:
         opening the pool reads it; with LISTEN an idle pooled connection hands over what it
         heard, sending nothing; without, one read."""
+        from psycopg_pool import PoolTimeout  # loaded with the pool, never at import
+
         f = self.full
         pool = self._pool()  # its first connection reads the set as it opens
-        with pool.connection() as own:
-            if f.set_due():
-                f.read_set(own)
-            else:
-                f.drain(own)
+        try:
+            with pool.connection(timeout=RECHECK) as own:
+                if f.set_due():
+                    f.read_set(own)
+                else:
+                    f.drain(own)
+        except PoolTimeout:
+            return  # every pooled connection busy: keep the set as it is, try next time
         self.pool_used = time.monotonic()
 
     async def _refresh_async(self) -> None:
         """:meth:`_refresh` for asyncio."""
+        from psycopg_pool import PoolTimeout
+
         f = self.full
         pool = await self._async_pool()
-        async with pool.connection() as own:
-            if f.set_due():
-                await f.read_set_async(own)
-            else:
-                f.drain(own)
+        try:
+            async with pool.connection(timeout=RECHECK) as own:
+                if f.set_due():
+                    await f.read_set_async(own)
+                else:
+                    f.drain(own)
+        except PoolTimeout:
+            return
         self.pool_used = time.monotonic()
 
     def _current(self, queue: str, conn: object) -> Fullness | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import weakref
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Final
@@ -111,11 +112,18 @@ class FullQueues:
         self.read_at: float | None = None
         #: whether pooled connections LISTEN (False behind a transaction pooler)
         self.listening = False
+        #: the connections :meth:`configure` set up: they hear the news themselves
+        self._ours: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # -- the hot path ------------------------------------------------------------------------
     def get(self, queue: str) -> Fullness | None:
         """The queue's fullness if it is full, else None: one dict lookup."""
         return self._full.get(queue)
+
+    def hears(self, conn: object) -> bool:
+        """Whether ``conn`` is one of the app's pooled connections that LISTEN (a caller may
+        pass one as ``conn=``): the news then comes with its own replies."""
+        return self.listening and conn in self._ours
 
     def none_full(self) -> bool:
         return not self._full
@@ -214,6 +222,7 @@ class FullQueues:
         if listen:
             conn.add_notify_handler(self.on_notify)
             conn.execute(self._listen_sql())
+            self._ours.add(conn)
             self.listening = True
         try:
             self.read_set(conn)
@@ -225,6 +234,7 @@ class FullQueues:
         if listen:
             conn.add_notify_handler(self.on_notify)
             await conn.execute(self._listen_sql())
+            self._ours.add(conn)
             self.listening = True
         try:
             await self.read_set_async(conn)
