@@ -49,3 +49,6 @@ def produce(dsn: str, producer: int, offered: int, out: Any) -> None:
     took = time.monotonic() - began
     app.close()
     out.put((producer, taken, refused, took))
+
+
+app.outbox.sink("bp.topic", refuse)

@@ -387,3 +387,24 @@ def test_the_callers_connection_learns_of_a_full_queue_and_carries_nothing_more(
         wait_until(refused, timeout=15, interval=0.05, message="a conn= enqueue refused")
         assert _Counting.sent == stored_here
         assert stored(conn) == 1 + stored_here
+
+
+def test_the_outbox_relay_keeps_messages_while_their_queue_is_full(
+        bound: Forklift, dsn: str, conn: psycopg.Connection[Any],
+        caplog: pytest.LogCaptureFixture) -> None:
+    def states() -> list[str]:
+        return [r[0] for r in conn.execute("SELECT state FROM forklift.outbox ORDER BY id")]
+
+    caplog.set_level("INFO", logger="forklift.worker")
+    with leader():
+        fill(dsn, conn, 3)
+        for i in range(3):
+            app.outbox.publish("bp.topic", {"n": i})
+        wait_until(lambda: "is full" in caplog.text, timeout=20,
+                   message=lambda: f"the relay met the full queue (outbox: {states()})")
+        assert states() == ["pending"] * 3 and stored(conn) == 3  # nothing lost, nothing added
+        with Operator(dsn) as op:
+            op.queues.set_ceiling(bp.QUEUE, off=True, reason="room")
+        wait_until(lambda: states() == ["delivered"] * 3, timeout=30,
+                   message=lambda: f"delivered once there was room (outbox: {states()})")
+    assert stored(conn) == 6
