@@ -30,6 +30,8 @@ def test_a_full_queue_reads_full_with_its_ceiling(
                  " measured_at) VALUES ('mail', 2, 'depth', 3, now())"
                  " ON CONFLICT (name) DO UPDATE SET ceiling_depth = 2, full_by = 'depth',"
                  " measured_depth = 3, measured_at = now()")
+    # live workers listen on both (a queue no live worker takes reads 'no worker' first)
+    conn.execute(f"UPDATE {SCHEMA}.workers SET heartbeat_at = now(), state = 'running'")
     conn.execute(f"INSERT INTO {SCHEMA}.queues (name, ceiling_age) VALUES ('reports', 300)"
                  " ON CONFLICT (name) DO UPDATE SET ceiling_age = 300")
 

@@ -408,3 +408,14 @@ def test_the_outbox_relay_keeps_messages_while_their_queue_is_full(
         wait_until(lambda: states() == ["delivered"] * 3, timeout=30,
                    message=lambda: f"delivered once there was room (outbox: {states()})")
     assert stored(conn) == 6
+
+
+def test_a_full_queue_reads_full_unless_something_more_urgent_holds_it() -> None:
+    from forklift.ops.stats import queue_state
+
+    base: dict[str, Any] = {"paused": False, "counts": {"available": 5}, "workers": 1,
+                            "lag": 600.0, "completed": 0, "failed": 0}
+    assert queue_state(**base, full=True) == "full"  # over lagging
+    assert queue_state(**base) == "lagging"
+    assert queue_state(**{**base, "workers": 0}, full=True) == "no_worker"
+    assert queue_state(**{**base, "paused": True}, full=True) == "paused"

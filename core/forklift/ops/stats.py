@@ -80,7 +80,7 @@ LAG_SECONDS = 60.0
 FAILING_MIN_OUTCOMES = 3
 FAILING_RATIO = 0.5
 #: Queue states, most urgent reading first where several apply.
-QUEUE_STATES: tuple[str, ...] = ("paused", "full", "no_worker", "failing", "lagging", "active",
+QUEUE_STATES: tuple[str, ...] = ("paused", "no_worker", "failing", "full", "lagging", "active",
                                   "idle")
 
 
@@ -88,20 +88,20 @@ def queue_state(
     *, paused: bool, counts: dict[str, int], workers: int, lag: float | None,
     completed: int, failed: int, full: bool = False,
 ) -> str:
-    """paused; full (past its ceiling, forklift queues ceiling: enqueues are refused, wait or
-    shed); no_worker (work waits and no live worker listens); failing (in the window,
-    failed attempts are at least FAILING_RATIO of the outcomes); lagging (the oldest
+    """paused; no_worker (work waits and no live worker listens); failing (in the window,
+    failed attempts are at least FAILING_RATIO of the outcomes); full (past its ceiling,
+    forklift queues ceiling: enqueues are refused, wait or shed); lagging (the oldest
     available job waited over LAG_SECONDS); active (work flows); idle."""
     if paused:
         return "paused"
-    if full:
-        return "full"
     waiting = counts.get("available", 0) + counts.get("retryable", 0)
     if waiting and workers == 0:
         return "no_worker"
     outcomes = completed + failed
     if outcomes >= FAILING_MIN_OUTCOMES and failed >= FAILING_RATIO * outcomes:
         return "failing"
+    if full:
+        return "full"
     if lag is not None and lag > LAG_SECONDS:
         return "lagging"
     live = sum(counts.get(st, 0) for st in ("available", "running", "retryable"))
