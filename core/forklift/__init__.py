@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from forklift._app.context import JobContext as JobContext
     from forklift._app.context import Progress as Progress
     from forklift._app.kind import JobKind as JobKind
+    from forklift._base.backpressure import Enqueued as Enqueued
+    from forklift._base.backpressure import Shed as Shed
+    from forklift._base.backpressure import Wait as Wait
     from forklift._base.debounce import Debounce as Debounce
     from forklift._base.errors import BatchKeyConflict as BatchKeyConflict
     from forklift._base.errors import BatchNotFound as BatchNotFound
@@ -47,6 +50,7 @@ if TYPE_CHECKING:
     from forklift._base.errors import NotRequeueable as NotRequeueable
     from forklift._base.errors import NulCharacter as NulCharacter
     from forklift._base.errors import PayloadTooLarge as PayloadTooLarge
+    from forklift._base.errors import QueueFull as QueueFull
     from forklift._base.errors import ReadOnly as ReadOnly
     from forklift._base.errors import SchemaOutdated as SchemaOutdated
     from forklift._base.errors import TenantMismatch as TenantMismatch
@@ -83,7 +87,7 @@ _ERRORS = (
     "InvalidPayload", "JobNotFound", "KindAlreadyDeclared", "NotJSON", "NotRequeueable",
     "NulCharacter", "PayloadTooLarge", "ReadOnly", "SchemaOutdated", "TooManyTargets",
     "UniqueConflict", "UnknownKind", "InvalidKey", "LockLost", "LockNotAcquired",
-    "EnqueueOutcomeUnknown", "TenantMismatch", "TenantRequired",
+    "EnqueueOutcomeUnknown", "TenantMismatch", "TenantRequired", "QueueFull",
 )
 #: Where each public name lives (its module is imported when the name is first used).
 _WHERE: dict[str, str] = {
@@ -91,6 +95,7 @@ _WHERE: dict[str, str] = {
     "JobKind": "_app.kind",
     "Batch": "_jobs.batch", "BatchLimits": "_jobs.batch", "BatchSummary": "_jobs.batch",
     "Callback": "_jobs.batch", "Debounce": "_base.debounce", "BatchContext": "_app.batch_context",
+    "Enqueued": "_base.backpressure", "Shed": "_base.backpressure", "Wait": "_base.backpressure",
     "JobCancelled": "_app.context", "JobContext": "_app.context", "Progress": "_app.context",
     **dict.fromkeys(_ERRORS, "_base.errors"),
     "LIVE_STATES": "_jobs.job", "STATES": "_jobs.job", "TERMINAL_STATES": "_jobs.job", "Job": "_jobs.job",
@@ -124,6 +129,7 @@ __all__ = [
     "Debounce",
     "EnqueueOutcomeUnknown",
     "EnqueueRefused",
+    "Enqueued",
     "Fail",
     "Forklift",
     "ForkliftError",
@@ -146,10 +152,12 @@ __all__ = [
     "Page",
     "PayloadTooLarge",
     "Progress",
+    "QueueFull",
     "Rate",
     "ReadOnly",
     "Retry",
     "SchemaOutdated",
+    "Shed",
     "Snooze",
     "Source",
     "State",
@@ -159,6 +167,7 @@ __all__ = [
     "TooManyTargets",
     "UniqueConflict",
     "UnknownKind",
+    "Wait",
     "Worker",
     "__version__",
     "migrate",

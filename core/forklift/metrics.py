@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
 from forklift._base.errors import ConfigError
-from forklift._jobs import lifecycle
+from forklift._jobs import fullness, lifecycle
 
 MAX_LABELS = 100
 DEPTH_EVERY = 15.0  # seconds between the leader's queue depth samples
@@ -57,6 +57,11 @@ oldest_wait = Gauge(
     "Seconds the oldest available job of each queue and priority has waited (sampled by the"
     " leader with the depth; forklift health alerts past starvation_seconds)",
     ["queue", "priority"], registry=registry)
+queue_full = Gauge(
+    "forklift_queue_full",
+    "1 while a queue is past its ceiling (forklift queues ceiling) and enqueues are refused,"
+    " wait or shed; 0 while a ceilinged queue has room (sampled by the leader with the depth)",
+    ["queue"], registry=registry)
 depth = Gauge("forklift_queue_depth", "Jobs by queue and state (sampled by the leader)",
               ["queue", "state"], registry=registry)
 desired_workers = Gauge(
@@ -119,6 +124,24 @@ class _WorkerCounters(Collector):
 
 _counters = _WorkerCounters()
 registry.register(_counters)
+
+
+class _EnqueueRefusals(Collector):
+    """Enqueues a full queue refused or shed in this process (the producer's, where enqueue
+    runs), counted as they happen anyway and read at scrape time."""
+
+    def collect(self) -> Iterable[Any]:
+        family = CounterMetricFamily(
+            "forklift_enqueue_refused",
+            "Enqueues to a full queue (past its ceiling) not stored, by queue and reason:"
+            " refused (QueueFull), timeout (a Wait ran out), shed (dropped by the kind's rule)",
+            labels=["queue", "reason"])
+        for (queue, reason), n in sorted(fullness.counts().items()):
+            family.add_metric([_queues(queue), reason], float(n))
+        yield family
+
+
+registry.register(_EnqueueRefusals())
 
 
 def enable() -> None:
@@ -206,6 +229,7 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
     autoscaling signal of each queue, one statement for all of them (each count in it capped,
     at most MAX_LABELS queues): a bounded cost every DEPTH_EVERY seconds, none per job."""
     from forklift._db.sqltext import render
+    from forklift._worker.maintenance.ceilings import CEILINGED_SQL
     from forklift.ops import scale
     from forklift.ops.starvation import MAX_GROUPS, OLDEST_SQL
     from forklift.ops.stats import COUNTS_SQL
@@ -213,6 +237,7 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
     sql = render(COUNTS_SQL, schema)
     # The queues `forklift queues scale` lists, with the defaults it and op.queues.scale() use.
     oldest_sql = render(OLDEST_SQL, schema)
+    full_sql = render(CEILINGED_SQL, schema)
     signal_sql = render(
         "SELECT name, {s}.desired_workers(name, NULL, %s, %s) FROM ("
         + scale.QUEUES_SQL + f") q ORDER BY name LIMIT {MAX_LABELS}", schema)
@@ -244,6 +269,15 @@ def _sample_depth(schema: str) -> Callable[[Any], Any]:
         for q, p in _labels(oldest_wait, "queue", "priority"):
             if (q, p) not in waits:
                 oldest_wait.remove(q, p)  # none waits there since the last sample
+        cur = await conn.execute(full_sql)
+        fulls = {_queues(str(q)): float(by is not None) for q, d, a, by in await cur.fetchall()
+                 if d is not None or a is not None or by is not None}
+        for queue, flag in fulls.items():
+            queue_full.labels(queue).set(flag)
+        for metric in queue_full.collect():
+            for sample_ in metric.samples:
+                if sample_.labels["queue"] not in fulls:
+                    queue_full.remove(sample_.labels["queue"])  # its ceiling was lifted
 
     return sample
 

@@ -99,6 +99,7 @@ def test_finished_jobs_past_their_window_are_a_retention_backlog_with_advice(
     code, body = report(dsn)
     assert code == 0 and {c["level"] for c in body["checks"]} == {"ok"}
     assert [c["name"] for c in body["checks"]] == [
-        "horizon", "locks", "connections", "notify_queue", "bloat", "retention", "starvation"]
+        "horizon", "locks", "connections", "notify_queue", "bloat", "retention", "starvation",
+        "backpressure"]
     text = run(dsn, "health").stdout
     assert "retention backlog: 5 finished jobs over an hour past their window" in text

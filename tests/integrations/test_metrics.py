@@ -82,7 +82,9 @@ def test_a_worker_serves_metrics_of_its_jobs_claims_flushes_and_queue_depth(
         assert name in got and _value(got, name) == 0
     labels = {k for samples in got.values() for lab, _ in samples for k in lab}
     # (priority: the oldest-wait gauge, one series per priority that has waiting jobs)
-    assert labels <= {"queue", "kind", "outcome", "state", "worker", "le", "problem", "priority"}
+    # (reason: why an enqueue to a full queue was not stored; refused, timeout, shed)
+    assert labels <= {"queue", "kind", "outcome", "state", "worker", "le", "problem", "priority",
+                      "reason"}
     everything = repr(got)
     assert eco.SECRET not in everything and eco.RESULT not in everything
     assert w.stop() == 0

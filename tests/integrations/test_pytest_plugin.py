@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from forklift import Backoff, Fail, Forklift, InvalidPayload, JobContext
+from forklift import Backoff, Fail, Forklift, InvalidPayload, JobContext, Wait
 from forklift.testing import DrainReport, DrainTimeout, Faults, InjectedFault, InlineRuns
 
 app = Forklift()
@@ -174,6 +174,8 @@ def test_inline_runs_the_handler_at_enqueue_and_stores_nothing(
     assert forklift_inline.of("plugin.picky")[1].errors[0]["code"] == "too_big"
     with pytest.raises(InvalidPayload):
         add.enqueue({"a": "x"})  # refused as enqueue refuses it
+    # nothing is stored, so no queue is full: an on_full= of the call changes nothing
+    assert add.enqueue({"a": 1, "b": 0}, on_full=Wait(1)).result == 1
     assert conn.execute("SELECT count(*) FROM forklift.jobs").fetchone() == (0,)
 
 

@@ -41,6 +41,7 @@ LEGEND_WORDS = {
     ("queues", "failing"): "most recent outcomes failed",
     ("queues", "no_worker"): "work waits, no worker listens",
     ("queues", "paused"): "no claims until resumed",
+    ("queues", "full"): "past its ceiling: enqueues refused",
     ("workers", "running"): "claiming and running",
     ("workers", "draining"): "finishing, then exits",
     ("workers", "stale"): "no heartbeat for 1 min",

@@ -83,7 +83,9 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
         " concurrency limit (without one, against the slots of the live workers listening on"
         " it, marked w: 37/30w), waiting to retry, dead; the pickup lag (how long the oldest"
         f" available job has waited; over {LAG_ALERT_SECONDS:g}s the queue shows 'lagging') and"
-        " completed jobs per minute. Below: the highlighted queue's pause, scheduled jobs,"
+        " completed jobs per minute. A queue past its ceiling (forklift queues ceiling) shows"
+        " 'full': producers' enqueues are refused, wait or shed as their kind declares until"
+        " workers bring it under; the detail below names the ceiling. Below: the highlighted queue's pause, scheduled jobs,"
         " workers, run times and why it is (not) moving. p pauses (asks why) or resumes it;"
         " l sets its concurrency limit (none lifts it); P prunes finished jobs older than an"
         " age (counted first, the count typed to confirm); enter shows its jobs."
@@ -208,6 +210,13 @@ class QueuesScreen(ConsoleScreen[QueuesData]):
                 text.append("”")
             if q.pause_expires_at:
                 text.append(f"; resumes by itself {until(q.pause_expires_at, now)}")
+        if q.ceiling is not None:
+            text.append(f"\nCeiling: {q.ceiling}")
+            if q.full_by is not None:
+                text.append(f" — full (past its {q.full_by} ceiling): enqueues are refused,"
+                            " wait or shed", style="bold")
+            else:
+                text.append(" — room")
         text.append("\n")
         text.append(
             f"{q.counts.get('scheduled', 0):,} scheduled · "

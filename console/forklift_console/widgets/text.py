@@ -45,6 +45,7 @@ QUEUE_STATES: Final[dict[str, tuple[str, str]]] = {
     "failing": ("✖", "state-dead"),
     "no_worker": ("∅", "state-warn"),
     "paused": ("‖", "state-paused"),
+    "full": ("⊘", "state-warn"),
 }
 WORKER_STATES: Final[dict[str, tuple[str, str]]] = {
     "running": ("●", "state-running"),

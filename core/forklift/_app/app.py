@@ -13,12 +13,15 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from forklift import hooks as _hooks
 from forklift._app.actor import Actor
+from forklift._app.backpressure import Gate
 from forklift._app.enqueue import Enqueuer, batch_outcome_unknown
 from forklift._app.kind import ErrorsMode, Extra, JobKind, TenantOf, as_delay
+from forklift._base.backpressure import Enqueued, OnFull, check_on_full
 from forklift._base.errors import (
     ConfigError,
     EnqueueOutcomeUnknown,
     KindAlreadyDeclared,
+    QueueFull,
     UnknownKind,
 )
 from forklift._base.retry import Backoff
@@ -27,6 +30,7 @@ from forklift._db.pools import Pools
 from forklift._db.steps import Steps, Tx, drive, drive_async
 from forklift._jobs import insert as _enq
 from forklift._jobs.attempt_log import DEFAULT_BYTES, DEFAULT_LINES
+from forklift._jobs.fullness import FullQueues
 from forklift._jobs.job import Job
 
 if TYPE_CHECKING:
@@ -85,9 +89,14 @@ class Forklift:
         self.schedules: dict[str, Schedule] = {}
         self.backfills: dict[str, Backfill] = {}
         self.pool_size = pool_size
-        self._pools = Pools(pool_size)
+        #: The queues past a ceiling, as this process knows it (kept by the pools' connections).
+        self._full = FullQueues(self.schema)
+        self._pools = Pools(pool_size, lambda c, listen: self._full.configure(c, listen=listen),
+                            lambda c, listen: self._full.configure_async(c, listen=listen))
+        #: Backpressure: what an enqueue to a full queue does (forklift._app.backpressure).
+        self._gate = Gate(self._full, self.pool, self.async_pool)
         #: Where new jobs are stored (and a lost commit is told apart), on these pools.
-        self._enqueuer = Enqueuer(self.pool, self.async_pool)
+        self._enqueuer = Enqueuer(self.pool, self.async_pool, self._gate)
         self._actor = Actor()
 
     @property
@@ -193,6 +202,7 @@ class Forklift:
         capture_logs: bool = False,
         log_lines: int = DEFAULT_LINES,
         log_bytes: int = DEFAULT_BYTES,
+        on_full: OnFull = "raise",
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -218,6 +228,7 @@ class Forklift:
         capture_logs: bool = False,
         log_lines: int = DEFAULT_LINES,
         log_bytes: int = DEFAULT_BYTES,
+        on_full: OnFull = "raise",
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -238,6 +249,9 @@ class Forklift:
         ``capture_logs=True`` adds the ``logging`` records emitted while a handler runs to its
         attempt's log, beside its ``ctx.log`` lines; ``log_lines`` and ``log_bytes`` cap an
         attempt's log (docs: how-to/job-logs.md).
+        ``on_full`` is what an enqueue does when the queue is past a ceiling an operator set
+        (``forklift queues ceiling``): ``"raise"`` QueueFull, ``Wait(timeout)`` for room, or
+        ``Shed(...)`` the job unstored (docs: how-to/backpressure.md).
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -267,6 +281,7 @@ class Forklift:
                 capture_logs=capture_logs,
                 log_lines=log_lines,
                 log_bytes=log_bytes,
+                on_full=on_full,
             )
             self.kinds[kind_name] = kind
             return kind
@@ -347,28 +362,98 @@ class Forklift:
         return await self.kind(kind).enqueue_async(args, **options)
 
     def enqueue_rows(
-        self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None
-    ) -> list[int]:
-        """Store prepared rows (``JobKind.row``/``rows``) in one transaction; their ids."""
+        self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None,
+        on_full: OnFull | None = None,
+    ) -> Enqueued:
+        """Store prepared rows (``JobKind.row``/``rows``) in one transaction; their ids (an
+        :class:`~forklift.Enqueued`: those a full queue refused or shed are named there).
+        ``on_full`` overrides each row's kind's."""
         if not rows:
-            return []
-        ids: list[int] = self._enqueuer.store(_enq.many_steps(self.schema, rows), rows,
+            return Enqueued([])
+        kept, out = self._gated(rows, on_full, conn)
+        if not kept:
+            return out
+        ids: list[int] = self._enqueuer.store(_enq.many_steps(self.schema, kept), kept,
                                               bulk=True, conn=conn, tx="atomic")
         if _hooks.of(self) is not None:
-            _hooks.emit_enqueued_rows(self, rows, ids)
-        return ids
+            _hooks.emit_enqueued_rows(self, kept, ids)
+        out.extend(ids)
+        return out
 
     async def enqueue_rows_async(
-        self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None
-    ) -> list[int]:
+        self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None,
+        on_full: OnFull | None = None,
+    ) -> Enqueued:
         """:meth:`enqueue_rows` for asyncio."""
         if not rows:
-            return []
+            return Enqueued([])
+        kept, out = await self._gated_async(rows, on_full, conn)
+        if not kept:
+            return out
         ids: list[int] = await self._enqueuer.store_async(
-            _enq.many_steps(self.schema, rows), rows, bulk=True, conn=conn, tx="atomic")
+            _enq.many_steps(self.schema, kept), kept, bulk=True, conn=conn, tx="atomic")
         if _hooks.of(self) is not None:
-            _hooks.emit_enqueued_rows(self, rows, ids)
-        return ids
+            _hooks.emit_enqueued_rows(self, kept, ids)
+        out.extend(ids)
+        return out
+
+    def _groups(self, rows: list[_enq.Row], on_full: OnFull | None
+                ) -> dict[tuple[str, int, OnFull], list[int]]:
+        """Positions of ``rows`` by what backpressure decides on: queue, priority, on_full."""
+        groups: dict[tuple[str, int, OnFull], list[int]] = {}
+        for i, row in enumerate(rows):
+            policy = on_full
+            if policy is None:
+                kind = self.kinds.get(row.kind)
+                policy = kind.on_full if kind is not None else "raise"
+            groups.setdefault((row.queue, row.priority, policy), []).append(i)
+        return groups
+
+    @staticmethod
+    def _sorted(rows: list[_enq.Row], verdicts: list[tuple[list[int], str | QueueFull | None]]
+                ) -> tuple[list[_enq.Row], Enqueued]:
+        """The rows to store, and the result so far (refused and shed named)."""
+        refused: list[int] = []
+        shed: list[int] = []
+        full: dict[str, QueueFull] = {}
+        for at, verdict in verdicts:
+            if isinstance(verdict, QueueFull):
+                refused.extend(at)
+                full[str(verdict.detail["queue"])] = verdict
+            elif verdict is not None:
+                shed.extend(at)
+        if not refused and not shed:
+            return rows, Enqueued([], offered=len(rows))
+        out = set(refused) | set(shed)
+        return ([r for i, r in enumerate(rows) if i not in out],
+                Enqueued([], offered=len(rows), refused=sorted(refused), shed=sorted(shed),
+                         full=full))
+
+    def _gated(self, rows: list[_enq.Row], on_full: OnFull | None,
+               conn: psycopg.Connection[Any] | None) -> tuple[list[_enq.Row], Enqueued]:
+        if on_full is not None:
+            on_full = check_on_full(on_full)
+        verdicts: list[tuple[list[int], str | QueueFull | None]] = []
+        for (queue, priority, policy), at in self._groups(rows, on_full).items():
+            try:
+                verdicts.append((at, self._gate.admit(queue, priority, policy, conn, len(at))))
+            except QueueFull as exc:
+                verdicts.append((at, exc))
+        return self._sorted(rows, verdicts)
+
+    async def _gated_async(self, rows: list[_enq.Row], on_full: OnFull | None,
+                           conn: psycopg.AsyncConnection[Any] | None
+                           ) -> tuple[list[_enq.Row], Enqueued]:
+        if on_full is not None:
+            on_full = check_on_full(on_full)
+        verdicts: list[tuple[list[int], str | QueueFull | None]] = []
+        for (queue, priority, policy), at in self._groups(rows, on_full).items():
+            try:
+                verdicts.append((at, await self._gate.admit_async(queue, priority, policy, conn,
+                                                                  len(at))))
+            except QueueFull as exc:
+                verdicts.append((at, exc))
+        return self._sorted(rows, verdicts)
 
     def _rows_of(
         self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]]
@@ -381,17 +466,18 @@ class Forklift:
 
     def enqueue_many(
         self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]],
-        *, conn: psycopg.Connection[Any] | None = None,
-    ) -> list[int]:
-        """Enqueue jobs of several kinds in one round trip: ``(kind, args[, options])`` each."""
-        return self.enqueue_rows(self._rows_of(items), conn=conn)
+        *, conn: psycopg.Connection[Any] | None = None, on_full: OnFull | None = None,
+    ) -> Enqueued:
+        """Enqueue jobs of several kinds in one round trip: ``(kind, args[, options])`` each;
+        ``on_full`` overrides each kind's (a full queue's jobs are named in the result)."""
+        return self.enqueue_rows(self._rows_of(items), conn=conn, on_full=on_full)
 
     async def enqueue_many_async(
         self, items: Iterable[tuple[str, Any] | tuple[str, Any, dict[str, Any]]],
-        *, conn: psycopg.AsyncConnection[Any] | None = None,
-    ) -> list[int]:
+        *, conn: psycopg.AsyncConnection[Any] | None = None, on_full: OnFull | None = None,
+    ) -> Enqueued:
         """:meth:`enqueue_many` for asyncio."""
-        return await self.enqueue_rows_async(self._rows_of(items), conn=conn)
+        return await self.enqueue_rows_async(self._rows_of(items), conn=conn, on_full=on_full)
 
     def get_job(self, job_id: int) -> Job | None:
         """One job by id, or None."""

@@ -12,6 +12,7 @@ failure on the caller's connection (``conn=``): the caller owns that commit.
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,6 +24,7 @@ from forklift._db.steps import Steps, Tx, drive, drive_async
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+    from forklift._app.backpressure import Gate
     from forklift._jobs.row import Row
 
 __all__ = ["Enqueuer", "outcome_unknown"]
@@ -89,9 +91,12 @@ class Enqueuer:
     """
 
     def __init__(self, pool: Callable[[], ConnectionPool[Any]],
-                 async_pool: Callable[[], Awaitable[AsyncConnectionPool[Any]]]) -> None:
+                 async_pool: Callable[[], Awaitable[AsyncConnectionPool[Any]]],
+                 gate: Gate | None = None) -> None:
         self._pool = pool
         self._async_pool = async_pool
+        #: told when a pooled statement ran (its reply delivered any news of full queues)
+        self._gate = gate
 
     def store(self, steps: Steps[T], rows: Sequence[Row], *, bulk: bool,
               conn: psycopg.Connection[Any] | None = None, tx: Tx = "none") -> T:
@@ -114,7 +119,10 @@ class Enqueuer:
             return drive(conn, steps, tx)
         with self._pool().connection() as own:
             try:
-                return drive(own, steps, tx)
+                got = drive(own, steps, tx)
+                if self._gate is not None:
+                    self._gate.pool_used = time.monotonic()
+                return got
             except psycopg.Error as exc:
                 if own.broken and _at_commit(steps, tx):
                     raise unknown() from exc
@@ -128,7 +136,10 @@ class Enqueuer:
         pool = await self._async_pool()
         async with pool.connection() as own:
             try:
-                return await drive_async(own, steps, tx)
+                got = await drive_async(own, steps, tx)
+                if self._gate is not None:
+                    self._gate.pool_used = time.monotonic()
+                return got
             except psycopg.Error as exc:
                 if own.broken and _at_commit(steps, tx):
                     raise unknown() from exc

@@ -23,6 +23,7 @@ from typing import (
 
 from forklift import hooks as _hooks
 from forklift import otel as _otel
+from forklift._base.backpressure import Enqueued, OnFull, check_on_full
 from forklift._base.debounce import Debounce
 from forklift._base.errors import (
     ConfigError,
@@ -43,6 +44,7 @@ from forklift._jobs.payload import Codec, to_json_text
 if TYPE_CHECKING:
     import psycopg
 
+    from forklift._app.backpressure import Gate
     from forklift._app.context import JobContext
     from forklift._app.enqueue import Enqueuer
     from forklift._db.steps import Steps
@@ -106,6 +108,16 @@ def _debounced(debounce: object, options: dict[str, Any], after: Iterable[Any]
     if after:
         raise InvalidOption("debounce= cannot be combined with after=", field="debounce")
     return {**options, "delay": debounce.wait_seconds}
+
+
+def shed_job(row: _enq.Row, rule: str) -> Job:
+    """What an enqueue returns for a job it shed: never stored (id 0, state ``cancelled``),
+    ``shed`` naming the rule that dropped it."""
+    now = datetime.now(UTC)
+    return Job(id=0, queue=row.queue, kind=row.kind, args=json.loads(row.args),
+               state="cancelled", priority=row.priority, attempt=0,
+               max_attempts=row.max_attempts, run_at=now, created_at=now, tenant=row.tenant,
+               enqueued_by=row.enqueued_by, shed=rule)
 
 
 def _handler_params(fn: Callable[..., Any], name: str) -> list[str]:
@@ -184,18 +196,21 @@ class KindApp(Protocol):
     payload_limit: int
 
     _enqueuer: Enqueuer
+    _gate: Gate
 
     @property
     def actor(self) -> str | None:
         """Who enqueues in the current scope (``Forklift.acting_as``), or None."""
 
     def enqueue_rows(
-        self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None
-    ) -> list[int]: ...
+        self, rows: list[_enq.Row], *, conn: psycopg.Connection[Any] | None = None,
+        on_full: OnFull | None = None,
+    ) -> Enqueued: ...
 
     async def enqueue_rows_async(
-        self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None
-    ) -> list[int]: ...
+        self, rows: list[_enq.Row], *, conn: psycopg.AsyncConnection[Any] | None = None,
+        on_full: OnFull | None = None,
+    ) -> Enqueued: ...
 
 
 class JobKind(Generic[P, R]):
@@ -226,6 +241,7 @@ class JobKind(Generic[P, R]):
         log_bytes: int = DEFAULT_BYTES,
         batch_max: int | None = None,
         batch_wait: float = 0.0,
+        on_full: OnFull = "raise",
     ) -> None:
         self.app = app
         self.fn = fn
@@ -281,6 +297,11 @@ class JobKind(Generic[P, R]):
         self.capture_logs = capture_logs
         #: An attempt's log caps: lines, bytes (forklift._jobs.attempt_log).
         self.log_caps = (log_lines, log_bytes)
+        try:
+            #: What an enqueue does when its queue is past a ceiling (forklift._app.backpressure).
+            self.on_full: OnFull = check_on_full(on_full)
+        except ForkliftError as exc:
+            raise ConfigError(f"on_full= of {name}: {exc.message}", field="on_full") from None
         self.is_async = inspect.iscoroutinefunction(fn)
         params = _handler_params(fn, name)
         try:
@@ -514,6 +535,7 @@ class JobKind(Generic[P, R]):
         after: Iterable[int | Job] = (),
         if_dependency_fails: str = "cancel",
         debounce: Debounce | None = None,
+        on_full: OnFull | None = None,
         **options: Any,
     ) -> Job:
         """Store one job and return it.
@@ -523,10 +545,15 @@ class JobKind(Generic[P, R]):
         (jobs or ids) it waits until they all completed (see :mod:`forklift._features.durable.deps`).
         With ``debounce=Debounce(key, wait, max_wait)`` a job of this kind still waiting under
         that key takes this payload and a later start instead (see :mod:`forklift._jobs.debounce`).
+        ``on_full`` overrides the kind's: what to do when the queue is past a ceiling
+        (``"raise"``, ``Wait(timeout)``, ``Shed(...)``; see :mod:`forklift._app.backpressure`).
         """
         if debounce is not None:
             options = _debounced(debounce, options, after)
         row = self.row(args, **options)
+        shed = self.app._gate.admit(row.queue, row.priority, self._on_full(on_full), conn)
+        if shed is not None:
+            return shed_job(row, shed)
         job: Job = self.app._enqueuer.store(
             self._one(row, on_conflict, after, if_dependency_fails, debounce), [row], bulk=False,
             conn=conn)
@@ -543,18 +570,26 @@ class JobKind(Generic[P, R]):
         after: Iterable[int | Job] = (),
         if_dependency_fails: str = "cancel",
         debounce: Debounce | None = None,
+        on_full: OnFull | None = None,
         **options: Any,
     ) -> Job:
-        """:meth:`enqueue` for asyncio."""
+        """:meth:`enqueue` for asyncio (a ``Wait`` waits without blocking the loop)."""
         if debounce is not None:
             options = _debounced(debounce, options, after)
         row = self.row(args, **options)
+        shed = await self.app._gate.admit_async(row.queue, row.priority,
+                                                self._on_full(on_full), conn)
+        if shed is not None:
+            return shed_job(row, shed)
         job: Job = await self.app._enqueuer.store_async(
             self._one(row, on_conflict, after, if_dependency_fails, debounce), [row], bulk=False,
             conn=conn)
         if _hooks.of(self.app) is not None:
             _hooks.emit_enqueued(self.app, job)
         return job
+
+    def _on_full(self, given: object) -> OnFull:
+        return self.on_full if given is None else check_on_full(given)
 
     def _one(self, row: _enq.Row, on_conflict: Any, after: Iterable[int | Job],
              if_dependency_fails: str, debounce: Debounce | None = None) -> Steps[Job]:
@@ -574,17 +609,23 @@ class JobKind(Generic[P, R]):
         many: Iterable[P | dict[str, Any]],
         *,
         conn: psycopg.Connection[Any] | None = None,
+        on_full: OnFull | None = None,
         **options: Any,
-    ) -> list[int]:
-        """Store many jobs of this kind in one round trip; returns their ids in order."""
-        return self.app.enqueue_rows(self.rows(many, **options), conn=conn)
+    ) -> Enqueued:
+        """Store many jobs of this kind in one round trip; returns their ids in order (an
+        :class:`~forklift.Enqueued` list, which also names any refused or shed when the
+        queue is full)."""
+        return self.app.enqueue_rows(self.rows(many, **options), conn=conn,
+                                     on_full=self._on_full(on_full))
 
     async def enqueue_many_async(
         self,
         many: Iterable[P | dict[str, Any]],
         *,
         conn: psycopg.AsyncConnection[Any] | None = None,
+        on_full: OnFull | None = None,
         **options: Any,
-    ) -> list[int]:
+    ) -> Enqueued:
         """:meth:`enqueue_many` for asyncio."""
-        return await self.app.enqueue_rows_async(self.rows(many, **options), conn=conn)
+        return await self.app.enqueue_rows_async(self.rows(many, **options), conn=conn,
+                                                 on_full=self._on_full(on_full))

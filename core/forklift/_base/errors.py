@@ -180,3 +180,15 @@ class InvalidKey(EnqueueRefused):
     ``detail``: ``kind``, ``key`` (the key's name) and ``reason``. Nothing was stored."""
 
     code = "invalid_key"
+
+
+class QueueFull(EnqueueRefused):
+    """The queue is past a ceiling an operator set (``forklift queues ceiling``) and the
+    enqueue's ``on_full`` is ``"raise"`` (or a ``Wait`` ran out). Nothing was stored.
+
+    ``detail``: ``queue``, ``ceiling`` (``depth`` or ``age``), ``figure`` (the depth or the
+    oldest wait in seconds, as last measured), ``limit`` (the ceiling) and ``retry_after``
+    (seconds worth waiting before trying again: a web handler's ``Retry-After``).
+    """
+
+    code = "queue_full"

@@ -9,31 +9,48 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from forklift._base.errors import DatabaseUnavailable
 
 if TYPE_CHECKING:
+    import psycopg
     from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+#: Sets up a new pooled connection; its flag says whether it may LISTEN (not behind a pooler).
+Setup = Callable[["psycopg.Connection[Any]", bool], None]
+AsyncSetup = Callable[["psycopg.AsyncConnection[Any]", bool], Awaitable[None]]
 
 __all__ = ["POOL_TIMEOUT", "Pools"]
 
 POOL_TIMEOUT = 15.0
 
 
-def _pool_args(dsn: str, size: int) -> dict[str, Any]:
+def _pool_args(dsn: str, size: int, configure: Any = None) -> dict[str, Any]:
     from forklift._db.connections import connect_kwargs
 
     args = connect_kwargs(dsn, "enqueue")  # prepare_threshold too, behind a pooler
+    extra = {} if configure is None else {"configure": configure}
     return dict(conninfo=args.pop("conninfo"), kwargs=args, min_size=1, max_size=size,
-                open=False, timeout=POOL_TIMEOUT)
+                open=False, timeout=POOL_TIMEOUT, **extra)
+
+
+def _listens(dsn: str) -> bool:
+    from forklift._db import pooler
+
+    return not pooler.pooled(dsn)
 
 
 class Pools:
-    """A sync and an async pool of at most ``size`` connections each, opened on first use."""
+    """A sync and an async pool of at most ``size`` connections each, opened on first use;
+    ``setup``/``async_setup`` prepare each new connection (once, as it opens)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, setup: Setup | None = None,
+                 async_setup: AsyncSetup | None = None) -> None:
         self.size = size
+        self.setup = setup
+        self.async_setup = async_setup
         self._pool: ConnectionPool[Any] | None = None
         self._apool: AsyncConnectionPool[Any] | None = None
         self._lock = threading.Lock()
@@ -49,7 +66,10 @@ class Pools:
                 # One plain attempt first: an unreachable database is reported at once, where
                 # the pool would keep retrying until its timeout (and a pooler is learned).
                 connect(dsn, "enqueue").close()
-                pool: ConnectionPool[Any] = ConnectionPool(**_pool_args(dsn, self.size))
+                setup, listens = self.setup, _listens(dsn)
+                configure = None if setup is None else (lambda c: setup(c, listens))
+                pool: ConnectionPool[Any] = ConnectionPool(
+                    **_pool_args(dsn, self.size, configure))
                 try:
                     pool.open(wait=True, timeout=POOL_TIMEOUT)
                 except DatabaseUnavailable:
@@ -82,7 +102,14 @@ class Pools:
         from forklift._db.connections import aconnect, unavailable
 
         await (await aconnect(dsn, "enqueue")).close()  # see sync()
-        apool: AsyncConnectionPool[Any] = AsyncConnectionPool(**_pool_args(dsn, self.size))
+        setup, listens = self.async_setup, _listens(dsn)
+
+        async def configure(c: psycopg.AsyncConnection[Any]) -> None:
+            assert setup is not None
+            await setup(c, listens)
+
+        apool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            **_pool_args(dsn, self.size, None if setup is None else configure))
         try:
             await apool.open(wait=True, timeout=POOL_TIMEOUT)
         except DatabaseUnavailable:

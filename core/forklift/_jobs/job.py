@@ -71,6 +71,9 @@ class Job:
     #: True when ``on_conflict="replace"`` gave that existing job the new args, priority and
     #: run_at (False when it was already running and so was left as it was).
     replaced: bool = False
+    #: Set when the enqueue dropped the job because its queue was full and the kind sheds
+    #: (``on_full=Shed(...)``): the rule that dropped it. Such a job was never stored (id 0).
+    shed: str | None = None
 
     @classmethod
     def from_row(cls, row: tuple[Any, ...], *, reused: bool = False, replaced: bool = False) -> Job:

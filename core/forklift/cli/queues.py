@@ -1,4 +1,5 @@
-"""`forklift queues list|explain|pause|resume|limit|rate|fair|aging|scale` and `forklift workers list`."""
+"""`forklift queues list|show|explain|pause|resume|limit|rate|fair|aging|ceiling|scale` and
+`forklift workers list`."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ if TYPE_CHECKING:
     from forklift.ops import QueueInfo
     from forklift.ops.scale import QueueScale
 
-queues_app = typer.Typer(help="Queues: list, explain, pause, resume, limit, rate, fair, aging, scale.",
-                         no_args_is_help=True)
+queues_app = typer.Typer(
+    help="Queues: list, show, explain, pause, resume, limit, rate, fair, aging, ceiling, scale.",
+    no_args_is_help=True)
 workers_app = typer.Typer(help="Workers: who runs what, heartbeats, drains.", no_args_is_help=True)
 
 QueueName = Annotated[str, typer.Argument(help="The queue.")]
@@ -36,6 +38,15 @@ def queue_line(q: QueueInfo) -> str:
     return text
 
 
+def fullness(q: QueueInfo) -> str:
+    """The ceiling state in words: ``full (depth)``, ``room``, or ``–`` without a ceiling."""
+    if q.full_by is not None:
+        return f"[bold red]full[/] ({q.full_by})"
+    if q.ceiling_depth is None and q.ceiling_age is None:
+        return "–"
+    return "room"
+
+
 @queues_app.command("list")
 @command()
 def queues_list(cx: Call) -> None:
@@ -51,7 +62,8 @@ def queues_list(cx: Call) -> None:
     from forklift.cli.retention import window
 
     t = Table(box=None, header_style="bold", pad_edge=False)
-    for col in ("queue", "paused", "by", "since", "until", "reason", "concurrency", "retention"):
+    for col in ("queue", "paused", "by", "since", "until", "reason", "concurrency", "ceiling",
+                "full", "retention"):
         t.add_column(col)
     for q in queues:
         expired = (not q.paused) and q.paused_flag
@@ -63,9 +75,52 @@ def queues_list(cx: Call) -> None:
             stamp(q.pause_expires_at) if q.paused and q.pause_expires_at else "",
             safe(q.pause_reason or "") if q.paused else "",
             str(q.concurrency) if q.concurrency is not None else "–",
+            "–" if q.ceiling == "none" else q.ceiling,
+            fullness(q),
             "/".join(window(v) for v in kept.for_queue(q.name).values()),
         )
     out.print(t)
+
+
+def _ceiling_line(q: QueueInfo) -> str:
+    if q.ceiling == "none":
+        return f"queue {ident(q.name)}: no ceiling"
+    return f"queue {ident(q.name)}: ceiling {q.ceiling}; now {_state_words(q)}"
+
+
+def _state_words(q: QueueInfo) -> str:
+    if q.measured_at is None:
+        return "not measured yet (a running worker's leader measures it every second)"
+    figures = []
+    if q.measured_depth is not None:
+        figures.append(f"depth {q.measured_depth}")
+    if q.measured_age is not None:
+        figures.append(f"oldest wait {q.measured_age:.1f}s")
+    measured = f"{', '.join(figures) or 'nothing waiting'}, measured {stamp(q.measured_at)}"
+    if q.full_by is not None:
+        return (f"[bold red]full[/] (past its {q.full_by} ceiling; {measured}): enqueues are"
+                " refused, wait or shed as their kind declares")
+    return f"room ({measured})"
+
+
+@queues_app.command("show")
+@command()
+def queues_show(cx: Call, name: QueueName) -> None:
+    """One queue's settings and state: pause, limits, rate, aging, ceiling and whether it is
+    full now."""
+    q = cx.op.queues.get(name)
+    if q is None:
+        raise cx.usage(f"no queue named {name!r} has settings (forklift queues list shows"
+                       " those that do)")
+    if cx.as_json:
+        cx.show(q.to_json())
+        return
+    out.print(queue_line(q))
+    rate = _rate_line(q).split(": ", 1)[1]
+    out.print(f"  {rate}; fair share {'on' if q.fair else 'off'}")
+    out.print("  " + _aging_line(q).split(": ", 1)[1])
+    out.print("  " + (f"ceiling {q.ceiling}; now {_state_words(q)}" if q.ceiling != "none"
+                      else "no ceiling (enqueues are never refused for depth)"))
 
 
 @queues_app.command("explain")
@@ -186,6 +241,27 @@ def queues_aging(
     q = cx.act(lambda op: op.queues.set_aging(name, value, top=top, reason=cx.reason,
                                               create=create))
     cx.done(q, _aging_line)
+
+
+@queues_app.command("ceiling")
+@command(acts=True)
+def queues_ceiling(
+    cx: Call,
+    name: QueueName,
+    depth: Annotated[int | None, typer.Option(
+        "--depth", help="Most jobs waiting to run; past it the queue is full.")] = None,
+    age: Annotated[str | None, typer.Option(
+        "--age", help="Longest the oldest waiting job may wait (30s, 5m); past it the queue"
+        " is full.")] = None,
+    off: Annotated[bool, typer.Option("--off", help="Lift the ceiling: the queue has room.")
+                   ] = False,
+    create: Create = False,
+) -> None:
+    """Backpressure: past a ceiling on depth and/or the oldest job's wait the queue is full,
+    and enqueues are refused (QueueFull), wait or shed as their kind declares."""
+    q = cx.act(lambda op: op.queues.set_ceiling(name, depth=depth, age=age, off=off,
+                                                reason=cx.reason, create=create))
+    cx.done(q, _ceiling_line)
 
 
 @queues_app.command("scale")

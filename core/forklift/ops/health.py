@@ -33,6 +33,7 @@ from forklift.ops import settings as _settings
 from forklift.ops import starvation as _starvation
 from forklift.ops.context import OpsContext
 from forklift.ops.horizon import HorizonHolder
+from forklift.ops.queues import QueueInfo, list_queues
 from forklift.ops.replica import ReplicaStatus
 from forklift.ops.settings import InvalidSetting, Setting
 from forklift.ops.shape import Shape
@@ -264,7 +265,7 @@ class LockWait(Shape):
 @dataclass(frozen=True)
 class Alert(Shape):
     #: Stable: dead_tuples, hot_updates, notify_queue, connections, lock_wait, horizon_held,
-    #: retention_backlog, starvation
+    #: retention_backlog, starvation, queue_full
     code: str
     #: The table, pid, slot or setting it is about.
     subject: str
@@ -279,7 +280,8 @@ class Alert(Shape):
 class Check(Shape):
     """One area's verdict: what was measured and, when something is wrong, what to do."""
 
-    #: Stable: horizon, connections, locks, notify_queue, bloat, retention, starvation, replica
+    #: Stable: horizon, connections, locks, notify_queue, bloat, retention, starvation,
+    #: backpressure, replica
     name: str
     #: ok, warning or critical (one of :data:`LEVELS`)
     level: str
@@ -302,6 +304,7 @@ CHECK_TITLES = {
     "bloat": "table bloat",
     "retention": "retention backlog",
     "starvation": "starvation",
+    "backpressure": "backpressure",
     "replica": "replica",
 }
 
@@ -328,6 +331,9 @@ class Health(Shape):
     checks: list[Check] = field(default_factory=list)
     #: Per queue and priority, the oldest waiting (available) job's wait.
     oldest_waits: list[OldestWait] = field(default_factory=list)
+    #: Queues past their ceiling (forklift queues ceiling): their enqueues are refused, wait
+    #: or shed.
+    full_queues: list[QueueInfo] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -394,7 +400,8 @@ def health(
     h = Health(tables, indexes, connections, float(row[4]), waits, holders, limits, windows,
                retention_backlog=retention_backlog(
                    conn, ctx, windows, max(RETENTION_CAP, int(limits["retention_backlog"]) + 1)),
-               oldest_waits=_starvation.oldest_waits(conn, ctx))
+               oldest_waits=_starvation.oldest_waits(conn, ctx),
+               full_queues=[q for q in list_queues(conn, ctx) if q.full_by is not None])
     found = alerts(h)
     h = replace(h, alerts=found, level=level(found))
     return replace(h, checks=checks(h))
@@ -514,7 +521,26 @@ def alerts(h: Health) -> list[Alert]:
         ))
     found += starvation_alerts(h.oldest_waits, t.get(
         "starvation_seconds", THRESHOLDS["starvation_seconds"].default))
+    found += [full_alert(q) for q in h.full_queues]
     return found
+
+
+def full_alert(q: QueueInfo) -> Alert:
+    """A queue past its ceiling: producers are refused, wait or shed until workers catch up."""
+    if q.full_by == "depth":
+        figure = f"{q.measured_depth or 0:,} jobs waiting, at its ceiling of {q.ceiling_depth:,}"
+    else:
+        figure = (f"its oldest job has waited {q.measured_age or 0:,.0f}s, past its ceiling of"
+                  f" {q.ceiling_age or 0:g}s")
+    name = shlex.quote(q.name)
+    return Alert(
+        "queue_full", q.name,
+        f"queue {q.name} is full ({figure}): its enqueues are refused, wait or shed",
+        f"add capacity so workers drain it (more workers on the queue or a higher --concurrency;"
+        f" forklift queues explain {name} says what holds it), or, if producers may bury it for"
+        f" good reason, raise the ceiling: forklift queues ceiling {name} --depth N (lift it:"
+        " --off)",
+    )
 
 
 def starvation_alerts(waits: list[OldestWait], limit: float) -> list[Alert]:
@@ -627,6 +653,10 @@ def checks(h: Health) -> list[Check]:
         "starvation", ("starvation",),
         f"oldest waiting job: queue {oldest.queue}, priority {oldest.priority},"
         f" {oldest.wait_seconds:,.0f}s" if oldest is not None else "no job waits", None))
+    full = [q.name for q in h.full_queues]
+    out.append(verdict(
+        "backpressure", ("queue_full",),
+        f"full (past their ceiling): {', '.join(full)}" if full else "no queue is full", None))
     return out
 
 

@@ -26,7 +26,8 @@ __all__ = ["COLUMNS", "QueueInfo", "get_queue", "list_queues", "pause", "resume"
 COLUMNS = (
     "name, (paused AND (pause_expires_at IS NULL OR pause_expires_at > now())) AS paused,"
     " paused AS paused_flag, paused_by, paused_at, pause_reason, pause_expires_at, concurrency,"
-    " created_at, updated_at, fair, rate_limit, rate_per, rate_burst, priority_aging, aging_top"
+    " created_at, updated_at, fair, rate_limit, rate_per, rate_burst, priority_aging, aging_top,"
+    " ceiling_depth, ceiling_age, full_by, measured_depth, measured_age, measured_at"
 )
 LIST_SQL = "SELECT " + COLUMNS + " FROM {s}.queues ORDER BY name"
 GET_SQL = "SELECT " + COLUMNS + " FROM {s}.queues WHERE name = %s"
@@ -86,6 +87,31 @@ class QueueInfo(Shape):
     priority_aging: float | None = None
     #: The highest priority aging raises a job to (the lowest number).
     aging_top: int = 0
+    #: Backpressure (forklift.ops.ceiling): at most this many jobs waiting; None: no ceiling.
+    ceiling_depth: int | None = None
+    #: ... and/or the oldest waiting job's wait at most this many seconds; None: no ceiling.
+    ceiling_age: float | None = None
+    #: Which ceiling the queue is past as last measured (``depth``, ``age``); None: room.
+    full_by: str | None = None
+    #: The leader's last measurement: depth (counted up to the ceiling + 1), oldest wait, when.
+    measured_depth: int | None = None
+    measured_age: float | None = None
+    measured_at: datetime | None = None
+
+    @property
+    def full(self) -> bool:
+        """Whether enqueues are refused, waited or shed now (past a ceiling)."""
+        return self.full_by is not None
+
+    @property
+    def ceiling(self) -> str:
+        """The ceiling in words: ``depth 1000, age 5m``, or ``none``."""
+        parts = []
+        if self.ceiling_depth is not None:
+            parts.append(f"depth {self.ceiling_depth}")
+        if self.ceiling_age is not None:
+            parts.append(f"age {self.ceiling_age:g}s")
+        return ", ".join(parts) or "none"
 
 
 def list_queues(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[QueueInfo]:

@@ -80,15 +80,17 @@ LAG_SECONDS = 60.0
 FAILING_MIN_OUTCOMES = 3
 FAILING_RATIO = 0.5
 #: Queue states, most urgent reading first where several apply.
-QUEUE_STATES: tuple[str, ...] = ("paused", "no_worker", "failing", "lagging", "active", "idle")
+QUEUE_STATES: tuple[str, ...] = ("paused", "no_worker", "failing", "full", "lagging", "active",
+                                  "idle")
 
 
 def queue_state(
     *, paused: bool, counts: dict[str, int], workers: int, lag: float | None,
-    completed: int, failed: int,
+    completed: int, failed: int, full: bool = False,
 ) -> str:
     """paused; no_worker (work waits and no live worker listens); failing (in the window,
-    failed attempts are at least FAILING_RATIO of the outcomes); lagging (the oldest
+    failed attempts are at least FAILING_RATIO of the outcomes); full (past its ceiling,
+    forklift queues ceiling: enqueues are refused, wait or shed); lagging (the oldest
     available job waited over LAG_SECONDS); active (work flows); idle."""
     if paused:
         return "paused"
@@ -98,6 +100,8 @@ def queue_state(
     outcomes = completed + failed
     if outcomes >= FAILING_MIN_OUTCOMES and failed >= FAILING_RATIO * outcomes:
         return "failing"
+    if full:
+        return "full"
     if lag is not None and lag > LAG_SECONDS:
         return "lagging"
     live = sum(counts.get(st, 0) for st in ("available", "running", "retryable"))
@@ -152,6 +156,10 @@ class QueueStats(Shape):
     free_slots: int
     #: One of QUEUE_STATES (see queue_state).
     state: str = "idle"
+    #: Its ceiling in words (``depth 1000, age 300s``; forklift queues ceiling), None without.
+    ceiling: str | None = None
+    #: Which ceiling it is past (``depth``, ``age``), None while it has room or has none.
+    full_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -307,12 +315,15 @@ def stats(
                 workers=len(listening),
                 free_slots=sum(max(0, w.slots - held.get(w.id, 0))
                                for w in listening if w.state == "running"),
+                ceiling=info.ceiling if info and info.ceiling != "none" else None,
+                full_by=info.full_by if info else None,
             )
         )
         made = out[-1]
         out[-1] = dataclasses.replace(made, state=queue_state(
             paused=made.paused, counts=made.counts, workers=made.workers,
-            lag=made.pickup_lag_seconds, completed=made.completed, failed=made.failed))
+            lag=made.pickup_lag_seconds, completed=made.completed, failed=made.failed,
+            full=made.full_by is not None))
 
     total_series = Series(
         *([sum(col) for col in zip(*(getattr(q.series, what) for q in out), strict=True)]

@@ -178,6 +178,7 @@ def inline(app: Forklift, *, propagate: bool = True) -> Iterator[InlineRuns]:
                 return original(self, args, *a, **options)
             options.pop("conn", None)
             options.pop("on_conflict", None)
+            options.pop("on_full", None)  # nothing is stored, so no queue is ever full
             return runner.run_sync(self.row(args, **options))
         return enqueue
 
@@ -187,6 +188,7 @@ def inline(app: Forklift, *, propagate: bool = True) -> Iterator[InlineRuns]:
                 return await original(self, args, *a, **options)
             options.pop("conn", None)
             options.pop("on_conflict", None)
+            options.pop("on_full", None)
             return await runner.run(self.row(args, **options))
         return enqueue_async
 

@@ -740,6 +740,18 @@ CREATE TABLE {s}.job_logs (
     PRIMARY KEY (job_id, id)
 );
 
+-- Backpressure at enqueue (migration 0028): a queue's ceiling on its depth (`ceiling_depth`,
+-- available jobs) and/or its oldest available job's wait (`ceiling_age`, seconds); the leader
+-- measures each ceilinged queue every second (forklift._worker.maintenance.ceilings) and stores
+-- the figures and which ceiling it is past (`full_by`, NULL while it has room).
+ALTER TABLE {s}.queues ADD COLUMN ceiling_depth integer
+    CHECK (ceiling_depth IS NULL OR ceiling_depth >= 1);
+ALTER TABLE {s}.queues ADD COLUMN ceiling_age double precision
+    CHECK (ceiling_age IS NULL OR ceiling_age > 0);
+ALTER TABLE {s}.queues ADD COLUMN full_by text CHECK (full_by IN ('depth', 'age'));
+ALTER TABLE {s}.queues ADD COLUMN measured_depth integer;
+ALTER TABLE {s}.queues ADD COLUMN measured_age double precision;
+ALTER TABLE {s}.queues ADD COLUMN measured_at timestamptz;
 -- Paused workflows and kinds (forklift.ops.holds): while a row is here, the jobs it covers are
 -- held out of the claim. `name` is the kind's name, or the workflow job's id.
 CREATE TABLE {s}.pauses (

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from forklift._worker.maintenance.ager import Ager
+from forklift._worker.maintenance.ceilings import CeilingWatch
 from forklift._worker.maintenance.chore import Chore
 from forklift._worker.maintenance.cron import CronChore
 from forklift._worker.maintenance.elector import Elector
@@ -49,5 +50,5 @@ def chores(config: WorkerConfig, state: WorkerState, *, leading: asyncio.Event, 
             OutboxRelay(c, s, leading=on, app=app), WorkflowRetention(c, s, leading=on),
             StatsRollup(c, s, leading=on), PlannerStats(c, s, leading=on),
             FlowRecount(c, s, leading=on), Expirer(c, s, leading=on, lifecycle=lifecycle),
-            Ager(c, s, leading=on, lifecycle=lifecycle),
+            Ager(c, s, leading=on, lifecycle=lifecycle), CeilingWatch(c, s, leading=on),
             *(ObservedTask(c, s, leading=on, task=t) for t in lifecycle.leader_tasks)]

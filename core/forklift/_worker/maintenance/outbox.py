@@ -106,6 +106,11 @@ SELECT state FROM f
 """
 
 
+class QueueFullWait(Exception):
+    """The sink's queue is full (past its ceiling): the jobs are rolled back and the messages
+    stay pending, relayed at a later pass (backpressure never drops an outbox message)."""
+
+
 class Taken(Exception):
     """Another relay holds the claim now: this one stops delivering the topic."""
 
@@ -190,7 +195,9 @@ class OutboxRelay(Chore):
 
         async def op(conn: psycopg.AsyncConnection[Any]) -> int:
             async with conn.transaction():
-                ids = await app.enqueue_rows_async(rows, conn=conn)
+                ids = await app.enqueue_rows_async(rows, conn=conn, on_full="raise")
+                if len(ids) != len(rows):
+                    raise QueueFullWait  # rolls back the jobs of the batch that were taken
                 n = await _count(conn, render(DELIVERED_SQL, self.config.schema), self._marks(sink, batch, ids))
                 if n != len(batch):
                     raise Taken  # rolls the jobs back with it
@@ -198,6 +205,9 @@ class OutboxRelay(Chore):
 
         try:
             self.delivered += await self.db.run(op)
+        except QueueFullWait:
+            log.info("outbox: the queue of %s is full; %d messages wait for room", sink.topic,
+                     len(batch))
         except Taken:
             raise
         except Exception as exc:

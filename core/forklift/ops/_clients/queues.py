@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from forklift.ops import aging as _aging
+from forklift.ops import ceiling as _ceiling
 from forklift.ops import explain as _explain
 from forklift.ops import queues as _queues
 from forklift.ops import rates as _rates
@@ -68,6 +69,19 @@ class QueuesClient(FeatureClient):
         never past ``top``; None turns aging off (forklift.ops.aging)."""
         return self._session.run(_aging.set_aging, queue, every, top=top, reason=reason,
                                  create=create)
+
+    def set_ceiling(self, queue: str, *, depth: int | None = None,
+                    age: str | float | timedelta | None = None, off: bool = False,
+                    reason: str | None = None, create: bool = False) -> _queues.QueueInfo:
+        """Backpressure: past ``depth`` jobs waiting or an oldest wait of ``age`` (``5m``...),
+        enqueues are refused, wait or shed as their kind declares; ``off=True`` lifts the
+        ceiling (forklift.ops.ceiling)."""
+        return self._session.run(_ceiling.set_ceiling, queue, depth=depth, age=age, off=off,
+                                 reason=reason, create=create)
+
+    def get(self, name: str) -> _queues.QueueInfo | None:
+        """One queue's settings and state (its ceiling and whether it is full), or None."""
+        return self._session.read(_queues.get_queue, name)
 
     def flows(self) -> list[_rates.FlowQueue]:
         """Queues claimed through the flow claim: limits, rates, fair share, backlog."""

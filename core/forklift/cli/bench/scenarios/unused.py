@@ -3,8 +3,9 @@
 The same no-op jobs (``bench.noop``, on a queue with no limits) run end to end through one
 worker process twice over, in one run: a worker of the bench's plain app, and a worker of an
 app that also declares kinds using steps, sleep, events, keys (concurrency and rate limits), a
-start-by deadline, captured logs, a batch handler and an outbox sink, which the measured jobs use none of. Target: the second within 5% of the first
-(ratio >= 0.95). The runs alternate (:data:`ORDER`), each featured run is compared with the
+start-by deadline, captured logs, a batch handler, backpressure (a kind that sheds when its
+queue is full) and an outbox sink, which the measured jobs use none of. Target: the second
+within 5% of the first (ratio >= 0.95). The runs alternate (:data:`ORDER`), each featured run is compared with the
 plain run beside it in time, and the figure is the median of those four ratios, so a load that
 changes during the run weighs on both sides of each ratio alike.
 
@@ -22,7 +23,7 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-from forklift import BatchContext, Forklift, JobContext, Key, Rate
+from forklift import BatchContext, Forklift, JobContext, Key, Rate, Shed
 from forklift.cli.bench.measure import Bench, Run
 from forklift.cli.bench.procs import Payload
 from forklift.cli.bench.registry import scenario
@@ -68,6 +69,11 @@ async def logged(ctx: JobContext, payload: Payload) -> None:
 @app.batch_job(name="bench.unused.batched", max=100, wait=0.05)
 async def batched(ctx: BatchContext, payloads: list[Payload]) -> list[None]:
     return [None] * len(payloads)
+
+
+@app.job(name="bench.unused.shedding", queue="limited", on_full=Shed(at_or_below=5))
+async def shedding(ctx: JobContext, payload: Payload) -> None:
+    return None
 
 
 @app.job(name="bench.unused.receive")
