@@ -618,6 +618,8 @@ def test_failure_codes_are_documented() -> None:
         "internal_error",
         "handler_exit",
         "expired",
+        "upcast_failed",
+        "payload_version_ahead",
     }
     assert set(FAILURE_CODES) == expected
     for code, description in FAILURE_CODES.items():

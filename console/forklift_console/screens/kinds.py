@@ -2,7 +2,7 @@
 
 Completed and dead jobs in the window, the share that died, the share of attempts that failed
 (retried or not), completed per minute, run time p50 and p95, and live now: waiting (available
-and scheduled), running, retrying. ``w`` steps the window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
+and scheduled), running, retrying, and the live jobs of each payload version. ``w`` steps the window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
 view of ``Operator.kind_stats``.
 """
 
@@ -56,6 +56,7 @@ def cells(data: KindStats, r: KindRow) -> list[Text | str]:
         count(waiting),
         count(r.live.get("running", 0)),
         count(r.live.get("retryable", 0)),
+        r.versions_text or "–",
     ]
 
 
@@ -65,8 +66,10 @@ class KindsScreen(ConsoleScreen[KindStats]):
         "Per queue and kind, over the window shown (w: 5 min, 1 h, 24 h): completed and dead jobs,"
         " the share of finished jobs that died (Dead%), the share of attempts that failed,"
         " retried or not (Fail%), completed per minute, run time p50 and p95;"
-        " and now: waiting (available and scheduled), running, retrying. / filters (kind:mail"
-        " dead%:>10), s sorts, S reverses; enter lists the kind's jobs."
+        " and now: waiting (available and scheduled), running, retrying; Versions: the live"
+        " jobs of each payload version (v1 3 · v2 10) when a kind's jobs carry more than version"
+        " 1, so an old version has drained when it is no longer listed (– : version 1 only)."
+        " / filters (kind:mail dead%:>10), s sorts, S reverses; enter lists the kind's jobs."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Its jobs"),
@@ -98,6 +101,7 @@ class KindsScreen(ConsoleScreen[KindStats]):
                     Column("waiting", "Waiting", 8),
                     Column("running", "Run", 5),
                     Column("retrying", "Retry", 6),
+                    Column("versions", "Versions", 16),
                 ],
                 id="kinds",
             )

@@ -6,7 +6,7 @@ application that only declares kinds and enqueues pays for none of the rest.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -28,6 +28,7 @@ from forklift._db.steps import Steps, Tx, drive, drive_async
 from forklift._jobs import insert as _enq
 from forklift._jobs.attempt_log import DEFAULT_BYTES, DEFAULT_LINES
 from forklift._jobs.job import Job
+from forklift._jobs.payload_versions import Upcaster
 
 if TYPE_CHECKING:
     import psycopg
@@ -193,6 +194,8 @@ class Forklift:
         capture_logs: bool = False,
         log_lines: int = DEFAULT_LINES,
         log_bytes: int = DEFAULT_BYTES,
+        version: int | None = None,
+        upcasters: Mapping[int, Upcaster] | None = None,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -218,6 +221,8 @@ class Forklift:
         capture_logs: bool = False,
         log_lines: int = DEFAULT_LINES,
         log_bytes: int = DEFAULT_BYTES,
+        version: int | None = None,
+        upcasters: Mapping[int, Upcaster] | None = None,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -238,6 +243,11 @@ class Forklift:
         ``capture_logs=True`` adds the ``logging`` records emitted while a handler runs to its
         attempt's log, beside its ``ctx.log`` lines; ``log_lines`` and ``log_bytes`` cap an
         attempt's log (docs: how-to/job-logs.md).
+        ``version=N`` is the version of the payload this code writes, stored with each job;
+        ``upcasters={1: v1_to_v2, ...}`` turn an older job's payload (a dict) into the next
+        version's before it is validated, one version at a time, and must leave no gap up to
+        ``version`` (docs: how-to/payload-versions.md). Without ``version`` the kind is
+        version 1 and its jobs carry no version.
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -267,6 +277,8 @@ class Forklift:
                 capture_logs=capture_logs,
                 log_lines=log_lines,
                 log_bytes=log_bytes,
+                version=version,
+                upcasters=upcasters,
             )
             self.kinds[kind_name] = kind
             return kind

@@ -738,3 +738,7 @@ CREATE TABLE {s}.job_logs (
     lines      json        NOT NULL,
     PRIMARY KEY (job_id, id)
 );
+
+-- The payload version a job's producer declared (`@app.job(version=N)`); NULL: a kind without
+-- versions wrote it (version 1). Written only by kinds that declare one (migration 0029).
+ALTER TABLE {s}.jobs ADD COLUMN payload_version integer;
