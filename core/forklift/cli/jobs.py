@@ -298,6 +298,7 @@ def _action_command(action: str) -> Any:
         before: Before = None,
         time_field: TimeField = "created_at",
         arg: Args = None,
+        payload_version: PayloadVersion = None,
         all_jobs: Annotated[
             bool, typer.Option("--all", help="With no filter: every job the action applies to.")
         ] = False,
@@ -307,7 +308,7 @@ def _action_command(action: str) -> Any:
     ) -> None:
         flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
                            before, time_field, args=arg, tenant=tenant,
-                           enqueued_by=enqueued_by)
+                           enqueued_by=enqueued_by, payload_version=payload_version)
         ids = list(dict.fromkeys(job_ids or []))
         if not ids and flt.is_empty() and not all_jobs:
             raise cx.usage(
