@@ -3,7 +3,8 @@
 The same no-op jobs (``bench.noop``, on a queue with no limits) run end to end through one
 worker process twice over, in one run: a worker of the bench's plain app, and a worker of an
 app that also declares kinds using steps, sleep, events, keys (concurrency and rate limits), a
-start-by deadline, captured logs and an outbox sink, which the measured jobs use none of. Target: the second within 5% of the first
+start-by deadline, captured logs, a versioned payload and an outbox sink, which the measured
+jobs use none of. Target: the second within 5% of the first
 (ratio >= 0.95). The runs alternate (:data:`ORDER`), each featured run is compared with the
 plain run beside it in time, and the figure is the median of those four ratios, so a load that
 changes during the run weighs on both sides of each ratio alike.
@@ -63,6 +64,15 @@ async def rated(ctx: JobContext, payload: Payload) -> None:
 @app.job(name="bench.unused.logged", expires=timedelta(hours=1), capture_logs=True)
 async def logged(ctx: JobContext, payload: Payload) -> None:
     ctx.log("ran", n=payload["n"])
+
+
+def _payload_v1_to_v2(old: dict[str, Any]) -> dict[str, Any]:
+    return old
+
+
+@app.job(name="bench.unused.versioned", version=2, upcasters={1: _payload_v1_to_v2})
+async def versioned(ctx: JobContext, payload: Payload) -> None:
+    return None
 
 
 @app.job(name="bench.unused.receive")
