@@ -29,7 +29,7 @@ READS = {
     "health horizon", "retention show", "queues list", "queues explain", "workers list",
     "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
     "events waits", "queues scale", "consumers list", "consumers show",
-    "webhooks endpoints", "webhooks deliveries",
+    "webhooks endpoints", "webhooks deliveries", "kinds versions",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
@@ -244,6 +244,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["dead", "groups"], ["outbox", "list"], ["events", "list"], ["events", "waits"],
         ["queues", "scale"], ["consumers", "list"], ["consumers", "show", "feed"],
         ["queues", "scale"], ["webhooks", "endpoints"], ["webhooks", "deliveries"],
+        ["kinds", "versions"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 
