@@ -56,8 +56,23 @@ def cells(data: KindStats, r: KindRow) -> list[Text | str]:
         count(waiting),
         count(r.live.get("running", 0)),
         count(r.live.get("retryable", 0)),
-        r.versions_text or "–",
     ]
+
+
+def versions_line(data: KindStats) -> Text:
+    """``payload versions: mail.send v1 3 · v2 10; ...`` for the kinds whose live jobs carry
+    a version other than 1 (empty when none does): in words, so an operator reading it sees which
+    old version has not drained yet."""
+    shown = [(r.kind, r.versions_text) for r in data.rows if r.versions_text]
+    if not shown:
+        return Text("")
+    line = Text("payload versions: ", style="bold")
+    for i, (kind, text) in enumerate(shown):
+        if i:
+            line.append("; ")
+        line.append_text(ident(kind, limit=30))
+        line.append(f" {text}")
+    return line
 
 
 class KindsScreen(ConsoleScreen[KindStats]):
@@ -66,10 +81,10 @@ class KindsScreen(ConsoleScreen[KindStats]):
         "Per queue and kind, over the window shown (w: 5 min, 1 h, 24 h): completed and dead jobs,"
         " the share of finished jobs that died (Dead%), the share of attempts that failed,"
         " retried or not (Fail%), completed per minute, run time p50 and p95;"
-        " and now: waiting (available and scheduled), running, retrying; Versions: the live"
-        " jobs of each payload version (v1 3 · v2 10) when a kind's jobs carry more than version"
-        " 1, so an old version has drained when it is no longer listed (– : version 1 only)."
-        " / filters (kind:mail dead%:>10), s sorts, S reverses; enter lists the kind's jobs."
+        " and now: waiting (available and scheduled), running, retrying. Under the table,"
+        " 'payload versions' lists the live jobs of each payload version of the kinds whose"
+        " jobs carry a version other than 1 (mail.send v1 3 · v2 10): an old version has drained"
+        " when it is no longer listed. / filters (kind:mail dead%:>10), s sorts, S reverses; enter lists the kind's jobs."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Its jobs"),
@@ -87,6 +102,7 @@ class KindsScreen(ConsoleScreen[KindStats]):
         with Vertical(id="body"):
             yield Static(id="info")
             yield FilterLine("kinds", "kinds")
+            yield Static(id="versions")
             yield LiveTable(
                 [
                     Column("queue", "Queue", 10),
@@ -101,7 +117,6 @@ class KindsScreen(ConsoleScreen[KindStats]):
                     Column("waiting", "Waiting", 8),
                     Column("running", "Run", 5),
                     Column("retrying", "Retry", 6),
-                    Column("versions", "Versions", 16),
                 ],
                 id="kinds",
             )
@@ -123,6 +138,10 @@ class KindsScreen(ConsoleScreen[KindStats]):
                     f" {window_label(self.window)}", style="")
         info.append(" · w: another window", style="dim")
         self.query_one("#info", Static).update(info)
+        line = versions_line(data)
+        versions = self.query_one("#versions", Static)
+        versions.update(line)
+        versions.display = bool(line.plain)  # no line at all while every job is version 1
 
     def action_window(self) -> None:
         self.window = WINDOWS[(WINDOWS.index(self.window) + 1) % len(WINDOWS)]
