@@ -60,9 +60,10 @@ _TIGHT = re.compile(r" ?([(),]) ?| (=) ")
 
 def compact(text: str) -> str:
     """``text`` without its comments and layout (one space between words, none beside a
-    parenthesis, a comma or an ``=`` standing alone): the same statement in fewer bytes, so that a long statement on a hot
-    path stays within the 4,096 bytes whose conversion psycopg caches (a longer one is parsed
-    again, in Python, at every execute; ``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``).
+    parenthesis, a comma or an ``=`` standing alone): the same statement in fewer bytes, so
+    that a long statement on a hot path stays within the 4,096 bytes whose conversion psycopg
+    caches (a longer one is parsed again, in Python, at every execute;
+    ``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``).
     Quoted literals and identifiers pass untouched; dollar quotes and E'' strings are refused
     (forklift's statements use neither, and this scan would misread them). Callers cache what
     they build with it."""
