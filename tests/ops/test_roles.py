@@ -30,6 +30,7 @@ READS = {
     "locks list", "keys list", "keys show", "dead groups", "outbox list", "events list",
     "events waits", "queues scale", "consumers list", "consumers show",
     "webhooks endpoints", "webhooks deliveries", "workflows pauses",
+    "kinds versions",
 }
 WRITES = {
     "prune", "enqueue", "migrate", "jobs retry", "jobs cancel", "jobs delete", "jobs run-now",
@@ -253,6 +254,7 @@ def reading(t: dict[str, str]) -> dict[str, list[str]]:
         ["queues", "scale"], ["consumers", "list"], ["consumers", "show", "feed"],
         ["queues", "scale"], ["webhooks", "endpoints"], ["webhooks", "deliveries"],
         ["workflows", "pauses"],
+        ["kinds", "versions"],
     ]
     return {" ".join(a for a in c[:2] if a[:1].isalpha() and a in KNOWN_WORDS): c for c in cmds}
 

@@ -619,6 +619,8 @@ def test_failure_codes_are_documented() -> None:
         "handler_exit",
         "expired",
         "invalid_batch_result",
+        "upcast_failed",
+        "payload_version_ahead",
     }
     assert set(FAILURE_CODES) == expected
     for code, description in FAILURE_CODES.items():

@@ -15,7 +15,7 @@ def test_compact_drops_comments_and_layout_but_not_quoted_text() -> None:
     SELECT 'a -- b' , x   -- the worker's buffer ("quoted" in a comment)
       FROM "we--ird"  ( y ) WHERE z = 'it''s  two'  -- end
     """
-    assert compact(text) == "SELECT 'a -- b',x FROM \"we--ird\"(y)WHERE z = 'it''s  two'"
+    assert compact(text) == "SELECT 'a -- b',x FROM \"we--ird\"(y)WHERE z='it''s  two'"
 
 
 @pytest.mark.parametrize("text", ["SELECT $$x$$", "SELECT E'a\\nb'", "SELECT e'x'"])

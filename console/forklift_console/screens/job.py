@@ -209,6 +209,8 @@ class JobScreen(ConsoleScreen[JobView]):
         aged = f" (given {job.priority_base}, aged)" if job.priority_base is not None else ""
         text.append(f"  priority {job.priority}{aged}  attempt {job.attempt}/{job.max_attempts}")
         extras = []
+        if job.payload_version is not None:
+            extras.append(f"payload version {job.payload_version}")
         if job.tenant is not None:
             extras.append(f"tenant {job.tenant}")
         if job.enqueued_by is not None:

@@ -3,7 +3,7 @@
 A batch kind shows its batch size after its name (``×100``: the most jobs one handler call
 takes). Completed and dead jobs in the window, the share that died, the share of attempts that failed
 (retried or not), completed per minute, run time p50 and p95, and live now: waiting (available
-and scheduled), running, retrying. ``w`` steps the window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
+and scheduled), running, retrying, and the live jobs of each payload version. ``w`` steps the window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
 view of ``Operator.kind_stats``.
 """
 
@@ -73,6 +73,22 @@ def cells(data: KindStats, r: KindRow) -> list[Text | str]:
     ]
 
 
+def versions_line(data: KindStats) -> Text:
+    """``payload versions: mail.send v1 3 · v2 10; ...`` for the kinds whose live jobs carry
+    a version other than 1 (empty when none does): in words, so an operator reading it sees which
+    old version has not drained yet."""
+    shown = [(r.kind, r.versions_text) for r in data.rows if r.versions_text]
+    if not shown:
+        return Text("")
+    line = Text("payload versions: ", style="bold")
+    for i, (kind, text) in enumerate(shown):
+        if i:
+            line.append("; ")
+        line.append_text(ident(kind, limit=30))
+        line.append(f" {text}")
+    return line
+
+
 class KindsScreen(ConsoleScreen[KindStats]):
     MODE = "kinds"
     HELP = (
@@ -80,10 +96,13 @@ class KindsScreen(ConsoleScreen[KindStats]):
         " (w: 5 min, 1 h, 24 h): completed and dead jobs,"
         " the share of finished jobs that died (Dead%), the share of attempts that failed,"
         " retried or not (Fail%), completed per minute, run time p50 and p95;"
-        " and now: waiting (available and scheduled), running, retrying. / filters (kind:mail"
-        " dead%:>10), s sorts, S reverses; enter lists the kind's jobs; p pauses the kind (none"
-        " of its jobs starts, new ones included, until resumed) or resumes it. Paused kinds"
-        " are named above the table."
+        " and now: waiting (available and scheduled), running, retrying. Under the table,"
+        " 'payload versions' lists the live jobs of each payload version of the kinds whose"
+        " jobs carry a version other than 1 (mail.send v1 3 · v2 10): an old version has"
+        " drained when it is no longer listed. / filters (kind:mail dead%:>10), s sorts, S"
+        " reverses; enter lists the kind's jobs; p pauses the kind (none of its jobs starts,"
+        " new ones included, until resumed) or resumes it. Paused kinds are named above the"
+        " table."
     )
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "open", "Its jobs"),
@@ -104,6 +123,7 @@ class KindsScreen(ConsoleScreen[KindStats]):
         with Vertical(id="body"):
             yield Static(id="info")
             yield FilterLine("kinds", "kinds")
+            yield Static(id="versions")
             yield LiveTable(
                 [
                     Column("queue", "Queue", 10),
@@ -141,6 +161,10 @@ class KindsScreen(ConsoleScreen[KindStats]):
         info.append(" · w: another window", style="dim")
         info.append_text(paused_words(self._pauses))
         self.query_one("#info", Static).update(info)
+        line = versions_line(data)
+        versions = self.query_one("#versions", Static)
+        versions.update(line)
+        versions.display = bool(line.plain)  # no line at all while every job is version 1
 
     def action_window(self) -> None:
         self.window = WINDOWS[(WINDOWS.index(self.window) + 1) % len(WINDOWS)]

@@ -32,7 +32,8 @@ from forklift.ops.filters import JobFilter
 from forklift_console.widgets.rows import RowFilterError, parse_rows
 from forklift_console.widgets.table import LiveTable
 
-QUALIFIERS = ("queue", "state", "kind", "tag", "tenant", "enqueued_by", "batch", "id", "group")
+QUALIFIERS = ("queue", "state", "kind", "tag", "tenant", "enqueued_by", "batch", "id", "group",
+              "version")
 
 
 class FilterError(ValueError):
@@ -52,6 +53,8 @@ def to_text(flt: JobFilter) -> str:
     ):
         if values:
             parts.append(f"{key}:{quote(','.join(values))}")
+    if flt.payload_versions:
+        parts.append("version:" + ",".join(str(v) for v in flt.payload_versions))
     if flt.batch_id is not None:
         parts.append(f"batch:{flt.batch_id}")
     if flt.dead_group is not None:
@@ -165,6 +168,7 @@ def parse(text: str) -> JobFilter:
             text=" ".join(words) or None,
             dead_group=group,
             args=fields,
+            payload_versions=found.get("version"),
         )
     except ForkliftError as exc:
         raise FilterError(exc.message) from None
@@ -180,6 +184,7 @@ _EXAMPLES = {
     "batch": "42",
     "id": "100..200",
     "group": "3f2a9c01b2e4d5f6",
+    "version": "2",
 }
 
 

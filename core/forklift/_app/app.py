@@ -6,7 +6,7 @@ application that only declares kinds and enqueues pays for none of the rest.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
@@ -32,6 +32,7 @@ from forklift._jobs import insert as _enq
 from forklift._jobs.attempt_log import DEFAULT_BYTES, DEFAULT_LINES
 from forklift._jobs.fullness import FullQueues
 from forklift._jobs.job import Job
+from forklift._jobs.payload_versions import Upcaster
 
 if TYPE_CHECKING:
     import psycopg
@@ -203,6 +204,8 @@ class Forklift:
         log_lines: int = DEFAULT_LINES,
         log_bytes: int = DEFAULT_BYTES,
         on_full: OnFull = "raise",
+        version: int | None = None,
+        upcasters: Mapping[int, Upcaster] | None = None,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -229,6 +232,8 @@ class Forklift:
         log_lines: int = DEFAULT_LINES,
         log_bytes: int = DEFAULT_BYTES,
         on_full: OnFull = "raise",
+        version: int | None = None,
+        upcasters: Mapping[int, Upcaster] | None = None,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -252,6 +257,11 @@ class Forklift:
         ``on_full`` is what an enqueue does when the queue is past a ceiling an operator set
         (``forklift queues ceiling``): ``"raise"`` QueueFull, ``Wait(timeout)`` for room, or
         ``Shed(...)`` the job unstored (docs: how-to/backpressure.md).
+        ``version=N`` is the version of the payload this code writes, stored with each job;
+        ``upcasters={1: v1_to_v2, ...}`` turn an older job's payload (a dict) into the next
+        version's before it is validated, one version at a time, and must leave no gap up to
+        ``version`` (docs: how-to/payload-versions.md). Without ``version`` the kind is
+        version 1 and its jobs carry no version.
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -282,6 +292,8 @@ class Forklift:
                 log_lines=log_lines,
                 log_bytes=log_bytes,
                 on_full=on_full,
+                version=version,
+                upcasters=upcasters,
             )
             self.kinds[kind_name] = kind
             return kind

@@ -6,7 +6,7 @@ import collections.abc
 import inspect
 import json
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import (
     TYPE_CHECKING,
@@ -40,6 +40,7 @@ from forklift._jobs.attempt_log import DEFAULT_BYTES, DEFAULT_LINES, check_caps
 from forklift._jobs.debounce import debounce_steps
 from forklift._jobs.job import Job
 from forklift._jobs.payload import Codec, to_json_text
+from forklift._jobs.payload_versions import AHEAD_CODE, UPCAST_CODE, PayloadVersions, Upcaster
 
 if TYPE_CHECKING:
     import psycopg
@@ -66,7 +67,7 @@ _CODE_SHAPE = "lower-case snake case, e.g. 'card_declined'"
 _RESERVED_CODES = frozenset(
     {"error", "unknown_kind", "invalid_payload", "invalid_result", "timeout", "lease_expired",
      "lease_lost", "interrupted", "cancelled", "internal_error", "handler_exit", "worker_lost",
-     "lock_lost", "expired", "invalid_batch_result"}
+     "lock_lost", "expired", "invalid_batch_result", UPCAST_CODE, AHEAD_CODE}
 )
 #: The most jobs one call of a batch handler may take.
 MAX_BATCH = 10_000
@@ -242,6 +243,8 @@ class JobKind(Generic[P, R]):
         batch_max: int | None = None,
         batch_wait: float = 0.0,
         on_full: OnFull = "raise",
+        version: int | None = None,
+        upcasters: Mapping[int, Upcaster] | None = None,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -302,6 +305,9 @@ class JobKind(Generic[P, R]):
             self.on_full: OnFull = check_on_full(on_full)
         except ForkliftError as exc:
             raise ConfigError(f"on_full= of {name}: {exc.message}", field="on_full") from None
+        #: The payload versions the kind writes and reads (forklift._jobs.payload_versions),
+        #: or None: version 1, and its jobs carry no version.
+        self.versions = PayloadVersions.declare(self.name, version, upcasters)
         self.is_async = inspect.iscoroutinefunction(fn)
         params = _handler_params(fn, name)
         try:
@@ -464,6 +470,7 @@ class JobKind(Generic[P, R]):
             meta=meta_text,
             retry=json.dumps(retry.to_json()) if retry is not None else None,
             tenant=None if tenant is None else check_name(tenant, "tenant"),
+            payload_version=None if self.versions is None else self.versions.current,
             # the enqueue's own, else the app's acting_as scope (checked when it opened)
             enqueued_by=self.app.actor if enqueued_by is None
             else check_name(enqueued_by, "enqueued_by"),

@@ -48,6 +48,10 @@ FAILURE_CODES: Final[dict[str, str]] = {
     "handler_exit": "the handler raised a BaseException such as SystemExit or KeyboardInterrupt",
     "expired": "not started by its start-by deadline (expires=); dead, no attempt spent",
     "invalid_batch_result": "a batch handler returned no list of one outcome per job; dead",
+    "upcast_failed": "an upcaster raised or returned no dict, or none reads the job's version;"
+    " retried",
+    "payload_version_ahead": "a note: the payload is newer than the worker reads; put back, no"
+    " attempt spent",
 }
 """The runner's own failure codes, with a one-line description each (listed in the failure-codes reference)."""
 

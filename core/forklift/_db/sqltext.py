@@ -55,14 +55,15 @@ _QUOTE = r"'(?:[^']|'')*'" "|" r'"(?:[^"]|"")*"'
 # a literal, is read as what it is.
 _QUOTED_OR_COMMENT = re.compile(_QUOTE + r"|--[^\n]*")
 _QUOTED = re.compile(f"({_QUOTE})")
-_TIGHT = re.compile(r" ?([(),]) ?")
+_TIGHT = re.compile(r" ?([(),]) ?| (=) ")
 
 
 def compact(text: str) -> str:
     """``text`` without its comments and layout (one space between words, none beside a
-    parenthesis or comma): the same statement in fewer bytes, so that a long statement on a hot
-    path stays within the 4,096 bytes whose conversion psycopg caches (a longer one is parsed
-    again, in Python, at every execute; ``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``).
+    parenthesis, a comma or an ``=`` standing alone): the same statement in fewer bytes, so
+    that a long statement on a hot path stays within the 4,096 bytes whose conversion psycopg
+    caches (a longer one is parsed again, in Python, at every execute;
+    ``psycopg._queries.MAX_CACHED_STATEMENT_LENGTH``).
     Quoted literals and identifiers pass untouched; dollar quotes and E'' strings are refused
     (forklift's statements use neither, and this scan would misread them). Callers cache what
     they build with it."""
@@ -72,5 +73,6 @@ def compact(text: str) -> str:
                                   text)
     pieces = _QUOTED.split(text)
     for i in range(0, len(pieces), 2):  # the even pieces are outside quotes
-        pieces[i] = _TIGHT.sub(r"\1", re.sub(r"\s+", " ", pieces[i]))
+        pieces[i] = _TIGHT.sub(lambda m: m.group(1) or m.group(2),
+                               re.sub(r"\s+", " ", pieces[i]))
     return "".join(pieces).strip()

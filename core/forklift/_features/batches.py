@@ -118,6 +118,7 @@ class _Target:
     keys: list[str] | None = None  # a keyed kind's values (forklift._features.flow.keys)
     tenant: str | None = None  # derived from the payload by a kind that says how
     enqueued_by: str | None = None  # the actor of the submitter's acting_as scope
+    payload_version: int | None = None  # a kind that declares one (forklift._jobs.payload_versions)
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,7 @@ def prepare(
         mode=mode,  # type: ignore[arg-type]  # checked above
         max_parallel=max_parallel,
         targets=[_Target(r.queue, r.args, r.priority, r.max_attempts, r.retry, r.traceparent,
-                         r.keys, r.tenant, r.enqueued_by) for r in rows],
+                         r.keys, r.tenant, r.enqueued_by, r.payload_version) for r in rows],
         meta=meta_text,
         on_complete=_callback_spec(app, on_complete, "on_complete"),
         on_success=_callback_spec(app, on_success, "on_success"),
@@ -324,6 +325,10 @@ def submit_steps(plan: _Plan) -> Steps[tuple[Batch, bool]]:
         # Submitted inside an acting_as scope: its actor, as for any enqueue there.
         records = [(*r, t.enqueued_by) for r, t in zip(records, plan.targets, strict=True)]
         copy_sql = copy_sql.replace(") FROM STDIN", ", enqueued_by) FROM STDIN")
+    if any(t.payload_version is not None for t in plan.targets):
+        # Targets of a kind that declares a payload version carry it (one kind: all of them).
+        records = [(*r, t.payload_version) for r, t in zip(records, plan.targets, strict=True)]
+        copy_sql = copy_sql.replace(") FROM STDIN", ", payload_version) FROM STDIN")
     yield Copy(render(copy_sql, s), records)
     return batch, False
 

@@ -37,17 +37,18 @@ BULK_IDS_SQL = (
 # order RETURNING uses; a row that conflicted is then looked up by its key.
 BULK_UNIQUE_SQL = (
     "INSERT INTO {s}.jobs (id, queue, kind, args, state, priority, max_attempts, run_at,"
-    " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by, expires_at)"
+    " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by, expires_at,"
+    " payload_version)"
     " SELECT u.id, u.queue, u.kind, u.args,"
     " CASE WHEN u.run_at > now() THEN 'scheduled' ELSE 'available' END,"
     " u.priority, u.max_attempts, u.run_at, u.unique_key, string_to_array(u.tags, chr(31)),"
     " u.meta, u.retry, u.traceparent, string_to_array(u.keys, chr(30)), u.tenant, u.enqueued_by,"
-    " u.expires_at"
+    " u.expires_at, u.payload_version"
     " FROM unnest(%s::int8[], %s::text[], %s::text[], %s::jsonb[],"
     " %s::int2[], %s::int4[], %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[],"
-    " %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[]) AS u(id, queue, kind,"
-    " args, priority, max_attempts, run_at, unique_key, tags, meta, retry, traceparent, keys,"
-    " tenant, enqueued_by, expires_at)"
+    " %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::int4[]) AS u(id,"
+    " queue, kind, args, priority, max_attempts, run_at, unique_key, tags, meta, retry,"
+    " traceparent, keys, tenant, enqueued_by, expires_at, payload_version)"
     + ON_KEY + " DO NOTHING RETURNING id"
 )
 BULK_EXISTING_SQL = (
@@ -90,7 +91,7 @@ def _copy_rows(ids: list[int], rows: list[Row], extra: list[str], now: datetime)
         return ((i, r.queue, r.kind, r.args) for i, r in zip(ids, rows, strict=True))
     positions = {"state": 4, "priority": 5, "max_attempts": 6, "run_at": 7, "unique_key": 8,
                  "tags": 9, "meta": 10, "retry": 11, "traceparent": 12, "keys": 13,
-                 "tenant": 14, "enqueued_by": 15, "expires_at": 16}
+                 "tenant": 14, "enqueued_by": 15, "expires_at": 16, "payload_version": 17}
     picks = [positions[c] for c in extra]
 
     def record(job_id: int, row: Row) -> tuple[Any, ...]:
@@ -123,6 +124,7 @@ def _copy_record(job_id: int, row: Row, now: datetime) -> tuple[Any, ...]:
         row.tenant,
         row.enqueued_by,
         row.expires_at,
+        row.payload_version,
     )
 
 

@@ -38,7 +38,7 @@ WHERE t.id = ANY (ARRAY(SELECT c.id FROM c))
 RETURNING t.id, t.queue, t.kind, t.args::text, t.attempt, t.max_attempts, t.fence, t.retry::text,
           t.meta::text, t.batch_id, t.priority, t.run_at, t.attempted_at IS NOT NULL, t.traceparent,
           extract(epoch FROM now() - t.run_at)::float8, t.tenant, t.enqueued_by,
-          extract(epoch FROM t.expires_at - now())::float8"""
+          extract(epoch FROM t.expires_at - now())::float8, t.payload_version"""
 
 
 # The C scanner json.loads ends in, without its two whitespace matches a row: a jsonb column
@@ -76,6 +76,8 @@ class Claimed:
     #: left by the server's clock at the claim, from when the answer was read); None: no
     #: deadline. A job claimed past it never runs its handler (it goes dead, ``expired``).
     expires: float | None = None
+    #: The payload version its producer declared (migration 0029); None: version 1.
+    payload_version: int | None = None
 
     @property
     def expired(self) -> bool:
@@ -88,7 +90,7 @@ class Claimed:
         integer longer than Python's digit limit) is returned with ``undecodable`` set, so it
         fails alone instead of failing the claim of its whole batch."""
         (id_, queue, kind, args, attempt, max_attempts, fence, retry, meta, batch_id, priority,
-         run_at, started, traceparent, lag, tenant, enqueued_by, left) = row
+         run_at, started, traceparent, lag, tenant, enqueued_by, left, version) = row
         broken = None
         try:
             args = _scan(args, 0)[0]
@@ -115,5 +117,6 @@ class Claimed:
             "undecodable": broken, "traceparent": traceparent, "lag": lag,
             "tenant": tenant, "enqueued_by": enqueued_by,
             "expires": None if left is None else time.monotonic() + left,
+            "payload_version": version,
         })
         return job

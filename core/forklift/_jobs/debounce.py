@@ -25,19 +25,21 @@ __all__ = ["DEBOUNCE_SQL", "debounce_steps"]
 
 # The row's columns as a timed insert sends them (Row.params order), with the debounce key and
 # the cap (seconds from now) before its due time. The update keeps the job's id, queue, options
-# and history; it takes the new payload (and the key values and tenant derived from it), and
+# and history; it takes the new payload (its version, the key values and tenant derived from it), and
 # the later start, capped at debounce_until. xmax = 0 only for a row this statement inserted.
 DEBOUNCE_SQL = (
     "INSERT INTO {s}.jobs AS j (queue, kind, args, state, priority, max_attempts, run_at,"
     " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by, expires_at,"
-    " debounce_key, debounce_until)"
+    " payload_version, debounce_key, debounce_until)"
     " SELECT %s, %s, %s::jsonb, 'scheduled', %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb,"
-    " %s, %s::text[], %s, %s, %s::timestamptz, %s, now() + make_interval(secs => %s::float8)"
+    " %s, %s::text[], %s, %s, %s::timestamptz, %s::int4, %s,"
+    " now() + make_interval(secs => %s::float8)"
     " FROM (SELECT coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)) AS r) t"
     " ON CONFLICT (kind, debounce_key)"
     " WHERE debounce_key IS NOT NULL AND state = 'scheduled' AND attempted_at IS NULL"
     " DO UPDATE SET args = excluded.args, keys = excluded.keys,"
     " tenant = coalesce(excluded.tenant, j.tenant), expires_at = excluded.expires_at,"
+    " payload_version = excluded.payload_version,"
     " run_at = least(excluded.run_at, j.debounce_until)"
     " RETURNING " + JOB_COLUMNS + ", j.xmax = 0"
 )
@@ -48,7 +50,7 @@ def debounce_steps(schema: str, row: Row, debounce: Debounce) -> Steps[Job]:
     ``replaced`` set when an enqueue before it made it."""
     params: tuple[Any, ...] = row.params()
     got = yield Query(render(DEBOUNCE_SQL, schema),
-                      (*params[:14], debounce.key, debounce.max_wait_seconds, *params[14:]),
+                      (*params[:15], debounce.key, debounce.max_wait_seconds, *params[15:]),
                       "one")
     assert got is not None
     fresh = bool(got[-1])

@@ -31,6 +31,7 @@ COPY_DEFAULTS: dict[str, Any] = {
     "keys": None,  # a kind without keys (forklift._features.flow.keys)
     "tenant": None, "enqueued_by": None,  # a job that names neither
     "expires_at": None,  # a job without a start-by deadline
+    "payload_version": None,  # a kind that declares no payload version
 }
 #: A live holder can finish between our insert and our read of it: try again, this often.
 UNIQUE_ROUNDS: Final = 5
@@ -63,17 +64,21 @@ class Row:
     enqueued_by: str | None = None
     #: The start-by deadline: a job not started by then never starts (it goes dead, expired).
     expires_at: datetime | None = None
+    #: The payload version the producing kind declares (forklift._jobs.payload_versions);
+    #: None for a kind that declares none.
+    payload_version: int | None = None
 
     def __init__(self, queue: str, kind: str, args: str, priority: int, max_attempts: int,
                  at: datetime | None, delay: float, unique_key: str | None, tags: list[str],
                  meta: str, retry: str | None, traceparent: str | None = None,
                  keys: list[str] | None = None, tenant: str | None = None,
-                 enqueued_by: str | None = None, expires_at: datetime | None = None) -> None:
+                 enqueued_by: str | None = None, expires_at: datetime | None = None,
+                 payload_version: int | None = None) -> None:
         self.__dict__.update(
             queue=queue, kind=kind, args=args, priority=priority, max_attempts=max_attempts,
             at=at, delay=delay, unique_key=unique_key, tags=tags, meta=meta, retry=retry,
             traceparent=traceparent, keys=keys, tenant=tenant, enqueued_by=enqueued_by,
-            expires_at=expires_at)
+            expires_at=expires_at, payload_version=payload_version)
 
     @classmethod
     def many(cls, fields: dict[str, Any], payloads: Iterable[str]) -> list[Row]:
@@ -133,6 +138,7 @@ class Row:
             self.tenant,
             self.enqueued_by,
             self.expires_at,
+            self.payload_version,
             self.at,
             self.delay,
         )

@@ -20,6 +20,14 @@ from forklift._base.scrub import error_entry
 from forklift._features.durable.errors import HandlerRefusal, Park
 from forklift._jobs.log_capture import capturing
 from forklift._jobs.payload import to_json_text
+from forklift._jobs.payload_versions import (
+    AHEAD_CODE,
+    AHEAD_WAIT,
+    UPCAST_CODE,
+    UpcastFailed,
+    ahead_message,
+    version_of,
+)
 from forklift._worker.claim import Claimed
 from forklift._worker.settle import Outcome
 
@@ -83,6 +91,36 @@ def expired(job: Claimed, ctx: JobContext | None) -> Outcome:
     return Outcome(job.id, job.fence, "dead", refund=1, error=entry, code="expired")
 
 
+def ahead(job: Claimed, stored: int, reads: int) -> Outcome:
+    """A claimed job newer than this worker reads: put back for a worker that reads it, after
+    :data:`AHEAD_WAIT` (this worker would only claim it again), its attempt given back and a
+    note saying which version it waits for. Never dead: a newer worker runs it. The note
+    names no worker, so the settle keeps one while old workers keep meeting the job."""
+    entry = error_entry(None, code=AHEAD_CODE, attempt=job.attempt - 1,
+                        message=ahead_message(stored, reads))
+    return Outcome(job.id, job.fence, "scheduled", delay=AHEAD_WAIT, refund=1, error=entry,
+                   code=AHEAD_CODE)
+
+
+def readable_args(job: Claimed, ctx: JobContext, kind: JobKind[Any, Any]
+                  ) -> tuple[Any, Outcome | None]:
+    """The job's args as the kind's current payload version (upcast step by step when older),
+    or the outcome that ends the attempt instead: the job is newer than the kind reads, or an
+    upcast failed (``upcast_failed``, retried by the kind's backoff: a fixed upcaster deployed
+    meanwhile may read it)."""
+    stored = version_of(job.payload_version)
+    reads = 1 if kind.versions is None else kind.versions.current
+    if stored == reads:
+        return job.args, None
+    if stored > reads:
+        return None, ahead(job, stored, reads)
+    assert kind.versions is not None  # an older version than 1 is never stored
+    try:
+        return kind.versions.upcast(job.args, stored), None
+    except UpcastFailed as exc:
+        return None, failed(job, ctx, kind, exc.cause, UPCAST_CODE, message=exc.message)
+
+
 def classify(
     job: Claimed, ctx: JobContext, kind: JobKind[Any, Any], exc: BaseException
 ) -> Outcome:
@@ -125,8 +163,13 @@ async def run_attempt(
             job, ctx, None, None, "unknown_kind",
             message=f"no handler for kind {job.kind!r} in this worker", terminal=True,
         )
+    args = job.args
+    if job.payload_version is not None or kind.versions is not None:
+        args, refused = readable_args(job, ctx, kind)
+        if refused is not None:
+            return refused
     try:
-        payload = kind.payload.validate(job.args, kind=kind.name)
+        payload = kind.payload.validate(args, kind=kind.name)
     except ForkliftError as exc:
         return failed(job, ctx, kind, None, "invalid_payload", message=exc.message, terminal=True)
 

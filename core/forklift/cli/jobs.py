@@ -56,6 +56,11 @@ Args = Annotated[
     typer.Option("--arg", help="A payload field, as in the console's filter: args.customer.id:42"
                  " (a number also matches its text; repeat for more, all must match)."),
 ]
+PayloadVersion = Annotated[
+    list[int] | None,
+    typer.Option("--payload-version", min=1,
+                 help="Jobs of these payload version(s) (1: a kind without versions)."),
+]
 TimeField = Annotated[
     str,
     typer.Option("--time-field", help=f"Column --after/--before apply to: {', '.join(TIME_FIELDS)}."),
@@ -79,6 +84,7 @@ def build_filter(
     *,
     tenant: list[str] | None = None,
     enqueued_by: list[str] | None = None,
+    payload_version: list[int] | None = None,
 ) -> JobFilter:
     from forklift.ops import JobFilter
 
@@ -86,6 +92,7 @@ def build_filter(
         states=state, queues=queue, kinds=kind, tags=tag, batch_id=batch, text=search,
         id_min=id_min, id_max=id_max, after=after, before=before, time_field=time_field,
         ids=ids, args=args, tenants=tenant, enqueued_by=enqueued_by,
+        payload_versions=payload_version,
     )
 
 
@@ -108,6 +115,7 @@ def jobs_list(
     before: Before = None,
     time_field: TimeField = "created_at",
     arg: Args = None,
+    payload_version: PayloadVersion = None,
     sort: Annotated[
         str,
         typer.Option(help=f"Sort key ({', '.join(SORT_KEYS)}); prefix - for descending."),
@@ -119,7 +127,8 @@ def jobs_list(
 ) -> None:
     """List jobs matching a filter, a page at a time (keyset pagination)."""
     flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after, before,
-                       time_field, args=arg, tenant=tenant, enqueued_by=enqueued_by)
+                       time_field, args=arg, tenant=tenant, enqueued_by=enqueued_by,
+                       payload_version=payload_version)
     page = cx.op.jobs(flt, sort=sort, limit=limit, cursor=cursor)
     if cx.as_json:
         cx.show(page)
@@ -130,7 +139,10 @@ def jobs_list(
     # The tenant column only when a job on the page has one: untenanted installations see the
     # table they always saw.
     tenanted = any(j.tenant is not None for j in page.jobs)
-    for col in ("id", "state", "queue", "kind", *(("tenant",) if tenanted else ()), "attempt",
+    # The payload version column likewise, only when a job on the page is not version 1.
+    versioned = any(j.payload_version != 1 for j in page.jobs)
+    for col in ("id", "state", "queue", "kind", *(("version",) if versioned else ()),
+                *(("tenant",) if tenanted else ()), "attempt",
                 "created", "run at / finished", "last error (code: message)"):
         table.add_column(col, justify="right" if col == "id" else "left", overflow="fold")
     for j in page.jobs:
@@ -141,6 +153,7 @@ def jobs_list(
             str(j.id),
             state_text(j.state) if j.parked is None else safe(j.parked.describe(stamp)),
             ident(j.queue), ident(j.kind),
+            *((f"v{j.payload_version}",) if versioned else ()),
             *((ident(j.tenant) if j.tenant is not None else "",) if tenanted else ()),
             f"{j.attempt}/{j.max_attempts}", stamp(j.created_at),
             stamp(j.finished_at or j.run_at), last,
@@ -173,6 +186,8 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
     aged = f" (given {job.priority_base}, raised by aging)" if job.priority_base is not None else ""
     out.print(f"queue {ident(job.queue)}  priority {job.priority}{aged}  attempt"
               f" {job.attempt}/{job.max_attempts}")
+    if job.payload_version is not None:
+        out.print(f"payload version: {job.payload_version}")
     if job.tags:
         out.print(f"tags: {', '.join(ident(t) for t in job.tags)}")
     if job.tenant is not None:
@@ -286,6 +301,7 @@ def _action_command(action: str) -> Any:
         before: Before = None,
         time_field: TimeField = "created_at",
         arg: Args = None,
+        payload_version: PayloadVersion = None,
         all_jobs: Annotated[
             bool, typer.Option("--all", help="With no filter: every job the action applies to.")
         ] = False,
@@ -299,7 +315,7 @@ def _action_command(action: str) -> Any:
     ) -> None:
         flt = build_filter(state, queue, kind, tag, batch, search, id_min, id_max, after,
                            before, time_field, args=arg, tenant=tenant,
-                           enqueued_by=enqueued_by)
+                           enqueued_by=enqueued_by, payload_version=payload_version)
         ids = list(dict.fromkeys(job_ids or []))
         if not ids and flt.is_empty() and not all_jobs:
             raise cx.usage(

@@ -1,5 +1,6 @@
-"""`forklift kinds list|pause|resume`: each kind's figures, and a pause of every job of one kind,
-through the operator API (``op.stats.kinds()``, ``op.kinds``). Registered by cli/main.py;
+"""`forklift kinds list|versions|pause|resume`: each kind's figures, its live jobs by payload
+version (so an operator sees when an old version has drained), and a pause of every job of one
+kind, through the operator API (``op.stats.kinds()``, ``op.stats.versions()``, ``op.kinds``). Registered by cli/main.py;
 shares options and errors with the other operator commands (cli/kit.py): exit 0 done, 1
 refused or failed, 2 usage error.
 """
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from forklift.cli.format import seconds
-from forklift.cli.kit import Call, command, ident
+from forklift.cli.kit import Call, command, ident, out
 from forklift.cli.workflows import pause_line
 
 if TYPE_CHECKING:
@@ -20,10 +21,11 @@ if TYPE_CHECKING:
     from forklift.ops.kinds import KindStats
 
 kinds_app = typer.Typer(
-    help="Kinds: list their figures; pause and resume every job of one kind.",
+    help="Kinds: their figures, live jobs by payload version; pause and resume every job of one kind.",
     no_args_is_help=True,
 )
 KindName = Annotated[str, typer.Argument(help="The kind's name.")]
+
 
 # -- list ---------------------------------------------------------------------------------
 def kinds_table(k: KindStats, width: int | None = None) -> Table:
@@ -57,6 +59,39 @@ def kinds_list(
     from forklift.ops.filters import duration
 
     cx.show(cx.op.stats.kinds(window=duration(window, "window")), kinds_table)
+
+
+# -- payload versions ----------------------------------------------------------------------
+@kinds_app.command("versions")
+@command()
+def kinds_versions(
+    cx: Call,
+    kind: Annotated[list[str] | None, typer.Option("--kind", "-k", help="Kind(s).")] = None,
+) -> None:
+    """Waiting, running and retrying jobs by queue, kind and payload version (1: a kind
+    without versions). An old version whose jobs are gone has drained: its writers and the
+    upcasters from it may be retired."""
+    data = cx.op.stats.versions(kinds=kind or ())
+    if cx.as_json:
+        cx.show(data)
+        return
+    if not data.rows:
+        out.print("no live jobs" + (" of these kinds" if kind else ""))
+        return
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold", pad_edge=False)
+    for col in ("queue", "kind", "version", "waiting", "running", "retrying"):
+        t.add_column(col, justify="left" if col in ("queue", "kind") else "right")
+    for r in data.rows:
+        t.add_row(ident(r.queue), ident(r.kind), f"v{r.version}", f"{r.waiting:,}",
+                  f"{r.running:,}", f"{r.retrying:,}")
+    out.print(t)
+    mixed = sorted({r.kind for r in data.rows if len(data.versions(r.kind)) > 1})
+    for k in mixed:
+        versions = data.versions(k)
+        out.print(f"[dim]{ident(k)}: version {versions[0]} has not drained (live beside"
+                  f" version {versions[-1]})[/]")
 
 
 # -- pauses --------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ GROUPS = {
         ("roles", "roles:roles_app"),
         ("locks", "locks:locks_app"),
         ("keys", "keys:keys_app"),
+        ("kinds", "kinds:kinds_app"),
         ("outbox", "outbox:outbox_app"),
         ("events", "outbox:events_app"),
         ("ledger", "ledger:ledger_app"),

@@ -80,6 +80,27 @@ def _args(values: Iterable[str | ArgsMatch] | str | None) -> tuple[ArgsMatch, ..
     return tuple(dict.fromkeys(out))
 
 
+def _versions(values: Iterable[int | str] | int | str | None) -> tuple[int, ...]:
+    """Payload versions from loose input (``2``, ``"1,2"``, ``[1, 2]``), deduplicated."""
+    if values is None:
+        return ()
+    if isinstance(values, (int, str)):
+        values = [values]
+    out: list[int] = []
+    for value in values:
+        for part in str(value).split(",") if isinstance(value, str) else [value]:
+            text = part.strip() if isinstance(part, str) else part
+            try:
+                number = int(text)
+            except (TypeError, ValueError):
+                raise InvalidFilter(f"payload version {text!r} is not a whole number from 1",
+                                    field="payload_version") from None
+            out.append(number)
+    if len(out) > MAX_VALUES:
+        raise InvalidFilter(f"at most {MAX_VALUES} payload versions", field="payload_version")
+    return tuple(dict.fromkeys(out))
+
+
 @dataclass(frozen=True)
 class JobFilter:
     """Which jobs: every field narrows the selection; an empty filter matches every job.
@@ -90,7 +111,9 @@ class JobFilter:
     ``id_max``: inclusive; ``after``/``before``: a half-open range [after, before) on
     ``time_field``; ``ids``: exactly these jobs; ``dead_group``: the dead jobs of one
     dead-letter group (its 16-hex-digit id, :mod:`forklift.ops.dead`); ``args``: payload
-    fields, all of them (``args.customer.id:42``, :mod:`forklift.ops.args_match`).
+    fields, all of them (``args.customer.id:42``, :mod:`forklift.ops.args_match`);
+    ``payload_versions``: any of these payload versions (a job of a kind without versions is
+    version 1).
     """
 
     states: tuple[str, ...] = ()
@@ -109,6 +132,7 @@ class JobFilter:
     ids: tuple[int, ...] = field(default=())
     dead_group: str | None = None
     args: tuple[ArgsMatch, ...] = ()
+    payload_versions: tuple[int, ...] = ()
 
     @classmethod
     def build(
@@ -130,6 +154,7 @@ class JobFilter:
         ids: Iterable[int] | None = None,
         dead_group: str | None = None,
         args: Iterable[str | ArgsMatch] | str | None = None,
+        payload_versions: Iterable[int | str] | int | str | None = None,
     ) -> JobFilter:
         """A validated filter from loose input (comma-separated strings, ISO times, durations)."""
         now = datetime.now(UTC)
@@ -150,6 +175,7 @@ class JobFilter:
             ids=tuple(dict.fromkeys(int(i) for i in ids or ())),
             dead_group=_group_id(dead_group) if dead_group else None,
             args=_args(args),
+            payload_versions=_versions(payload_versions),
         ).validate()
 
     def validate(self) -> JobFilter:
@@ -184,6 +210,11 @@ class JobFilter:
                                 " canonical form (16 lowercase hex digits)", field="group")
         if len(self.args) > MAX_VALUES:
             raise InvalidFilter(f"at most {MAX_VALUES} payload fields", field="args")
+        for version in self.payload_versions:
+            if isinstance(version, bool) or not isinstance(version, int) \
+                    or not 1 <= version <= 2**31 - 1:
+                raise InvalidFilter(f"payload version {version!r} is not a whole number from 1",
+                                    field="payload_version")
         for n in (self.id_min, self.id_max, self.batch_id, *self.ids):
             if n is not None and not (-(2**63) <= n < 2**63):
                 raise InvalidFilter(f"{n} is out of range for a job id", field="id")
@@ -243,6 +274,9 @@ class JobFilter:
         if self.enqueued_by:
             parts.append(f"{a}.enqueued_by = ANY(%s::text[])")
             params.append(list(self.enqueued_by))
+        if self.payload_versions:
+            parts.append(f"coalesce({a}.payload_version, 1) = ANY(%s::int4[])")
+            params.append(list(self.payload_versions))
         if self.batch_id is not None:
             parts.append(f"{a}.batch_id = %s")
             params.append(self.batch_id)

@@ -1,6 +1,7 @@
 """Per-kind breakdown: for each queue and kind, what finished in a recent window (completed,
 dead, the share that died, failed attempts and the share of attempts that failed, run time
-p50/p95, throughput) and what waits now; a batch kind's batch size, as its workers registered it.
+p50/p95, throughput) and what waits now, by payload version too; a batch kind's batch size,
+as its workers registered it.
 
 Costs: the window reads only jobs finished inside it, through the finished-time index
 (``jobs_window_idx``), and the live counts only live jobs (their partial indexes); one round trip
@@ -17,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from forklift.ops import history
+from forklift.ops import history, payload_versions
 from forklift.ops.context import OpsContext
 from forklift.ops.errors import InvalidFilter
 from forklift.ops.shape import Shape
@@ -62,7 +63,7 @@ CROSS JOIN LATERAL (
     SELECT CASE WHEN x.t ~ '^\\d{{4}}-\\d\\d-\\d\\dT' THEN x.t::timestamptz END AS at
     FROM (SELECT x ->> 'at' AS t, x ->> 'code' AS code FROM jsonb_array_elements(j.errors) x
           OFFSET 0) x
-    WHERE x.code NOT IN ('cancelled', 'interrupted')
+    WHERE x.code NOT IN ('cancelled', 'interrupted', 'payload_version_ahead')
     OFFSET 0
 ) e
 WHERE e.at >= {_SINCE} AND e.at < now() + interval '1 minute'
@@ -76,11 +77,8 @@ FROM {s}.workers w CROSS JOIN LATERAL jsonb_each(coalesce(w.kinds, '{}'::jsonb))
 WHERE w.state <> 'exited' AND e.spec ->> 'batch' IS NOT NULL
 GROUP BY 1
 """
-LIVE_SQL = """
-SELECT queue, kind, state, count(*) FROM {s}.jobs
-WHERE state IN ('scheduled', 'available', 'running', 'retryable')
-GROUP BY 1, 2, 3
-"""
+#: Live jobs per queue, kind, payload version and state (forklift.ops.payload_versions).
+LIVE_SQL = payload_versions.LIVE_SQL
 
 
 @dataclass
@@ -99,6 +97,16 @@ class KindRow(Shape):
     #: A batch kind's most jobs a handler call takes (as its live workers registered it);
     #: None for a kind run one job a call.
     batch: int | None = None
+    #: Live now, by payload version (1: a kind without versions); see versions_text.
+    versions: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def versions_text(self) -> str:
+        """``v1 3 · v2 10``: the live jobs of each payload version, oldest first; empty when
+        every live job is version 1 (nothing to drain)."""
+        if set(self.versions) <= {1}:
+            return ""
+        return " · ".join(f"v{v} {n:,}" for v, n in sorted(self.versions.items()))
 
     @property
     def failure_rate(self) -> float | None:
@@ -144,9 +152,10 @@ def kind_stats(
     for queue, kind, n in failed:
         row = rows.setdefault((queue, kind), KindRow(queue=queue, kind=kind))
         row.failed = int(n)
-    for queue, kind, state, n in live:
+    for queue, kind, version, state, n in live:
         row = rows.setdefault((queue, kind), KindRow(queue=queue, kind=kind))
-        row.live[str(state)] = int(n)
+        row.live[str(state)] = row.live.get(str(state), 0) + int(n)
+        row.versions[int(version)] = row.versions.get(int(version), 0) + int(n)
     for row in rows.values():
         size = batched.get(row.kind)
         row.batch = None if size is None else int(size)

@@ -61,6 +61,8 @@ def filter_flags(flt: JobFilter) -> list[str]:
     ):
         for v in values:
             out += [flag, v]
+    for version in flt.payload_versions:
+        out += ["--payload-version", str(version)]
     if flt.batch_id is not None:
         out += ["--batch", str(flt.batch_id)]
     for match in flt.args:

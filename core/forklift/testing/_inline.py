@@ -59,7 +59,8 @@ class _Runner:
         claimed = Claimed(id=job_id, queue=row.queue, kind=row.kind, args=args, attempt=1,
                           max_attempts=row.max_attempts, fence=0,
                           retry=json.loads(row.retry) if row.retry else None, meta=meta,
-                          batch_id=None, priority=row.priority)
+                          batch_id=None, priority=row.priority,
+                          payload_version=row.payload_version)
         raised: list[BaseException] = []
         ctx = JobContext(job_id=job_id, kind=row.kind, queue=row.queue, attempt=1,
                          max_attempts=row.max_attempts, fence=0, worker_id="inline", meta=meta,
@@ -76,6 +77,7 @@ class _Runner:
             fence=0, errors=[outcome.error] if outcome.error else [],
             result=json.loads(outcome.result) if outcome.result is not None else None,
             tags=list(row.tags), meta=meta, tenant=row.tenant, enqueued_by=row.enqueued_by,
+            payload_version=row.payload_version,
         )
         self.runs.jobs.append(job)
         if raised and self.propagate and outcome.next != "completed":

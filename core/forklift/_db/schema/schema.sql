@@ -771,3 +771,6 @@ CREATE TABLE {s}.job_holds (
     state   text        NOT NULL,
     run_at  timestamptz NOT NULL
 );
+-- The payload version a job's producer declared (`@app.job(version=N)`); NULL: a kind without
+-- versions wrote it (version 1). Written only by kinds that declare one (migration 0029).
+ALTER TABLE {s}.jobs ADD COLUMN payload_version integer;

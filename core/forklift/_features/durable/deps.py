@@ -40,10 +40,10 @@ WITH want AS (SELECT DISTINCT unnest(%(after)s::bigint[]) AS id),
 known AS (SELECT count(*) AS n FROM {s}.jobs j JOIN want ON j.id = want.id),
 job AS (
     INSERT INTO {s}.jobs (queue, kind, args, state, priority, max_attempts, run_at, tags, meta,
-                          retry, keys, tenant, enqueued_by, expires_at)
+                          retry, keys, tenant, enqueued_by, expires_at, payload_version)
     SELECT %(queue)s, %(kind)s, %(args)s::jsonb, 'scheduled', %(priority)s, %(max_attempts)s,
            %(held)s, %(tags)s::text[], %(meta)s::jsonb, %(retry)s::jsonb, %(keys)s::text[],
-           %(tenant)s, %(enqueued_by)s, %(expires_at)s::timestamptz
+           %(tenant)s, %(enqueued_by)s, %(expires_at)s::timestamptz, %(version)s::int4
     FROM known WHERE known.n = cardinality(%(after)s::bigint[])
     RETURNING id, state, run_at, created_at
 ), deps AS (
@@ -83,14 +83,15 @@ def _params(row: Row, ids: list[int], policy: str) -> dict[str, Any]:
             "priority": row.priority, "max_attempts": row.max_attempts, "held": HELD_UNTIL,
             "tags": row.tags, "meta": row.meta, "retry": row.retry, "policy": policy,
             "keys": row.keys, "tenant": row.tenant, "enqueued_by": row.enqueued_by,
-            "expires_at": row.expires_at}  # a keyed kind's values (forklift._features.flow.keys): its limits hold
+            "expires_at": row.expires_at, "version": row.payload_version}  # a keyed kind's values (forklift._features.flow.keys): its limits hold
 
 
 def _job(row: Row, got: tuple[Any, ...]) -> Job:
     return Job(id=got[0], queue=row.queue, kind=row.kind, args=json.loads(row.args), state=got[1],
                priority=row.priority, attempt=0, max_attempts=row.max_attempts, run_at=got[2],
                created_at=got[3], tags=list(row.tags), meta=json.loads(row.meta),
-               tenant=row.tenant, enqueued_by=row.enqueued_by, expires_at=row.expires_at)
+               tenant=row.tenant, enqueued_by=row.enqueued_by, expires_at=row.expires_at,
+               payload_version=row.payload_version)
 
 
 def _unknown(missing: Any, ids: list[int]) -> UnknownDependency:

@@ -129,7 +129,7 @@ SELECT * FROM u
 UNION ALL
 SELECT NULL::bigint, NULL::text, t.state, NULL::text, NULL::int, NULL::int, t.fence,
        NULL::text, NULL::text, NULL::bigint, NULL::int, NULL::timestamptz, NULL::boolean,
-       NULL::text, NULL::float8, NULL::text, NULL::text, NULL::float8
+       NULL::text, NULL::float8, NULL::text, NULL::text, NULL::float8, NULL::int
 FROM t
 """
 

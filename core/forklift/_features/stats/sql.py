@@ -87,7 +87,7 @@ CROSS JOIN LATERAL (
     SELECT CASE WHEN x.t ~ '^\\d{{4}}-\\d\\d-\\d\\dT' THEN x.t::timestamptz END AS at
     FROM (SELECT x ->> 'at' AS t, x ->> 'code' AS code FROM jsonb_array_elements(j.errors) x
           OFFSET 0) x
-    WHERE x.code NOT IN ('cancelled', 'interrupted')
+    WHERE x.code NOT IN ('cancelled', 'interrupted', 'payload_version_ahead')
     OFFSET 0
 ) e
 WHERE e.at >= <SINCE> AND e.at < <UNTIL>

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
     from forklift.ops.charts import ChartSeries
     from forklift.ops.context import OpsContext
     from forklift.ops.kinds import KindStats
+    from forklift.ops.payload_versions import PayloadVersions
 
 __all__ = ["StatsClient"]
 
@@ -58,6 +60,13 @@ class StatsClient(FeatureClient):
         from forklift.ops import kinds
 
         return self._session.read(kinds.kind_stats, window=window)
+
+    def versions(self, *, kinds: Iterable[str] = ()) -> PayloadVersions:
+        """Live jobs by queue, kind and payload version (only ``kinds`` when given): when an
+        old version's count reaches zero it has drained."""
+        from forklift.ops import payload_versions
+
+        return self._session.read(payload_versions.payload_versions, kinds=tuple(kinds))
 
     def charts(
         self,

@@ -4,10 +4,11 @@ The same no-op jobs (``bench.noop``, on a queue with no limits) run end to end t
 worker process twice over, in one run: a worker of the bench's plain app, and a worker of an
 app that also declares kinds using steps, sleep, events, keys (concurrency and rate limits), a
 start-by deadline, captured logs, a batch handler, backpressure (a kind that sheds when its
-queue is full) and an outbox sink, which the measured jobs use none of. Target: the second
-within 5% of the first (ratio >= 0.95). The runs alternate (:data:`ORDER`), each featured run is compared with the
-plain run beside it in time, and the figure is the median of those four ratios, so a load that
-changes during the run weighs on both sides of each ratio alike.
+queue is full), a versioned payload and an outbox sink, which the measured jobs use none of.
+Target: the second within 5% of the first (ratio >= 0.95). The runs alternate (:data:`ORDER`),
+each featured run is compared with the plain run beside it in time, and the figure is the
+median of those four ratios, so a load that changes during the run weighs on both sides of each
+ratio alike.
 
 The keyed and rate-limited kinds sit on a queue of their own, which the featured worker serves
 too: a queue holding a kind with keys or a rate is claimed by the flow claim, all its jobs
@@ -73,6 +74,15 @@ async def batched(ctx: BatchContext, payloads: list[Payload]) -> list[None]:
 
 @app.job(name="bench.unused.shedding", queue="limited", on_full=Shed(at_or_below=5))
 async def shedding(ctx: JobContext, payload: Payload) -> None:
+    return None
+
+
+def _payload_v1_to_v2(old: dict[str, Any]) -> dict[str, Any]:
+    return old
+
+
+@app.job(name="bench.unused.versioned", version=2, upcasters={1: _payload_v1_to_v2})
+async def versioned(ctx: JobContext, payload: Payload) -> None:
     return None
 
 
