@@ -1,4 +1,4 @@
--- Dead letters grouped on the server, version 2 (installed by migration 0028): the bookkeeping
+-- Dead letters grouped on the server, version 2 (installed by migration 0031): the bookkeeping
 -- of version 1's trigger function as a plain function, so the jobs table's one state-change
 -- trigger (functions/state_moves_v1.sql) calls it too. error_fingerprint and dead_group_key are
 -- version 1's, unchanged.

@@ -1,4 +1,4 @@
--- The jobs table's one state-change trigger, version 1 (installed by migration 0028): batch
+-- The jobs table's one state-change trigger, version 1 (installed by migration 0031): batch
 -- bookkeeping, dead letters and dependency releases for a row whose state changed, in the order
 -- their three triggers fired before (their trigger names' order: batch, dead, deps).
 --

@@ -1,4 +1,4 @@
--- forklift schema, version 28: one AFTER UPDATE OF state trigger on jobs (jobs_state_moved) in
+-- forklift schema, version 31: one AFTER UPDATE OF state trigger on jobs (jobs_state_moved) in
 -- place of three (jobs_batch_moved, jobs_dead_moved, jobs_deps_settled), doing their work in
 -- the order they fired (functions/state_moves_v1.sql).
 --
