@@ -541,24 +541,29 @@ INSERT INTO {s}.stats_rollup (name) VALUES ('minutes');
 \ir functions/workflows_v2.sql
 \ir functions/scale_v1.sql
 \ir functions/workflows_v3.sql
+\ir functions/dead_letters_v2.sql
+\ir functions/state_moves_v1.sql
 
 CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
     REFERENCING NEW TABLE AS new_jobs
     FOR EACH STATEMENT EXECUTE FUNCTION {s}.jobs_after_insert();
 
--- Only an UPDATE that names `state` is considered at all (heartbeats and progress writes are
--- not), and the WHEN clause keeps ordinary jobs and uneventful moves (a claim, staging, a
--- release) out: what is left is a target settling, failing an attempt, or being requeued.
--- Set-based operations on a whole batch (cancel, retry-failed: forklift.ops.batches) set
--- forklift.batch_bulk for their one statement and call batch_apply once with the totals:
--- a row update of the batch per target within one transaction costs O(n^2).
-CREATE TRIGGER jobs_batch_moved AFTER UPDATE OF state ON {s}.jobs
+-- One trigger for every state change that concerns someone (functions/state_moves_v1.sql, in
+-- this order): a batch target settling, failing an attempt or being requeued (claims, staging
+-- and releases are uneventful); a job moving into or out of `dead` (the dead letters, see the
+-- table above); a dependency settling (its dependents looked at). Only an UPDATE that names
+-- `state` is considered at all (heartbeats and progress writes are not), and one short WHEN
+-- clause keeps every other row out: each statement prepares it from its text, so one clause
+-- costs less than three. Set-based operations on a whole batch (cancel, retry-failed:
+-- forklift.ops.batches) set forklift.batch_bulk for their one statement and call batch_apply
+-- once with the totals: a row update of the batch per target within one transaction costs
+-- O(n^2).
+CREATE TRIGGER jobs_state_moved AFTER UPDATE OF state ON {s}.jobs
     FOR EACH ROW
-    WHEN (NEW.batch_id IS NOT NULL AND OLD.state IS DISTINCT FROM NEW.state
-          AND (OLD.state = ANY ('{running,completed,cancelled,dead}'::text[])
-               OR NEW.state = ANY ('{completed,cancelled,dead}'::text[]))
-          AND current_setting('forklift.batch_bulk', true) IS DISTINCT FROM 'on')
-    EXECUTE FUNCTION {s}.jobs_batch_moved();
+    WHEN (OLD.state IS DISTINCT FROM NEW.state
+          AND (NEW.batch_id IS NOT NULL OR NEW.has_dependents
+               OR OLD.state = 'dead' OR NEW.state = 'dead'))
+    EXECUTE FUNCTION {s}.jobs_state_moved();
 
 -- Deleting a live target (an operator's delete) counts as cancelling it, so its batch can still
 -- finish. Retention deletes terminal rows only and never fires this.
@@ -577,11 +582,7 @@ CREATE TRIGGER jobs_keyed AFTER INSERT ON {s}.jobs
     FOR EACH ROW WHEN (NEW.keys IS NOT NULL)
     EXECUTE FUNCTION {s}.jobs_keyed();
 
--- Dead letters (see the table above): only a move into or out of `dead` fires these.
-CREATE TRIGGER jobs_dead_moved AFTER UPDATE OF state ON {s}.jobs
-    FOR EACH ROW
-    WHEN ((OLD.state = 'dead') <> (NEW.state = 'dead'))
-    EXECUTE FUNCTION {s}.jobs_dead_moved();
+-- Dead letters (see the table above): a dead job inserted or deleted (moves: jobs_state_moved).
 CREATE TRIGGER jobs_dead_inserted AFTER INSERT ON {s}.jobs
     FOR EACH ROW
     WHEN (NEW.state = 'dead')
@@ -603,12 +604,8 @@ CREATE CONSTRAINT TRIGGER job_deps_attached AFTER INSERT ON {s}.job_deps
     DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW EXECUTE FUNCTION {s}.deps_attached();
 
--- A dependency settled (or an operator deleted it while live): look at its dependents.
-CREATE TRIGGER jobs_deps_settled AFTER UPDATE OF state ON {s}.jobs
-    FOR EACH ROW
-    WHEN (NEW.has_dependents AND NEW.state = ANY ('{completed,cancelled,dead}'::text[])
-          AND NOT (OLD.state = ANY ('{completed,cancelled,dead}'::text[])))
-    EXECUTE FUNCTION {s}.deps_settled();
+-- A dependency an operator deleted while live: look at its dependents (a dependency settling:
+-- jobs_state_moved).
 CREATE TRIGGER jobs_deps_deleted AFTER DELETE ON {s}.jobs
     FOR EACH ROW
     WHEN (OLD.has_dependents
