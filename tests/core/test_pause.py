@@ -18,7 +18,7 @@ from wf_common import FAST, job
 from forklift import Forklift
 from forklift._features.durable.holds import PAUSED_UNTIL
 from forklift.cli.main import app as cli
-from forklift.ops import NotPausable, Operator
+from forklift.ops import NotPausable, Operator, PauseBlocked
 
 app = wf_common.app
 
@@ -194,3 +194,60 @@ def test_a_job_that_fails_its_attempt_under_a_pause_is_not_retried_until_the_res
         op.kinds.resume("wf.task")
         wait_until(lambda: state(conn, task.id) == "dead", timeout=30)
     assert plain_runs(conn, task.id) == 3
+
+
+def pauses_read(c: psycopg.Connection[Any]) -> int:
+    """How often this transaction has read the pauses table (scans of any kind)."""
+    row = c.execute("SELECT coalesce(seq_scan, 0) + coalesce(idx_scan, 0)"
+                    " FROM pg_stat_xact_user_tables"
+                    " WHERE schemaname = 'forklift' AND relname = 'pauses'").fetchone()
+    return int(row[0]) if row else 0
+
+
+def flag(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("SELECT pg_sequence_last_value('forklift.kind_pauses_flag')"
+                       " IS NOT NULL").fetchone()
+    return bool(row and row[0])
+
+
+def test_an_insert_reads_the_pauses_only_while_a_kind_is_paused(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    plain = app.kind("wf.plain")
+
+    def reads_for(inserts: int) -> int:
+        with psycopg.connect(dsn) as c:  # one transaction: its own scan counts
+            for _ in range(inserts):
+                plain.enqueue({}, conn=c)
+            return pauses_read(c)
+
+    assert not flag(conn)
+    assert reads_for(5) == 0
+    with Operator(dsn, actor="alice") as op:
+        op.kinds.pause("wf.other")
+        assert flag(conn)
+        assert reads_for(5) >= 5
+        op.workflows.pause(plain.enqueue({}).id)  # a workflow's pause needs no flag
+        op.kinds.resume("wf.other")
+        assert not flag(conn)
+        assert reads_for(5) == 0
+
+
+def test_a_kind_s_pause_gives_way_to_an_open_insert_and_holds_it_once_it_commits(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    plain = app.kind("wf.plain")
+    with psycopg.connect(dsn) as producer, Operator(dsn, actor="alice") as op:
+        pending = plain.enqueue({}, conn=producer)  # its transaction stays open
+        with pytest.raises(PauseBlocked) as refused:
+            op.kinds.pause("wf.plain", reason="bad deploy")
+        assert refused.value.code == "pause_blocked"
+        assert op.kinds.paused() == [] and not flag(conn)
+        producer.commit()  # enqueues go on: the refused pause left nothing behind
+        assert state(conn, pending.id) == "available"
+        assert plain.enqueue({}).id > pending.id
+        assert op.kinds.pause("wf.plain").jobs == 2
+        assert held(conn, pending.id)
+    refusal = conn.execute("SELECT action, outcome FROM forklift.audit ORDER BY id LIMIT 1"
+                           ).fetchone()
+    assert refusal is not None and refusal[0] == "kinds.pause" and refusal[1] != "done"

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         NotDeletable,
         NotPausable,
         NotReplayable,
+        PauseBlocked,
         QueueNotFound,
         UnknownStep,
     )
@@ -66,6 +67,7 @@ _HOME: dict[str, str] = {
     "NotAWorkflow": "forklift.ops.errors",
     "NotReplayable": "forklift.ops.errors",
     "NotPausable": "forklift.ops.errors",
+    "PauseBlocked": "forklift.ops.errors",
     "PauseInfo": "forklift.ops.holds",
     "PauseResult": "forklift.ops.holds",
     "UnknownStep": "forklift.ops.errors",
@@ -123,6 +125,7 @@ __all__ = [
     "NotReplayable",
     "Operator",
     "OpsContext",
+    "PauseBlocked",
     "PauseInfo",
     "PauseResult",
     "PruneReport",

@@ -61,3 +61,12 @@ class NotPausable(ForkliftError):
     """The workflow's job has finished: there is nothing left to pause."""
 
     code = "not_pausable"
+
+
+class PauseBlocked(ForkliftError):
+    """A transaction that inserted jobs stayed open past the pause's lock wait: a kind's pause
+    waits for every open insert to end (so none slips past it), and enqueues wait behind the
+    pause meanwhile, so the wait is short and the pause refused rather than stretched."""
+
+    code = "pause_blocked"
+

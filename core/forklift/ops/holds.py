@@ -12,7 +12,12 @@ attempt, and its job is not started again until the resume.
 New jobs of a paused kind are held by the insert trigger, in their own transaction
 (``functions/jobs_wake_v4.sql``). A kind's pause takes, before it holds anything, the lock that
 trigger takes shared, so an insert that had not yet seen the pause has committed by then and is
-held by the pause itself.
+held by the pause itself. Enqueues wait behind a pause waiting for that lock, so it waits at
+most :data:`LOCK_WAIT` for an open transaction that inserted jobs, then is refused
+(``pause_blocked``) rather than stall every producer. Under the lock it turns on the flag that
+tells the trigger to look at ``pauses`` at all; a resume that leaves no kind paused turns it off,
+under the same lock, after its own commit (a flag left on costs inserts one statement, never a
+missed pause).
 
 The resume deletes the pause and puts back the jobs no other pause still covers: a job whose
 time has come (or whose wait an event ended meanwhile) becomes available at once, its queue's
@@ -39,7 +44,7 @@ from forklift._features.durable.holds import PAUSED_UNTIL
 from forklift._jobs.job import LIVE_STATES
 from forklift.ops import audit
 from forklift.ops.context import OpsContext
-from forklift.ops.errors import InvalidFilter, NotPausable
+from forklift.ops.errors import InvalidFilter, NotPausable, PauseBlocked
 from forklift.ops.shape import Shape
 
 __all__ = ["PAUSED_UNTIL", "PauseInfo", "PauseResult", "list_pauses", "pause", "resume"]
@@ -48,6 +53,14 @@ TARGETS = ("kind", "workflow")
 
 # The lock the insert trigger takes shared (functions/jobs_wake_v4.sql).
 LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtext('forklift.pauses'), 0)"
+#: How long a kind's pause (or a resume's flag update) waits for open inserts.
+LOCK_WAIT = "2s"
+# The insert trigger's flag: on while some kind may be paused (schema.sql, kind_pauses_flag).
+FLAG_ON_SQL = "SELECT setval('{s}.kind_pauses_flag', 1, true)"
+FLAG_OFF_SQL = """
+SELECT setval('{s}.kind_pauses_flag', 1, false)
+WHERE NOT EXISTS (SELECT FROM {s}.pauses WHERE target = 'kind')
+"""
 UPSERT_SQL = """
 INSERT INTO {s}.pauses (target, name, paused_by, reason) VALUES (%s, %s, %s, %s)
 ON CONFLICT (target, name) DO UPDATE SET reason = coalesce(EXCLUDED.reason, pauses.reason)
@@ -208,9 +221,10 @@ def pause(conn: psycopg.Connection[Any], ctx: OpsContext, target: str, name: str
         with conn.transaction():
             if target == "workflow":
                 _workflow_job(conn, ctx, int(key))
-            conn.execute(render(UPSERT_SQL, ctx.schema), (target, key, ctx.actor, reason))
             if target == "kind":
-                conn.execute(LOCK_SQL)  # inserts that missed the pause have committed
+                _lock_inserts(conn)  # inserts that missed the pause have committed
+                conn.execute(render(FLAG_ON_SQL, ctx.schema))
+            conn.execute(render(UPSERT_SQL, ctx.schema), (target, key, ctx.actor, reason))
             sql = render(HOLD_SQL.replace("{cover}", _COVER[target]), ctx.schema)
             row = conn.execute(sql, {**params, "paused": PAUSED_UNTIL}).fetchone()
             held, running = (int(row[0]), int(row[1])) if row else (0, 0)
@@ -250,8 +264,36 @@ def resume(conn: psycopg.Connection[Any], ctx: OpsContext, target: str, name: st
     except ForkliftError as exc:
         audit.record_refusal(conn, ctx, action, audited, exc.code, reason)
         raise
+    if target == "kind" and existed:
+        _flag_off_unless_paused(conn, ctx)
     return PauseResult("resumed", target, key, back, available=available,
                        changed=existed is not None or back > 0)
+
+
+def _lock_inserts(conn: psycopg.Connection[Any]) -> None:
+    """Wait (at most LOCK_WAIT) until no transaction is inserting jobs, and keep them waiting
+    until this one ends."""
+    conn.execute(f"SET LOCAL lock_timeout = '{LOCK_WAIT}'")
+    try:
+        conn.execute(LOCK_SQL)
+    except psycopg.errors.LockNotAvailable:
+        raise PauseBlocked(
+            f"a transaction that inserted jobs stayed open for over {LOCK_WAIT}, and a kind's"
+            " pause waits for every open insert (enqueues wait behind it meanwhile): commit or"
+            " end it, then pause again (`forklift health` names long transactions)") from None
+    conn.execute("SET LOCAL lock_timeout = DEFAULT")
+
+
+def _flag_off_unless_paused(conn: psycopg.Connection[Any], ctx: OpsContext) -> None:
+    """After a kind's resume: with no kind paused any more, inserts stop looking at pauses.
+    Under the pause lock, so a pause going on meanwhile keeps it on; if open inserts keep the
+    lock, the flag stays on (harmless: one statement an insert) until the next resume."""
+    try:
+        with conn.transaction():
+            _lock_inserts(conn)
+            conn.execute(render(FLAG_OFF_SQL, ctx.schema))
+    except PauseBlocked:
+        pass
 
 
 def list_pauses(conn: psycopg.Connection[Any], ctx: OpsContext) -> list[PauseInfo]:

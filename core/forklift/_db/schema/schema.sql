@@ -768,6 +768,11 @@ CREATE TABLE {s}.job_holds (
     state   text        NOT NULL,
     run_at  timestamptz NOT NULL
 );
+-- Whether some kind may be paused, read by the insert trigger without a query
+-- (pg_sequence_last_value: NULL until set, so off): while it is off, an insert never looks at
+-- `pauses`. A kind's pause turns it on under the pause lock before it commits; a resume turns it
+-- off, under the same lock, when no kind pause is left (forklift.ops.holds).
+CREATE SEQUENCE {s}.kind_pauses_flag;
 -- The payload version a job's producer declared (`@app.job(version=N)`); NULL: a kind without
 -- versions wrote it (version 1). Written only by kinds that declare one (migration 0029).
 ALTER TABLE {s}.jobs ADD COLUMN payload_version integer;

@@ -2,13 +2,13 @@
 --
 -- Version 3's wake-up, unchanged, plus paused kinds (forklift.ops.holds): a job inserted for a
 -- kind an operator paused is held at once, in the inserting transaction, so no claim ever sees
--- it. What it adds to an insert while no kind is paused: a shared advisory lock taken by an
--- expression (no query) and one look at the (empty) pauses table, one statement. Reading the
--- pauses inside the statement over the new rows instead cost more (measured: its join and
--- aggregate are planned into every insert's loop). The lock is what a kind's pause waits for:
--- a pause takes it exclusively before it holds the kind's waiting jobs, so an insert either
--- committed before (and is held by the pause) or reads the pause after it committed (and holds
--- its own rows).
+-- it. What it adds to an insert while no kind is paused: a shared advisory lock and a look at
+-- the flag {s}.kind_pauses_flag, each a plain expression (no query, no statement); only while
+-- the flag is on does it look at `pauses` (one statement). The lock is what a kind's pause
+-- waits for: the pause takes it exclusively, then turns the flag on, then holds the kind's
+-- waiting jobs, so an insert either took the lock first (and has committed, to be held by the
+-- pause, before the pause goes on) or took it after the pause committed (and sees the flag and
+-- the pause, and holds its own rows).
 CREATE OR REPLACE FUNCTION {s}.jobs_after_insert() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -50,6 +50,8 @@ BEGIN
             PERFORM pg_notify({channel}, q);
         END IF;
     END LOOP;
+    -- (two IFs: a condition with a subquery is a statement even when its first half is false)
+    IF pg_sequence_last_value('{s}.kind_pauses_flag'::regclass) IS NOT NULL THEN
     IF EXISTS (SELECT FROM {s}.pauses WHERE target = 'kind') THEN
         -- where each would be without the pause, then out of the claim until the resume
         WITH c AS (
@@ -63,6 +65,7 @@ BEGIN
         )
         UPDATE {s}.jobs t SET state = 'scheduled', run_at = '9999-12-30 00:00:00+00'
         FROM c WHERE t.id = c.id;
+    END IF;
     END IF;
     RETURN NULL;
 END;

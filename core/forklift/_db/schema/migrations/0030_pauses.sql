@@ -1,6 +1,6 @@
 -- forklift schema, version 30: pause and resume a workflow or a kind (forklift.ops.holds).
 --
--- Two new tables and two new function versions. A paused job is moved out of the claimable set
+-- Two new tables, a flag (a sequence) and two new function versions. A paused job is moved out of the claimable set
 -- (held `scheduled` at 9999-12-30, where it was kept in job_holds), so the claim statement does
 -- not change and a job of a kind nobody paused pays nothing there. The insert trigger
 -- (functions/jobs_wake_v4.sql) holds new jobs of a paused kind in their own transaction; an
@@ -26,6 +26,11 @@ CREATE TABLE {s}.job_holds (
     state   text        NOT NULL,
     run_at  timestamptz NOT NULL
 );
+-- Whether some kind may be paused, read by the insert trigger without a query
+-- (pg_sequence_last_value: NULL until set, so off): while it is off, an insert never looks at
+-- `pauses`. A kind's pause turns it on under the pause lock before it commits; a resume turns it
+-- off, under the same lock, when no kind pause is left (forklift.ops.holds).
+CREATE SEQUENCE {s}.kind_pauses_flag;
 
 \ir ../functions/jobs_wake_v4.sql
 \ir ../functions/workflows_v3.sql
