@@ -3,7 +3,8 @@
 Handlers talk to the test through tables beside forklift's (made by :func:`setup`):
 ``bh_calls`` (one row per call: the kind, the job ids and attempts it got), ``bh_done`` (one
 row per job a call finished, so a job finished twice shows twice) and ``bh_gates`` (a payload
-naming a hold waits, on its first attempt, until the test opens that gate). They use their own
+naming a hold waits, on its first attempt, until the test opens that gate; while it waits, a job
+of the call told to stop is written to ``bh_told``). They use their own
 connections, never forklift's.
 
 Run in-process (``apps.basic.running_worker``) or as ``forklift worker --app
@@ -30,6 +31,7 @@ CREATE TABLE IF NOT EXISTS public.bh_calls (
     job_ids bigint[] NOT NULL, attempts integer[] NOT NULL, worker text NOT NULL);
 CREATE TABLE IF NOT EXISTS public.bh_done (job_id bigint NOT NULL, n integer NOT NULL);
 CREATE TABLE IF NOT EXISTS public.bh_gates (name text PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS public.bh_told (job_id bigint PRIMARY KEY);
 """
 
 
@@ -82,7 +84,12 @@ def _hold(ctx: BatchContext, items: list[Item]) -> None:
     gates = {i["hold"] for i, j in zip(items, ctx.jobs, strict=True)
              if i.get("hold") and j.attempt == 1}
     deadline = time.monotonic() + 120
+    told: set[int] = set()
     while gates and not all(gate_open(g) for g in gates):
+        for j in ctx.jobs:
+            if j.cancel_reason is not None and j.job_id not in told:
+                told.add(j.job_id)
+                sql("INSERT INTO public.bh_told VALUES (%s) ON CONFLICT DO NOTHING", (j.job_id,))
         if ctx.cancelled.wait(0.02) or time.monotonic() > deadline:
             return
 

@@ -148,7 +148,11 @@ def test_a_job_cancelled_while_its_call_runs_ends_cancelled_and_the_others_compl
         wait_until(lambda: bh.calls(conn, "bh.double"), timeout=30)
         with Operator(dsn) as op:
             op.jobs.cancel(ids[1])
-        # The call goes on for the others; the cancel is honoured when it returns.
+        # The call goes on for the others; the cancel is honoured when it returns (once the
+        # job was told: a call that returns before the worker hears of the cancel completes it).
+        wait_until(lambda: conn.execute("SELECT 1 FROM public.bh_told WHERE job_id = %s",
+                                        (ids[1],)).fetchone(), timeout=30,
+                   message="the running job was told of its cancel")
         conn.execute("INSERT INTO public.bh_gates VALUES ('cancel')")
         got = wait_done(conn, ids)
     assert got[ids[1]]["state"] == "cancelled"
