@@ -169,7 +169,8 @@ class JobModel(RuleBasedStateMachine):
     def enqueue(self, queue: str, kind: str, priority: int, max_attempts: int, delayed: bool,
                 key: str | None) -> None:
         holder = self._holder_of(kind, key) if key is not None else None
-        self.known.add(queue)  # the insert records its queue
+        if holder is None:
+            self.known.add(queue)  # the insert records its queue (a reused holder inserts none)
         job_id, reused = self.ops.enqueue(queue, kind, priority=priority,
                                           max_attempts=max_attempts, delayed=delayed,
                                           unique_key=key)

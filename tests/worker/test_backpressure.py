@@ -96,6 +96,29 @@ def test_a_queue_past_its_depth_ceiling_refuses_with_the_code(
     assert bp.elsewhere.enqueue({}).id > 0
 
 
+def test_an_app_whose_enqueues_name_the_caller_s_connection_never_opens_a_pool(
+        bound: Forklift, dsn: str, conn: psycopg.Connection[Any]) -> None:
+    """An app pointed at no reachable database of its own (its enqueues all name ``conn=``)
+    learns which queues are full on the caller's connection, in a savepoint."""
+    with leader():
+        fill(dsn, conn, 3)
+    elsewhere = Forklift("host=/nonexistent-forklift-socket dbname=none")
+    kind = elsewhere.job(name="bp.refuse", queue=bp.QUEUE)(bp.refuse.fn)
+    free = elsewhere.job(name="bp.free", queue="bp_free")(bp.refuse.fn)
+    try:
+        with psycopg.connect(dsn) as caller:
+            job = free.enqueue({}, conn=caller)  # in the caller's transaction, as ever
+            with pytest.raises(QueueFull):
+                kind.enqueue({"late": 1}, conn=caller)
+            assert free.enqueue({}, conn=caller).id > job.id  # the transaction goes on
+        assert not elsewhere._pools.opened()
+    finally:
+        elsewhere.close()
+    assert stored(conn) == 3
+    assert conn.execute("SELECT count(*) FROM forklift.jobs WHERE queue = 'bp_free'"
+                        ).fetchone() == (2,)
+
+
 def test_an_age_ceiling_fills_when_the_oldest_job_waits_too_long(
         bound: Forklift, dsn: str, conn: psycopg.Connection[Any]) -> None:
     bp.refuse.enqueue({})
@@ -364,10 +387,12 @@ class _Counting(psycopg.Cursor[Any]):
 
 def test_the_callers_connection_learns_of_a_full_queue_and_carries_nothing_more(
         bound: Forklift, dsn: str, conn: psycopg.Connection[Any]) -> None:
-    """Only conn= enqueues: they learn the queue filled from an idle pooled connection's
-    socket, and the caller's connection carries one statement per job stored, nothing else."""
+    """conn= enqueues of an app whose pool is open learn the queue filled from an idle pooled
+    connection's socket, and the caller's connection carries one statement per job stored,
+    nothing else."""
     with leader(), psycopg.connect(dsn, autocommit=True, cursor_factory=_Counting) as own:
-        bp.refuse.enqueue({}, conn=own)  # the app's pool opens beside it (LISTEN, once)
+        bound.pool()  # the app's own pool is open (LISTEN): its news reaches conn= enqueues
+        bp.refuse.enqueue({}, conn=own)
         with Operator(dsn) as op:
             op.queues.set_ceiling(bp.QUEUE, depth=5, reason="test")
         _Counting.sent = 0

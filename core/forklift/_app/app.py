@@ -95,7 +95,8 @@ class Forklift:
         self._pools = Pools(pool_size, lambda c, listen: self._full.configure(c, listen=listen),
                             lambda c, listen: self._full.configure_async(c, listen=listen))
         #: Backpressure: what an enqueue to a full queue does (forklift._app.backpressure).
-        self._gate = Gate(self._full, self.pool, self.async_pool)
+        self._gate = Gate(self._full, self.pool, self.async_pool, self._pools.opened,
+                          self._pools.aopened)
         #: Where new jobs are stored (and a lost commit is told apart), on these pools.
         self._enqueuer = Enqueuer(self.pool, self.async_pool, self._gate)
         self._actor = Actor()

@@ -53,10 +53,15 @@ class Gate:
     """The app's backpressure check before it stores jobs."""
 
     def __init__(self, full: FullQueues, pool: Callable[[], ConnectionPool[Any]],
-                 async_pool: Callable[[], Awaitable[AsyncConnectionPool[Any]]]) -> None:
+                 async_pool: Callable[[], Awaitable[AsyncConnectionPool[Any]]],
+                 opened: Callable[[], bool], aopened: Callable[[], bool]) -> None:
         self.full = full
         self._pool = pool
         self._async_pool = async_pool
+        #: whether the app's pools are open: an app whose every enqueue names the caller's
+        #: connection never opens one (it may have no database of its own to reach)
+        self._opened = opened
+        self._aopened = aopened
         #: monotonic time a pooled enqueue last ran: its reply brought any news (LISTEN)
         self.pool_used = 0.0
 
@@ -71,13 +76,18 @@ class Gate:
         return (conn is not None and time.monotonic() - self.pool_used >= RECHECK
                 and not f.hears(conn))
 
-    def _refresh(self) -> None:
-        """Bring the set up to date through the app's pool, never the caller's connection:
-        opening the pool reads it; with LISTEN an idle pooled connection hands over what it
-        heard, sending nothing; without, one read."""
+    def _refresh(self, conn: psycopg.Connection[Any] | None) -> None:
+        """Bring the set up to date through the app's pool: opening the pool reads it; with
+        LISTEN an idle pooled connection hands over what it heard, sending nothing; without,
+        one read. An enqueue on the caller's connection while the pool is not open reads on
+        that connection instead (never opening a pool the app may not be able to reach)."""
         from psycopg_pool import PoolTimeout  # loaded with the pool, never at import
 
         f = self.full
+        if conn is not None and not self._opened():
+            f.read_on(conn)
+            self.pool_used = time.monotonic()
+            return
         pool = self._pool()  # its first connection reads the set as it opens
         try:
             with pool.connection(timeout=RECHECK) as own:
@@ -89,11 +99,15 @@ class Gate:
             return  # every pooled connection busy: keep the set as it is, try next time
         self.pool_used = time.monotonic()
 
-    async def _refresh_async(self) -> None:
+    async def _refresh_async(self, conn: psycopg.AsyncConnection[Any] | None) -> None:
         """:meth:`_refresh` for asyncio."""
         from psycopg_pool import PoolTimeout
 
         f = self.full
+        if conn is not None and not self._aopened():
+            await f.read_on_async(conn)
+            self.pool_used = time.monotonic()
+            return
         pool = await self._async_pool()
         try:
             async with pool.connection(timeout=RECHECK) as own:
@@ -105,31 +119,39 @@ class Gate:
             return
         self.pool_used = time.monotonic()
 
-    def _current(self, queue: str, conn: object) -> Fullness | None:
+    def _current(self, queue: str, conn: psycopg.Connection[Any] | None) -> Fullness | None:
         f = self.full
         if self._stale(conn):
-            self._refresh()
+            self._refresh(conn)
         got = f.get(queue)
         if got is not None and f.due(queue):
-            self._read_one(queue)
+            self._read_one(queue, conn)
             got = f.get(queue)
         return got
 
-    def _read_one(self, queue: str) -> None:
+    def _read_one(self, queue: str, conn: psycopg.Connection[Any] | None = None) -> None:
+        if conn is not None and not self._opened():
+            self.full.read_on(conn)  # the set of full queues: small, and read in a savepoint
+            return
         with self._pool().connection() as own:
             self.full.read_one(own, queue)
 
-    async def _current_async(self, queue: str, conn: object) -> Fullness | None:
+    async def _current_async(self, queue: str, conn: psycopg.AsyncConnection[Any] | None
+                             ) -> Fullness | None:
         f = self.full
         if self._stale(conn):
-            await self._refresh_async()
+            await self._refresh_async(conn)
         got = f.get(queue)
         if got is not None and f.due(queue):
-            await self._read_one_async(queue)
+            await self._read_one_async(queue, conn)
             got = f.get(queue)
         return got
 
-    async def _read_one_async(self, queue: str) -> None:
+    async def _read_one_async(self, queue: str,
+                              conn: psycopg.AsyncConnection[Any] | None = None) -> None:
+        if conn is not None and not self._aopened():
+            await self.full.read_on_async(conn)
+            return
         pool = await self._async_pool()
         async with pool.connection() as own:
             await self.full.read_one_async(own, queue)

@@ -56,6 +56,14 @@ class Pools:
         self._lock = threading.Lock()
         self._alock: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None
 
+    def opened(self) -> bool:
+        """Whether the sync pool is open (asking opens nothing)."""
+        return self._pool is not None
+
+    def aopened(self) -> bool:
+        """Whether the async pool is open (asking opens nothing)."""
+        return self._apool is not None
+
     def sync(self, dsn: str) -> ConnectionPool[Any]:
         with self._lock:
             if self._pool is None:

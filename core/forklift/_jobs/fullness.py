@@ -14,7 +14,9 @@ of full queues in a :class:`FullQueues`:
   refused without a statement, so no reply would bring the news that it has room again);
 - an enqueue on the caller's connection (which hears nothing) takes, when the app's own
   connections ran nothing for a :data:`RECHECK`, what an idle pooled connection's socket
-  already holds (:meth:`FullQueues.drain`: no statement, no round trip);
+  already holds (:meth:`FullQueues.drain`: no statement, no round trip); an app that never
+  opened its pool (every enqueue on a caller's connection) reads the set on that connection
+  instead, in a savepoint, at most once a :data:`RECHECK`;
 - behind a transaction pooler (no LISTEN) the set is read at most once a :data:`RECHECK` by
   whichever enqueue finds it older than that.
 
@@ -205,6 +207,23 @@ class FullQueues:
     async def read_set_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
         cur = await conn.execute(self.sql(False))
         self.learn_set(list(await cur.fetchall()))
+
+    def read_on(self, conn: psycopg.Connection[Any]) -> None:
+        """Read the set on a caller's connection (``conn=``, perhaps mid-transaction), in a
+        savepoint: a schema older than ceilings leaves the caller's transaction as it was."""
+        try:
+            with conn.transaction():
+                self.read_set(conn)
+        except _MISSING:
+            self.learn_set([])
+
+    async def read_on_async(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """:meth:`read_on` for asyncio."""
+        try:
+            async with conn.transaction():
+                await self.read_set_async(conn)
+        except _MISSING:
+            self.learn_set([])
 
     def read_one(self, conn: psycopg.Connection[Any], queue: str) -> None:
         self.learn_one(queue, conn.execute(self.sql(True), (queue,)).fetchone())
