@@ -277,3 +277,25 @@ def test_enqueue_validates_against_the_producers_own_model(
     with Operator(release3.dsn) as op:
         assert {op.job(i).job.payload_version for i in ids} == {3}
         assert op.job(ids[0]).to_json()["payload_version"] == 3
+
+
+def test_a_schedule_run_by_hand_carries_its_kind_s_version(
+    releases: tuple[Forklift, Forklift, Forklift], conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    from forklift._features.cron import sync_definitions_now
+
+    release3.schedule(charge3, cron="0 3 * * *", name="pv.nightly",
+                      args={"amount": 7, "currency": "NOK", "note": "nightly"})
+    try:
+        sync_definitions_now(conn, release3, "forklift")
+        with Operator(dsn, actor="alice") as op:
+            ran = op.schedules.run_now("pv.nightly")
+        # the recorded args are release 3's: no upcaster may read them as version 1
+        assert row(conn, ran.job_id)["payload_version"] == 3
+        with running_worker(release3, queues=["pv"]):
+            wait_until(lambda: state_of(conn, ran.job_id) == "completed", timeout=30,
+                       message="the run-now job ran")
+        assert row(conn, ran.job_id)["result"] == {"release": 3, "seen": {
+            "amount": 7, "currency": "NOK", "note": "nightly"}}
+    finally:
+        release3.schedules.pop("pv.nightly", None)

@@ -11,7 +11,7 @@ from typing import ClassVar
 from forklift._base.errors import ForkliftError
 
 __all__ = ["InvalidFilter", "NotAWorkflow", "NotCancellable", "NotDeletable", "NotPausable",
-           "NotReplayable", "NotRunnable", "QueueNotFound", "UnknownStep"]
+           "NotReplayable", "NotRunnable", "PauseBlocked", "QueueNotFound", "UnknownStep"]
 
 
 class InvalidFilter(ForkliftError):

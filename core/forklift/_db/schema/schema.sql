@@ -776,3 +776,7 @@ CREATE SEQUENCE {s}.kind_pauses_flag;
 -- The payload version a job's producer declared (`@app.job(version=N)`); NULL: a kind without
 -- versions wrote it (version 1). Written only by kinds that declare one (migration 0029).
 ALTER TABLE {s}.jobs ADD COLUMN payload_version integer;
+
+-- A schedule's payload version (its kind's, as the app that recorded it declares), so a job an
+-- operator runs from it by hand (`forklift schedules run-now`) carries it as a tick's does.
+ALTER TABLE {s}.schedules ADD COLUMN payload_version integer;

@@ -8,6 +8,10 @@
 
 ALTER TABLE {s}.jobs ADD COLUMN payload_version integer;
 
+-- A schedule's payload version (its kind's, as the app that recorded it declares), so a job an
+-- operator runs from it by hand (`forklift schedules run-now`) carries it as a tick's does.
+ALTER TABLE {s}.schedules ADD COLUMN payload_version integer;
+
 -- Partitioned history (forklift._features.history) copies rows with SELECT *: keep its columns
 -- in step.
 DO $$
