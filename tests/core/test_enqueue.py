@@ -166,6 +166,7 @@ def test_enqueue_many_sends_as_many_statements_for_three_jobs_as_for_three_thous
     app: Forklift, dsn: str, conn: psycopg.Connection[Any], keyed: bool
 ) -> None:
     sent = []
+    app.pool()  # open: conn= enqueues hear of full queues through it, sending nothing on own
     with psycopg.connect(dsn, autocommit=True, cursor_factory=_CountingCursor) as own:
         for n in (3, 3000):
             rows = [basic.noop.row({"i": i}, unique_key=f"{n}-{i}" if keyed else None)

@@ -95,9 +95,13 @@ def ahead(job: Claimed, stored: int, reads: int) -> Outcome:
     """A claimed job newer than this worker reads: put back for a worker that reads it, after
     :data:`AHEAD_WAIT` (this worker would only claim it again), its attempt given back and a
     note saying which version it waits for. Never dead: a newer worker runs it. The note
-    names no worker, so the settle keeps one while old workers keep meeting the job."""
+    names no worker and no time, so the settle keeps one while old workers keep meeting the
+    job."""
     entry = error_entry(None, code=AHEAD_CODE, attempt=job.attempt - 1,
                         message=ahead_message(stored, reads))
+    # a note, the same at every meeting (no time): the settle keeps one (forklift._worker.settle)
+    del entry["at"]
+    entry["note"] = True
     return Outcome(job.id, job.fence, "scheduled", delay=AHEAD_WAIT, refund=1, error=entry,
                    code=AHEAD_CODE)
 

@@ -19,11 +19,11 @@ Next = Literal["completed", "retryable", "dead", "scheduled", "cancelled"]
 # Parameters go in binary (%b): psycopg quotes text arrays element by element in Python, which
 # cost more per job than everything else in a flush.
 # An operator's cancel beats every outcome but success: a handler that finished its work
-# completes, anything else that was asked to stop ends cancelled. A job put back because its
-# payload version is newer than its worker reads keeps one note while old workers keep meeting
-# it (the note names no worker, forklift._worker.execute.ahead), not one per meeting: that note
-# alone is not added again when it is the same as the last entry but for its time (every other
-# entry is one failed or released attempt, kept however alike).
+# completes, anything else that was asked to stop ends cancelled. A note (an entry marked
+# "note", with no time: a job put back because its payload version is newer than its worker
+# reads, forklift._worker.execute.ahead) is not added again when the last entry is the same
+# note, so old workers meeting the job keep one, not one per meeting; every other entry is one
+# failed or released attempt, kept however alike.
 SETTLE_SQL = """
 UPDATE {s}.jobs AS t SET
     state = CASE WHEN o.st <> 'completed' AND t.cancel_requested_at IS NOT NULL
@@ -35,8 +35,7 @@ UPDATE {s}.jobs AS t SET
                   THEN now() + make_interval(secs => o.delay) ELSE t.run_at END,
     attempt = t.attempt - o.refund,
     result = coalesce(o.result, t.result),
-    errors = CASE WHEN o.error IS NULL OR (o.error ->> 'code' = 'payload_version_ahead'
-                                           AND o.error - 'at' = (t.errors -> -1) - 'at')
+    errors = CASE WHEN o.error IS NULL OR o.error ? 'note' AND o.error = t.errors -> -1
                   THEN t.errors ELSE t.errors || jsonb_build_array(o.error) END,
     progress = coalesce(o.progress, t.progress),
     partial = CASE WHEN o.st = 'completed' THEN NULL ELSE coalesce(o.partial, t.partial) END,
