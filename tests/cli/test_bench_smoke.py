@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import json
 import math
 import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,15 @@ KEYS = ["e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bu
 REPORTED = {"db_cpu"}
 #: Figures whose target is on their own value: the reference is there for reading only.
 ABSOLUTE = {"client_cpu", "stats_1m", "wake"}
+
+
+@pytest.fixture(autouse=True)
+def _one_bench_at_a_time() -> Iterator[None]:
+    """These tests check the bench's scratch databases server-wide, and every pytest process
+    on this machine (xdist workers, another run) shares the test server: one bench at a time."""
+    with open(Path(tempfile.gettempdir()) / "forklift-bench-smoke.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _scratch_left(conn: psycopg.Connection[Any]) -> list[str]:
