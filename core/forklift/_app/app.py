@@ -207,6 +207,7 @@ class Forklift:
         on_full: OnFull = "raise",
         version: int | None = None,
         upcasters: Mapping[int, Upcaster] | None = None,
+        weight: int = 1,
     ) -> Callable[[Callable[..., Any]], JobKind[Any, Any]]: ...
 
     def job(
@@ -235,6 +236,7 @@ class Forklift:
         on_full: OnFull = "raise",
         version: int | None = None,
         upcasters: Mapping[int, Upcaster] | None = None,
+        weight: int = 1,
     ) -> Any:
         """Declare a job kind. Use as ``@app.job`` or ``@app.job(queue="mail", ...)``.
 
@@ -263,6 +265,9 @@ class Forklift:
         version's before it is validated, one version at a time, and must leave no gap up to
         ``version`` (docs: how-to/payload-versions.md). Without ``version`` the kind is
         version 1 and its jobs carry no version.
+        ``weight=N`` makes each job of the kind take N of a worker's slots, N of its queue's
+        concurrency limit and of each of its keys' limits, and N tokens of a rate (an
+        enqueue's ``weight=`` overrides it; docs: how-to/flow-control.md#weighted-jobs).
         """
 
         def declare(f: Callable[..., Any]) -> JobKind[Any, Any]:
@@ -295,6 +300,7 @@ class Forklift:
                 on_full=on_full,
                 version=version,
                 upcasters=upcasters,
+                weight=weight,
             )
             self.kinds[kind_name] = kind
             return kind

@@ -245,6 +245,7 @@ class JobKind(Generic[P, R]):
         on_full: OnFull = "raise",
         version: int | None = None,
         upcasters: Mapping[int, Upcaster] | None = None,
+        weight: int = 1,
     ) -> None:
         self.app = app
         self.fn = fn
@@ -308,6 +309,12 @@ class JobKind(Generic[P, R]):
         #: The payload versions the kind writes and reads (forklift._jobs.payload_versions),
         #: or None: version 1, and its jobs carry no version.
         self.versions = PayloadVersions.declare(self.name, version, upcasters)
+        try:
+            #: The slots each job of the kind takes (an enqueue's ``weight=`` overrides it), as
+            #: stored: None for one (forklift._features.flow.claim).
+            self.weight = _enq.check_weight(weight)
+        except ForkliftError as exc:
+            raise ConfigError(f"weight= of {name}: {exc.message}", field="weight") from None
         self.is_async = inspect.iscoroutinefunction(fn)
         params = _handler_params(fn, name)
         try:
@@ -440,6 +447,7 @@ class JobKind(Generic[P, R]):
         tenant: str | None = None,
         enqueued_by: str | None = None,
         expires: timedelta | datetime | None = None,
+        weight: int | None = None,
     ) -> dict[str, Any]:
         """Every field of a Row but its payload, checked (the same for all rows of a bulk)."""
         limit = self.app.payload_limit
@@ -471,12 +479,20 @@ class JobKind(Generic[P, R]):
             retry=json.dumps(retry.to_json()) if retry is not None else None,
             tenant=None if tenant is None else check_name(tenant, "tenant"),
             payload_version=None if self.versions is None else self.versions.current,
+            weight=self.weight if weight is None else self._weight(weight),
             # the enqueue's own, else the app's acting_as scope (checked when it opened)
             enqueued_by=self.app.actor if enqueued_by is None
             else check_name(enqueued_by, "enqueued_by"),
             expires_at=None if expires is None and self.expires is None
             else self._deadline(expires, seconds or 0.0, when),
         )
+
+    def _weight(self, weight: object) -> int | None:
+        """An enqueue's ``weight=``, checked (None: one slot)."""
+        if self.batch_max is not None:
+            raise InvalidOption(f"weight= is refused for batch kind {self.name}: each of its"
+                                " jobs takes one slot", field="weight", kind=self.name)
+        return _enq.check_weight(weight)
 
     def _deadline(self, expires: timedelta | datetime | None, delay: float,
                   at: datetime | None) -> datetime | None:

@@ -119,6 +119,7 @@ class _Target:
     tenant: str | None = None  # derived from the payload by a kind that says how
     enqueued_by: str | None = None  # the actor of the submitter's acting_as scope
     payload_version: int | None = None  # a kind that declares one (forklift._jobs.payload_versions)
+    weight: int | None = None  # slots the job takes, when more than one
 
 
 @dataclass(frozen=True)
@@ -234,7 +235,8 @@ def prepare(
         mode=mode,  # type: ignore[arg-type]  # checked above
         max_parallel=max_parallel,
         targets=[_Target(r.queue, r.args, r.priority, r.max_attempts, r.retry, r.traceparent,
-                         r.keys, r.tenant, r.enqueued_by, r.payload_version) for r in rows],
+                         r.keys, r.tenant, r.enqueued_by, r.payload_version, r.weight)
+                 for r in rows],
         meta=meta_text,
         on_complete=_callback_spec(app, on_complete, "on_complete"),
         on_success=_callback_spec(app, on_success, "on_success"),
@@ -329,6 +331,10 @@ def submit_steps(plan: _Plan) -> Steps[tuple[Batch, bool]]:
         # Targets of a kind that declares a payload version carry it (one kind: all of them).
         records = [(*r, t.payload_version) for r, t in zip(records, plan.targets, strict=True)]
         copy_sql = copy_sql.replace(") FROM STDIN", ", payload_version) FROM STDIN")
+    if any(t.weight is not None for t in plan.targets):
+        # Weighted targets (the insert trigger flags their queue as for any weighted job).
+        records = [(*r, t.weight) for r, t in zip(records, plan.targets, strict=True)]
+        copy_sql = copy_sql.replace(") FROM STDIN", ", weight) FROM STDIN")
     yield Copy(render(copy_sql, s), records)
     return batch, False
 

@@ -140,18 +140,18 @@ def declare(
 SYNC_SCHEDULE_SQL = """
 INSERT INTO {s}.schedules AS t
     (name, kind, cron, tz, policy, max_catch_up, queue, args, priority, max_attempts,
-     payload_version)
-VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)
+     payload_version, weight)
+VALUES (%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s)
 ON CONFLICT (name) DO UPDATE SET
     kind = excluded.kind, cron = excluded.cron, tz = excluded.tz, policy = excluded.policy,
     max_catch_up = excluded.max_catch_up, queue = excluded.queue, args = excluded.args,
     priority = excluded.priority, max_attempts = excluded.max_attempts,
-    payload_version = excluded.payload_version, updated_at = now()
+    payload_version = excluded.payload_version, weight = excluded.weight, updated_at = now()
 WHERE (t.kind, t.cron, t.tz, t.policy, t.max_catch_up, t.queue, t.args, t.priority, t.max_attempts,
-       t.payload_version)
+       t.payload_version, t.weight)
     IS DISTINCT FROM (excluded.kind, excluded.cron, excluded.tz, excluded.policy,
                       excluded.max_catch_up, excluded.queue, excluded.args, excluded.priority,
-                      excluded.max_attempts, excluded.payload_version)
+                      excluded.max_attempts, excluded.payload_version, excluded.weight)
 """
 
 STATE_SQL = """
@@ -216,7 +216,7 @@ def _not_yet(app: CronHost, key: tuple[str, str, str], s: Schedule, anchor: date
 def _definition_params(s: Schedule) -> tuple[Any, ...]:
     row = s.row()
     return (s.name, s.kind.name, s.cron, s.tz, s.policy, s.max_catch_up, row.queue, row.args,
-            row.priority, row.max_attempts, row.payload_version)
+            row.priority, row.max_attempts, row.payload_version, row.weight)
 
 
 def definition_steps(app: CronHost, schema: str) -> Steps[None]:

@@ -38,17 +38,18 @@ BULK_IDS_SQL = (
 BULK_UNIQUE_SQL = (
     "INSERT INTO {s}.jobs (id, queue, kind, args, state, priority, max_attempts, run_at,"
     " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by, expires_at,"
-    " payload_version)"
+    " payload_version, weight)"
     " SELECT u.id, u.queue, u.kind, u.args,"
     " CASE WHEN u.run_at > now() THEN 'scheduled' ELSE 'available' END,"
     " u.priority, u.max_attempts, u.run_at, u.unique_key, string_to_array(u.tags, chr(31)),"
     " u.meta, u.retry, u.traceparent, string_to_array(u.keys, chr(30)), u.tenant, u.enqueued_by,"
-    " u.expires_at, u.payload_version"
+    " u.expires_at, u.payload_version, u.weight"
     " FROM unnest(%s::int8[], %s::text[], %s::text[], %s::jsonb[],"
     " %s::int2[], %s::int4[], %s::timestamptz[], %s::text[], %s::text[], %s::jsonb[], %s::jsonb[],"
-    " %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::int4[]) AS u(id,"
+    " %s::text[], %s::text[], %s::text[], %s::text[], %s::timestamptz[], %s::int4[],"
+    " %s::int2[]) AS u(id,"
     " queue, kind, args, priority, max_attempts, run_at, unique_key, tags, meta, retry,"
-    " traceparent, keys, tenant, enqueued_by, expires_at, payload_version)"
+    " traceparent, keys, tenant, enqueued_by, expires_at, payload_version, weight)"
     + ON_KEY + " DO NOTHING RETURNING id"
 )
 BULK_EXISTING_SQL = (
@@ -91,7 +92,8 @@ def _copy_rows(ids: list[int], rows: list[Row], extra: list[str], now: datetime)
         return ((i, r.queue, r.kind, r.args) for i, r in zip(ids, rows, strict=True))
     positions = {"state": 4, "priority": 5, "max_attempts": 6, "run_at": 7, "unique_key": 8,
                  "tags": 9, "meta": 10, "retry": 11, "traceparent": 12, "keys": 13,
-                 "tenant": 14, "enqueued_by": 15, "expires_at": 16, "payload_version": 17}
+                 "tenant": 14, "enqueued_by": 15, "expires_at": 16, "payload_version": 17,
+                 "weight": 18}
     picks = [positions[c] for c in extra]
 
     def record(job_id: int, row: Row) -> tuple[Any, ...]:
@@ -125,6 +127,7 @@ def _copy_record(job_id: int, row: Row, now: datetime) -> tuple[Any, ...]:
         row.enqueued_by,
         row.expires_at,
         row.payload_version,
+        row.weight,
     )
 
 

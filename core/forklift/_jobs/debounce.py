@@ -18,7 +18,7 @@ from forklift._base.debounce import Debounce
 from forklift._db.sqltext import render
 from forklift._db.steps import Query, Steps
 from forklift._jobs.job import JOB_COLUMNS, Job
-from forklift._jobs.row import Row
+from forklift._jobs.row import Row, flag_weighted
 
 __all__ = ["DEBOUNCE_SQL", "debounce_steps"]
 
@@ -30,18 +30,23 @@ __all__ = ["DEBOUNCE_SQL", "debounce_steps"]
 DEBOUNCE_SQL = (
     "INSERT INTO {s}.jobs AS j (queue, kind, args, state, priority, max_attempts, run_at,"
     " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by, expires_at,"
-    " payload_version, debounce_key, debounce_until)"
+    " payload_version, weight, debounce_key, debounce_until)"
     " SELECT %s, %s, %s::jsonb, 'scheduled', %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb,"
-    " %s, %s::text[], %s, %s, %s::timestamptz, %s::int4, %s,"
+    " %s, %s::text[], %s, %s, %s::timestamptz, %s::int4, %s::int2, %s,"
     " now() + make_interval(secs => %s::float8)"
     " FROM (SELECT coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)) AS r) t"
     " ON CONFLICT (kind, debounce_key)"
     " WHERE debounce_key IS NOT NULL AND state = 'scheduled' AND attempted_at IS NULL"
     " DO UPDATE SET args = excluded.args, keys = excluded.keys,"
     " tenant = coalesce(excluded.tenant, j.tenant), expires_at = excluded.expires_at,"
-    " payload_version = excluded.payload_version,"
+    " payload_version = excluded.payload_version, weight = excluded.weight,"
     " run_at = least(excluded.run_at, j.debounce_until)"
     " RETURNING " + JOB_COLUMNS + ", j.xmax = 0"
+)
+# The weight the last enqueue gave a job it debounced flags its queue as an insert would.
+DEBOUNCE_WEIGHTED_SQL = (
+    "WITH d AS (" + DEBOUNCE_SQL + " AS fresh), f AS ("
+    + flag_weighted("(SELECT * FROM d WHERE NOT d.fresh)") + ") SELECT * FROM d"
 )
 
 
@@ -49,8 +54,9 @@ def debounce_steps(schema: str, row: Row, debounce: Debounce) -> Steps[Job]:
     """Store ``row`` debounced (its ``delay`` is the debounce's wait); returns the job, with
     ``replaced`` set when an enqueue before it made it."""
     params: tuple[Any, ...] = row.params()
-    got = yield Query(render(DEBOUNCE_SQL, schema),
-                      (*params[:15], debounce.key, debounce.max_wait_seconds, *params[15:]),
+    sql = DEBOUNCE_SQL if row.weight is None else DEBOUNCE_WEIGHTED_SQL
+    got = yield Query(render(sql, schema),
+                      (*params[:16], debounce.key, debounce.max_wait_seconds, *params[16:]),
                       "one")
     assert got is not None
     fresh = bool(got[-1])

@@ -28,20 +28,22 @@ from forklift._jobs.row import (
     Row,
     check_on_conflict,
     check_options,
+    check_weight,
     conflict,
+    flag_weighted,
 )
 
 __all__ = ["COPY_DEFAULTS", "ON_CONFLICT", "OnConflict", "Row", "check_on_conflict",
-           "check_options", "insert_many", "insert_many_async", "insert_one", "insert_one_async",
-           "many_steps", "one_steps"]
+           "check_options", "check_weight", "insert_many", "insert_many_async", "insert_one",
+           "insert_one_async", "many_steps", "one_steps"]
 
 _INSERT = (
     "INSERT INTO {s}.jobs AS j (queue, kind, args, state, priority, max_attempts, run_at,"
     " unique_key, tags, meta, retry, traceparent, keys, tenant, enqueued_by, expires_at,"
-    " payload_version)"
+    " payload_version, weight)"
     " SELECT %s, %s, %s::jsonb, CASE WHEN t.r > now() THEN 'scheduled' ELSE 'available' END,"
     " %s, %s, t.r, %s, %s::text[], %s::jsonb, %s::jsonb, %s, %s::text[], %s, %s,"
-    " %s::timestamptz, %s::int4"
+    " %s::timestamptz, %s::int4, %s::int2"
     " FROM (SELECT coalesce(%s::timestamptz, now() + make_interval(secs => %s::float8)) AS r) t"
 )
 # A fresh job without a unique key: the server decides only its id, state, run_at and
@@ -54,9 +56,10 @@ INSERT_TIMED_SQL = _INSERT + _FRESH
 # as the bulk path does): each parameter left out is one less for psycopg to adapt and
 # for the server to parse, about a sixth of the client's time in a default enqueue.
 _NOW_OPTIONAL: Final = ("priority", "max_attempts", "tags", "meta", "retry", "traceparent",
-                         "tenant", "enqueued_by", "expires_at", "payload_version")
+                         "tenant", "enqueued_by", "expires_at", "payload_version", "weight")
 _NOW_CASTS: Final = {"tags": "::text[]", "meta": "::jsonb", "retry": "::jsonb",
-                     "expires_at": "::timestamptz", "payload_version": "::int4"}
+                     "expires_at": "::timestamptz", "payload_version": "::int4",
+                     "weight": "::int2"}
 _now_sql: dict[tuple[str, ...], str] = {}
 
 
@@ -85,8 +88,10 @@ REPLACE_UNIQUE_SQL = (
     "WITH r AS (" + _INSERT + ON_KEY + " DO UPDATE SET args = excluded.args,"
     " priority = excluded.priority, priority_base = NULL, run_at = excluded.run_at,"
     " state = excluded.state, keys = excluded.keys, tenant = coalesce(excluded.tenant, j.tenant),"
-    " expires_at = excluded.expires_at, payload_version = excluded.payload_version"
-    " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh)"
+    " expires_at = excluded.expires_at, payload_version = excluded.payload_version,"
+    " weight = excluded.weight"
+    " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh),"
+    " f AS (" + flag_weighted("(SELECT * FROM r WHERE NOT r.fresh)") + ")"
     " SELECT r.* FROM r LEFT JOIN LATERAL (SELECT pg_notify({channel}, r.queue)"
     " WHERE NOT r.fresh AND r.state = 'available') n ON true"
 )
@@ -130,7 +135,7 @@ def fresh_job(got: tuple[Any, ...], row: Row, args: Any, meta: dict[str, Any]) -
         priority=row.priority, attempt=0, max_attempts=row.max_attempts, run_at=got[2],
         created_at=got[3], errors=[], tags=list(row.tags), meta=meta, tenant=row.tenant,
         enqueued_by=row.enqueued_by, expires_at=row.expires_at,
-        payload_version=row.payload_version,
+        payload_version=row.payload_version, weight=row.weight,
     )
     for name, factory in _JOB_FACTORIES:
         job.__dict__[name] = factory()

@@ -24,7 +24,7 @@ JOB_COLUMNS = (
     "id, queue, kind, args, state, priority, attempt, max_attempts, run_at, created_at,"
     " attempted_at, finished_at, worker_id, fence, lease_expires_at, cancel_requested_at,"
     " errors, result, partial, progress, unique_key, batch_id, tags, meta, tenant, enqueued_by,"
-    " expires_at, debounce_key, priority_base, payload_version"
+    " expires_at, debounce_key, priority_base, payload_version, weight"
 )
 
 
@@ -69,6 +69,9 @@ class Job:
     #: The payload version its producer declared (``@app.job(version=...)``); None: a kind
     #: without versions wrote it (version 1).
     payload_version: int | None = None
+    #: How many of a worker's slots (and of its queue's and keys' limits, and of a rate's
+    #: tokens) the job takes (``weight=``); None: one.
+    weight: int | None = None
     #: True when enqueue returned an existing live job holding the same unique key.
     reused: bool = False
     #: True when ``on_conflict="replace"`` gave that existing job the new args, priority and

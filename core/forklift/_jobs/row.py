@@ -13,7 +13,7 @@ from forklift._base.names import check_name
 from forklift._jobs.job import LIVE_STATES_SQL
 
 __all__ = ["COPY_DEFAULTS", "ON_CONFLICT", "ON_KEY", "UNIQUE_ROUNDS", "OnConflict", "Row",
-           "check_on_conflict", "check_options", "conflict"]
+           "check_on_conflict", "check_options", "check_weight", "conflict", "flag_weighted"]
 
 OnConflict = Literal["return_existing", "replace", "raise"]
 ON_CONFLICT: Final[tuple[OnConflict, ...]] = ("return_existing", "replace", "raise")
@@ -32,7 +32,20 @@ COPY_DEFAULTS: dict[str, Any] = {
     "tenant": None, "enqueued_by": None,  # a job that names neither
     "expires_at": None,  # a job without a start-by deadline
     "payload_version": None,  # a kind that declares no payload version
+    "weight": None,  # a job that takes one slot
 }
+
+
+def flag_weighted(rows: str) -> str:
+    """The statement (for a WITH) that flags the queues of ``rows`` weighted, as the insert
+    trigger does for an inserted job (functions/flow_v2.sql): for a job made weighted by a
+    replacing or debouncing enqueue, an update that the trigger does not see. ``rows``: a
+    FROM clause whose rows have ``queue`` and ``weight`` columns."""
+    return ("INSERT INTO {s}.queues AS q (name, flow, weighted)"
+            " SELECT DISTINCT x.queue, true, true FROM " + rows + " AS x WHERE x.weight IS NOT NULL"
+            " ON CONFLICT (name) DO UPDATE SET flow = true, weighted = true, updated_at = now()"
+            " WHERE NOT (q.flow AND q.weighted)")
+
 #: A live holder can finish between our insert and our read of it: try again, this often.
 UNIQUE_ROUNDS: Final = 5
 
@@ -67,18 +80,20 @@ class Row:
     #: The payload version the producing kind declares (forklift._jobs.payload_versions);
     #: None for a kind that declares none.
     payload_version: int | None = None
+    #: The slots the job takes (forklift._features.flow.claim), None for one.
+    weight: int | None = None
 
     def __init__(self, queue: str, kind: str, args: str, priority: int, max_attempts: int,
                  at: datetime | None, delay: float, unique_key: str | None, tags: list[str],
                  meta: str, retry: str | None, traceparent: str | None = None,
                  keys: list[str] | None = None, tenant: str | None = None,
                  enqueued_by: str | None = None, expires_at: datetime | None = None,
-                 payload_version: int | None = None) -> None:
+                 payload_version: int | None = None, weight: int | None = None) -> None:
         self.__dict__.update(
             queue=queue, kind=kind, args=args, priority=priority, max_attempts=max_attempts,
             at=at, delay=delay, unique_key=unique_key, tags=tags, meta=meta, retry=retry,
             traceparent=traceparent, keys=keys, tenant=tenant, enqueued_by=enqueued_by,
-            expires_at=expires_at, payload_version=payload_version)
+            expires_at=expires_at, payload_version=payload_version, weight=weight)
 
     @classmethod
     def many(cls, fields: dict[str, Any], payloads: Iterable[str]) -> list[Row]:
@@ -139,6 +154,7 @@ class Row:
             self.enqueued_by,
             self.expires_at,
             self.payload_version,
+            self.weight,
             self.at,
             self.delay,
         )
@@ -178,3 +194,17 @@ def conflict(row: Row) -> UniqueConflict:
         kind=row.kind,
         unique_key=row.unique_key,
     )
+
+
+#: The most a job may weigh: more slots than any worker, queue or key is likely to have, and
+#: small enough for the column (smallint).
+MAX_WEIGHT: Final = 1000
+
+
+def check_weight(weight: object, *, field: str = "weight") -> int | None:
+    """A job's weight as stored: None for one slot (the column's empty default), else the
+    number; anything but a whole number from 1 to MAX_WEIGHT is refused, naming ``field``."""
+    if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT:
+        raise InvalidOption(f"{field} must be a whole number of slots from 1 to {MAX_WEIGHT},"
+                            f" not {weight!r}", field=field)
+    return None if weight == 1 else weight

@@ -57,7 +57,7 @@ UPDATE {s}.schedules SET paused = false, paused_by = NULL, paused_at = NULL, pau
     resumed_at = now(), updated_at = now()
 WHERE name = %s AND paused RETURNING name
 """
-EXISTS_SQL = ("SELECT kind, queue, args, priority, max_attempts, payload_version"
+EXISTS_SQL = ("SELECT kind, queue, args, priority, max_attempts, payload_version, weight"
               " FROM {s}.schedules WHERE name = %s")
 MANUAL_TICK_SQL = """
 INSERT INTO {s}.schedule_ticks (schedule, tick_at, job_id, manual, actor)
@@ -215,13 +215,13 @@ def run_now(
     name, reason = _name(name), audit.clean_reason(reason)
 
     def body(c: psycopg.Connection[Any]) -> tuple[RunNow, str]:
-        kind, queue, args, priority, max_attempts, version = _require(c, ctx, name)
+        kind, queue, args, priority, max_attempts, version, weight = _require(c, ctx, name)
         # the args are in the payload version of the app that recorded the schedule
         row = _enq.Row(
             queue=queue, kind=kind, args=json.dumps(args), priority=priority,
             max_attempts=max_attempts, at=None, delay=0.0, unique_key=None, tags=[],
             meta=json.dumps({"schedule": name, "manual": True, "actor": ctx.actor}), retry=None,
-            payload_version=version,
+            payload_version=version, weight=weight,
         )
         job = _enq.insert_one(c, ctx.schema, row, "return_existing")
         c.execute(render(MANUAL_TICK_SQL, ctx.schema), (name, job.id, ctx.actor))

@@ -77,7 +77,7 @@ class _Runner:
             fence=0, errors=[outcome.error] if outcome.error else [],
             result=json.loads(outcome.result) if outcome.result is not None else None,
             tags=list(row.tags), meta=meta, tenant=row.tenant, enqueued_by=row.enqueued_by,
-            payload_version=row.payload_version,
+            payload_version=row.payload_version, weight=row.weight,
         )
         self.runs.jobs.append(job)
         if raised and self.propagate and outcome.next != "completed":

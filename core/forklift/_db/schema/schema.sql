@@ -577,10 +577,7 @@ CREATE TRIGGER jobs_batch_deleted AFTER DELETE ON {s}.jobs
 CREATE TRIGGER flow_keys_lowered BEFORE INSERT OR UPDATE OF concurrency ON {s}.flow_keys
     FOR EACH ROW EXECUTE FUNCTION {s}.flow_keys_lowered();
 
--- A keyed job is never claimable before its queue is flagged and its values have rows.
-CREATE TRIGGER jobs_keyed AFTER INSERT ON {s}.jobs
-    FOR EACH ROW WHEN (NEW.keys IS NOT NULL)
-    EXECUTE FUNCTION {s}.jobs_keyed();
+-- (jobs_keyed, for keyed and weighted jobs: at the end, after the weight column.)
 
 -- Dead letters (see the table above): a dead job inserted or deleted (moves: jobs_state_moved).
 CREATE TRIGGER jobs_dead_inserted AFTER INSERT ON {s}.jobs
@@ -780,3 +777,18 @@ ALTER TABLE {s}.jobs ADD COLUMN payload_version integer;
 -- A schedule's payload version (its kind's, as the app that recorded it declares), so a job an
 -- operator runs from it by hand (`forklift schedules run-now`) carries it as a tick's does.
 ALTER TABLE {s}.schedules ADD COLUMN payload_version integer;
+-- Weighted jobs (migration 0032): a job that costs more than one slot of a worker, of its
+-- queue's limit and of its keys' limits (NULL: one); a schedule's, for a job run from it by
+-- hand. A queue that has held a weighted job is `weighted` (claimed by the flow claim, for slots
+-- free now); `strict`: its jobs are claimed only for slots free now.
+ALTER TABLE {s}.jobs ADD COLUMN weight smallint;
+ALTER TABLE {s}.schedules ADD COLUMN weight smallint;
+ALTER TABLE {s}.queues ADD COLUMN weighted boolean NOT NULL DEFAULT false;
+ALTER TABLE {s}.queues ADD COLUMN strict boolean GENERATED ALWAYS AS (
+    fair OR rate_limit IS NOT NULL OR concurrency IS NOT NULL OR weighted) STORED;
+\ir functions/flow_v2.sql
+-- A keyed or weighted job is never claimable before its queue is flagged and its values have
+-- rows.
+CREATE TRIGGER jobs_keyed AFTER INSERT ON {s}.jobs
+    FOR EACH ROW WHEN (NEW.keys IS NOT NULL OR NEW.weight IS NOT NULL)
+    EXECUTE FUNCTION {s}.jobs_keyed();

@@ -40,10 +40,12 @@ WITH want AS (SELECT DISTINCT unnest(%(after)s::bigint[]) AS id),
 known AS (SELECT count(*) AS n FROM {s}.jobs j JOIN want ON j.id = want.id),
 job AS (
     INSERT INTO {s}.jobs (queue, kind, args, state, priority, max_attempts, run_at, tags, meta,
-                          retry, keys, tenant, enqueued_by, expires_at, payload_version)
+                          retry, keys, tenant, enqueued_by, expires_at, payload_version,
+                          weight)
     SELECT %(queue)s, %(kind)s, %(args)s::jsonb, 'scheduled', %(priority)s, %(max_attempts)s,
            %(held)s, %(tags)s::text[], %(meta)s::jsonb, %(retry)s::jsonb, %(keys)s::text[],
-           %(tenant)s, %(enqueued_by)s, %(expires_at)s::timestamptz, %(version)s::int4
+           %(tenant)s, %(enqueued_by)s, %(expires_at)s::timestamptz, %(version)s::int4,
+           %(weight)s::int2
     FROM known WHERE known.n = cardinality(%(after)s::bigint[])
     RETURNING id, state, run_at, created_at
 ), deps AS (
@@ -83,7 +85,8 @@ def _params(row: Row, ids: list[int], policy: str) -> dict[str, Any]:
             "priority": row.priority, "max_attempts": row.max_attempts, "held": HELD_UNTIL,
             "tags": row.tags, "meta": row.meta, "retry": row.retry, "policy": policy,
             "keys": row.keys, "tenant": row.tenant, "enqueued_by": row.enqueued_by,
-            "expires_at": row.expires_at, "version": row.payload_version}  # a keyed kind's values (forklift._features.flow.keys): its limits hold
+            "expires_at": row.expires_at, "version": row.payload_version,
+            "weight": row.weight}  # a keyed kind's values (forklift._features.flow.keys): its limits hold
 
 
 def _job(row: Row, got: tuple[Any, ...]) -> Job:
@@ -91,7 +94,7 @@ def _job(row: Row, got: tuple[Any, ...]) -> Job:
                priority=row.priority, attempt=0, max_attempts=row.max_attempts, run_at=got[2],
                created_at=got[3], tags=list(row.tags), meta=json.loads(row.meta),
                tenant=row.tenant, enqueued_by=row.enqueued_by, expires_at=row.expires_at,
-               payload_version=row.payload_version)
+               payload_version=row.payload_version, weight=row.weight)
 
 
 def _unknown(missing: Any, ids: list[int]) -> UnknownDependency:
