@@ -225,7 +225,7 @@ def flow_problems(plan: dict[str, Any], params: dict[str, Any]) -> list[str]:
 # The flow claim's parameters and their types, for a prepared statement of it.
 FLOW_TYPES = {"queues": "text[]", "kinds": "text[]", "pq": "text[]", "pk": "text[]",
               "pc": "text[]", "n": "int", "start": "int", "visit": "int", "w": "text",
-              "lease": "float8", "soon": "float8"}
+              "lease": "float8", "soon": "float8", "cap": "int"}
 
 
 def explain_flow(conn: psycopg.Connection[Any], sql: str, params: dict[str, Any],

@@ -351,11 +351,11 @@ def test_a_claimed_row_decodes_to_the_same_frozen_job_as_the_constructor_builds(
     # field must be there (one added to the dataclass must be added there too), and frozen.
     at = datetime.now(UTC)
     row = (7, "default", "perf.noop", '{"n": 1}', 1, 25, 9, None, '{}', None, 0, at, False,
-           "00-ab-cd-01", 0.5, "acme", "user:1", None, 2)
+           "00-ab-cd-01", 0.5, "acme", "user:1", None, 2, 3)
     job = Claimed.from_row(row)
     assert job == Claimed(7, "default", "perf.noop", {"n": 1}, 1, 25, 9, None, {}, None, 0, at,
                           started=False, traceparent="00-ab-cd-01", lag=0.5, tenant="acme",
-                          enqueued_by="user:1", payload_version=2)
+                          enqueued_by="user:1", payload_version=2, weight=3)
     assert set(vars(job)) == {f.name for f in dataclasses.fields(Claimed)}
     with pytest.raises(dataclasses.FrozenInstanceError):
         job.fence = 10  # type: ignore[misc]

@@ -38,7 +38,7 @@ WHERE t.id = ANY (ARRAY(SELECT c.id FROM c))
 RETURNING t.id, t.queue, t.kind, t.args::text, t.attempt, t.max_attempts, t.fence, t.retry::text,
           t.meta::text, t.batch_id, t.priority, t.run_at, t.attempted_at IS NOT NULL, t.traceparent,
           extract(epoch FROM now() - t.run_at)::float8, t.tenant, t.enqueued_by,
-          extract(epoch FROM t.expires_at - now())::float8, t.payload_version"""
+          extract(epoch FROM t.expires_at - now())::float8, t.payload_version, t.weight"""
 
 
 # The C scanner json.loads ends in, without its two whitespace matches a row: a jsonb column
@@ -78,6 +78,8 @@ class Claimed:
     expires: float | None = None
     #: The payload version its producer declared (migration 0029); None: version 1.
     payload_version: int | None = None
+    #: The slots it takes (migration 0032); None: one.
+    weight: int | None = None
 
     @property
     def expired(self) -> bool:
@@ -90,7 +92,7 @@ class Claimed:
         integer longer than Python's digit limit) is returned with ``undecodable`` set, so it
         fails alone instead of failing the claim of its whole batch."""
         (id_, queue, kind, args, attempt, max_attempts, fence, retry, meta, batch_id, priority,
-         run_at, started, traceparent, lag, tenant, enqueued_by, left, version) = row
+         run_at, started, traceparent, lag, tenant, enqueued_by, left, version, weight) = row
         broken = None
         try:
             args = _scan(args, 0)[0]
@@ -117,6 +119,6 @@ class Claimed:
             "undecodable": broken, "traceparent": traceparent, "lag": lag,
             "tenant": tenant, "enqueued_by": enqueued_by,
             "expires": None if left is None else time.monotonic() + left,
-            "payload_version": version,
+            "payload_version": version, "weight": weight,
         })
         return job

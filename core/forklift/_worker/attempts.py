@@ -102,7 +102,10 @@ class Attempts:
             log_caps=DEFAULT_CAPS if kind is None else kind.log_caps,
         )
         rec = Running(job, kind, ctx, lease_deadline, time.monotonic(), not job.started)
+        if job.weight is not None:
+            rec.slots = min(job.weight, self.config.concurrency)
         self.running[job.fence] = rec
+        self.state.busy += rec.slots
         self.state.held[job.fence] = job.id
         self.state.idle.clear()
         if job.expires is not None and job.expired:
@@ -264,6 +267,7 @@ class Attempts:
             rec.timer.cancel()
         if self.running.get(rec.job.fence) is rec:
             del self.running[rec.job.fence]
+            self.state.busy -= rec.slots
         self.state.done += 1
         assert self.producer is not None
         self.producer.fill()

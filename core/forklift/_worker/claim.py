@@ -74,7 +74,7 @@ _QUEUES = """    FROM unnest(%(queues)s::text[]) AS w(name)
 
 
 _MARKER = ("NULL::bigint, q.name, {what}, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,"
-           " NULL, NULL, NULL, NULL, NULL, NULL, NULL")
+           " NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL")
 
 
 def compose(clauses: tuple[Clause, ...] = (), *, locked: bool) -> str:

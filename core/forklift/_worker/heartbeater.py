@@ -108,7 +108,7 @@ class Heartbeater:
             answer = await self.beat_db.run(lambda c: leases.renew(c, self.config.schema, held, self.config.lease))
             # Once the drain has recorded the exit, the row is history: never revive it.
             present = self.state.exited or await self.beat_db.run(
-                lambda c: registry.beat(c, self.config.schema, self.state.id, len(self.attempts.running),
+                lambda c: registry.beat(c, self.config.schema, self.state.id, self.state.busy,
                                         self.restarts)
             )
             if (not present or self.state.reregister) and not self.state.exited:

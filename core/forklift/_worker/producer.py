@@ -17,6 +17,13 @@ One claim round
     every other round while it finds work, and once a poll interval otherwise: a backlog in one
     kind of queue never keeps the other from being claimed, and an idle flow queue costs the
     plain ones a claim a second.
+
+Weighted jobs
+    A job of weight N takes N slots (``state.busy`` counts them). When the flow claim says a
+    heavy job waits for more slots than are free (``need``), the worker keeps them for it: it
+    claims nothing, plain or flow, until that many are free (or a poll interval passed: the job
+    may have gone to another worker), then claims with the flow claim first. In the buffer, a
+    weighted job first in line waits for its slots and nothing behind it starts.
 """
 
 from __future__ import annotations
@@ -129,7 +136,13 @@ class Producer:
         # Our queues with keys, rates or fair share: claimed by the flow claim.
         from forklift._features.flow import claim as flow
 
-        self.flow = flow.FlowClaim(state.id, config.lease, kinds=state.kinds)
+        self.flow = flow.FlowClaim(state.id, config.lease, cap=config.concurrency,
+                                   kinds=state.kinds)
+        # A weighted job the flow claim found waiting for more slots than are free: the
+        # worker claims nothing more until that many are free, or until the time here passes
+        # (monotonic; then it claims again, to see whether the job still waits).
+        self._need: int | None = None
+        self._need_until = 0.0
         self._retry_in: float | None = None  # when the flow claim said a waiting job may go
         self._flow_strict = False  # the flow claim met a fair, rated or limited queue or key
         self._flow_secs = 0.0  # recent duration of a claim round that ran the flow claim
@@ -182,7 +195,11 @@ class Producer:
             n = self._claim_size()
             if n <= 0:
                 self.slot_free.clear()
-                await self.slot_free.wait()
+                left = self._need_until - time.monotonic() if self._need else 0.0
+                if left > 0:
+                    await wait_any(self.slot_free, timeout=left)
+                else:
+                    await self.slot_free.wait()
                 continue
             if self.awaits_flush():
                 # Not at every slot that frees: our own outcomes still hold their keys until
@@ -260,10 +277,13 @@ class Producer:
         self._extra = 0 if self._limited or self._flow_strict else min(
             self.config.prefetch_max, int(rate * horizon))
         waiting = len(self.waiting)
-        running = len(self.attempts.running)
-        if len(self.state.held) - running - waiting >= FLUSH_MAX:
+        if len(self.state.held) - len(self.attempts.running) - waiting >= FLUSH_MAX:
             return 0  # a flush wakes the claimer when it has caught up
+        running = self.state.busy  # slots taken (a weighted job takes several)
         free = self.config.concurrency - running
+        if self._need is not None and free < self._need \
+                and time.monotonic() < self._need_until:
+            return 0  # kept for a heavy job: nothing lighter takes these slots
         if (free > 0 and not waiting) or (self._extra and waiting <= self._extra // 2):
             return self.config.concurrency + self._extra - running - waiting
         return 0
@@ -282,15 +302,22 @@ class Producer:
                                     entry))
 
     def fill(self) -> None:
-        """Start buffered jobs in free slots, most urgent first; never while draining."""
+        """Start buffered jobs in free slots, most urgent first; never while draining. A
+        weighted job first in line waits for its slots, and nothing behind it takes them."""
         if self.state.stop_claiming.is_set():
             return
         heap = self._heap
-        running = self.attempts.running
-        while heap and len(running) < self.config.concurrency:
-            entry = heapq.heappop(heap)[2]
-            if self.waiting.pop(entry.job.fence, None) is None:
+        state, concurrency = self.state, self.config.concurrency
+        while heap and state.busy < concurrency:
+            entry = heap[0][2]
+            if self.waiting.get(entry.job.fence) is not entry:
+                heapq.heappop(heap)
                 continue  # dropped while it waited
+            weight = entry.job.weight
+            if weight is not None and state.busy + min(weight, concurrency) > concurrency:
+                break
+            heapq.heappop(heap)
+            del self.waiting[entry.job.fence]
             if entry.job.queue in self.paused:
                 self._give_back.append(entry)  # the loop gives it back before its next claim
                 self.state.held.pop(entry.job.fence, None)
@@ -330,7 +357,7 @@ class Producer:
 
     def nudge(self) -> None:
         """Wake the claimer when a slot freed or the buffer ran low."""
-        if (not self.waiting and len(self.attempts.running) < self.config.concurrency) or (
+        if (not self.waiting and self.state.busy < self.config.concurrency) or (
             self._extra and len(self.waiting) <= self._extra // 2
         ):
             self.slot_free.set()
@@ -428,13 +455,13 @@ class Producer:
             self._kinds_changed()
         # The first jobs in claim order go to the free slots at once (the buffer is empty when
         # slots are free: fill() ran first); the claim records their start.
-        start = max(0, self.config.concurrency - len(self.attempts.running) - len(self.waiting))
+        start = max(0, self.config.concurrency - self.state.busy - len(self.waiting))
         plain = set(self.flow.queues) != set(self.config.queues)  # some queue of ours is not a flow queue
         # The plain claim, then the flow claim for what it left; but the flow claim goes first
         # when it is due (_flow_due): a plain backlog that fills every batch would otherwise
         # keep our flow queues from ever being claimed.
         order = ("flow", "plain") if self.flow.queues and (
-            not plain or self._flow_due()) else ("plain", "flow")
+            not plain or self._need is not None or self._flow_due()) else ("plain", "flow")
         got: list[claims.Claimed] = []
         paused: set[str] = set()
         self._awaiting = None
@@ -444,7 +471,8 @@ class Producer:
             left, at = n - len(got), max(0, start - len(got))
             if left <= 0:
                 break
-            if which == "plain" and plain:
+            if which == "plain" and plain and self._need is None:
+                # (while a weighted job waits for slots, plain jobs do not take them)
                 jobs, more_paused = await self._plain(conn, left, at)
             elif which == "flow" and self.flow.queues:  # the plain claim may have flagged one
                 flowed = await self._flow(conn, left, at)
@@ -505,6 +533,9 @@ class Producer:
         self._flow_cap = 2 * ask if found >= ask else max(self.config.concurrency, 2 * found)
         self._retry_in = flowed.retry_in
         self._flow_strict = flowed.strict
+        self._need = flowed.need
+        if flowed.need is not None:
+            self._need_until = time.monotonic() + self.config.poll_interval
         self._flow_busy = bool(flowed.jobs) or flowed.strict
         return flowed
 
@@ -516,8 +547,8 @@ class Producer:
         flow = self.flow.queues
         if not any(o.job is not None and o.job.queue in flow for o in batch):
             return None
-        budget = self.config.concurrency + self._extra - len(self.attempts.running) - len(self.waiting)
-        if budget <= 0:
+        budget = self.config.concurrency + self._extra - self.state.busy - len(self.waiting)
+        if budget <= 0 or self._need is not None:
             return None
         from forklift._features.flow.handoff import Handoff
 

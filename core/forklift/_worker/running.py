@@ -42,3 +42,5 @@ class Running:
     context: contextvars.Context | None = None
     #: The batch handler's call the job runs in (a batch kind's), once the call started.
     call: BatchCall[Any] | None = None
+    #: The worker's slots it takes: its weight, at most all of them.
+    slots: int = 1

@@ -61,6 +61,8 @@ class WorkerState:
         self.held: dict[int, int] = {}  # fence -> job id: every lease we still need
         #: fence -> the attempt running in a slot (forklift._worker.attempts)
         self.running: dict[int, Running] = {}
+        #: the slots the running attempts take (a weighted job takes several)
+        self.busy = 0
         self.done = 0  # attempts finished, for the completion rate
         self.executor = ThreadPoolExecutor(concurrency, thread_name_prefix="forklift-job")
         self.loop: asyncio.AbstractEventLoop | None = None

@@ -35,6 +35,17 @@ Admission, under the key values' rows
     that no worker has recorded yet (``flow_keys``) admits nothing: a missing row is never "no
     limit".
 
+Weights (migration 0032)
+    A job of weight N counts N everywhere a job counted one: in the worker's free slots
+    (``start``), its queue's limit (the running jobs' weights), each key value's limit (the
+    holders' weights, and the ranks above are sums of weights, not counts) and each bucket's
+    tokens. A weight counts at most what the worker (``cap``), the limit or the burst holds, so
+    such a job runs alone there instead of never. Sums in claim order make a heavy job that does
+    not fit hold back every job behind it at that gate: nothing takes the room it waits for.
+    ``!need N`` tells the worker that the first job its free slots held back weighs N (its
+    queue and gates having room for it): the worker keeps its slots for it
+    (forklift._worker.producer). A weighted queue is strict, so its jobs start at once.
+
 Order
     Claim order (priority, run_at, id), or with fair share each partition's first candidate
     before any partition's second, and so on: a tenant with a huge backlog delays another
@@ -55,8 +66,8 @@ What else the answer carries (marker rows, ``id`` NULL)
     ``!paused`` per paused queue; ``!cursor`` per (queue, kind) walked, the cursor for the next
     claim (``args``: the kind and the last partition visited); ``!retry`` with the seconds until
     a blocked job may go (the next token of a bucket, or soon: a value or a picked job held by
-    another claim, or a value just created), so the worker claims again then instead of waiting
-    out its poll; ``!strict`` (above).
+    another claim, or a value just created, or the tokens a held-back heavy job needs), so the
+    worker claims again then instead of waiting out its poll; ``!strict`` and ``!need`` (above).
 """
 
 from __future__ import annotations
@@ -69,6 +80,7 @@ import psycopg
 
 from forklift._db.sqltext import render
 from forklift._jobs import claimed as claims
+from forklift._jobs.row import MAX_WEIGHT
 
 VISIT = 32  # partitions a walk visits per claim, at least (as many as the batch asks for)
 RETRY_SOON = 0.02  # seconds: a value held by another claim, or created just now
@@ -95,18 +107,23 @@ def _marker(queue: str, what: str) -> str:
 
 FLOW_CLAIM_SQL = """
 WITH q AS (
+    -- room: what the worker may take from the queue now; qroom: what its limit leaves (the
+    -- weights of its running jobs counted, each at most the limit), NULL without a limit
     SELECT w.name, """ + _OPEN + """ AS open, coalesce(qs.fair, false) AS fair,
-           qs.rate_limit, qs.rate_per, qs.rate_burst, st.strict,
+           qs.rate_limit, qs.rate_per, qs.rate_burst, coalesce(qs.strict, false) AS strict,
+           qs.concurrency AS conc, b.qroom,
            CASE WHEN NOT """ + _OPEN + """ THEN 0
-                WHEN NOT st.strict THEN %(n)s
-                WHEN qs.concurrency IS NULL THEN least(%(n)s, %(start)s)
-                ELSE greatest(0, least(%(n)s, %(start)s, qs.concurrency - (
-                    SELECT count(*) FROM {s}.jobs r WHERE r.state = 'running' AND r.queue = w.name)))
+                WHEN NOT coalesce(qs.strict, false) THEN %(n)s
+                ELSE greatest(0, least(%(n)s, %(start)s, coalesce(b.qroom, %(n)s)))
            END AS room
     FROM unnest(%(queues)s::text[]) AS w(name)
     LEFT JOIN {s}.queues qs ON qs.name = w.name
-    CROSS JOIN LATERAL (SELECT coalesce(qs.fair OR qs.rate_limit IS NOT NULL
-                                        OR qs.concurrency IS NOT NULL, false) AS strict) st
+    CROSS JOIN LATERAL (
+        SELECT (qs.concurrency - (
+                   SELECT coalesce(sum(least(coalesce(r.weight, 1), qs.concurrency)), 0)
+                   FROM {s}.jobs r
+                   WHERE qs.concurrency IS NOT NULL AND r.state = 'running'
+                     AND r.queue = w.name))::int AS qroom) b
 ), p AS (
     SELECT x.queue, x.kind, x.cur, q.room, q.fair
     FROM unnest(%(pq)s::text[], %(pk)s::text[], %(pc)s::text[])
@@ -153,13 +170,15 @@ WITH q AS (
     FROM rot
 ), heads AS (
     SELECT h.* FROM turns rot CROSS JOIN LATERAL (
-        (SELECT j.id, j.queue, j.keys, j.keys[1] AS part, j.priority, j.run_at FROM {s}.jobs j
+        (SELECT j.id, j.queue, j.keys, j.keys[1] AS part, j.priority, j.run_at, j.weight
+         FROM {s}.jobs j
          WHERE j.state = 'available' AND j.keys IS NOT NULL AND j.queue = rot.queue
            AND j.kind = rot.kind AND j.keys[1] = rot.key
          ORDER BY j.priority, j.run_at, j.id
          LIMIT rot.share)
         UNION ALL
-        (SELECT j.id, j.queue, j.keys, """ + _TP + """, j.priority, j.run_at FROM {s}.jobs j
+        (SELECT j.id, j.queue, j.keys, """ + _TP + """, j.priority, j.run_at, j.weight
+         FROM {s}.jobs j
          WHERE j.state = 'available' AND j.keys IS NULL AND j.tenant IS NOT NULL
            AND j.queue = rot.queue AND j.kind = rot.kind AND rot.fair AND """ + _TP + """ = rot.key
          ORDER BY j.priority, j.run_at, j.id
@@ -168,14 +187,14 @@ WITH q AS (
 ), win AS (
     SELECT j.* FROM p CROSS JOIN LATERAL (
         SELECT id, queue, keys, coalesce(keys[1], """ + TENANT_PART.format(a="") + """) AS part,
-               priority, run_at
+               priority, run_at, weight
         FROM {s}.jobs
         WHERE state = 'available' AND queue = p.queue AND kind = p.kind
         ORDER BY priority, run_at, id
         LIMIT p.room
     ) j
 ), cand AS (
-    SELECT DISTINCT ON (u.id) u.id, u.queue, u.keys, u.part, u.priority, u.run_at
+    SELECT DISTINCT ON (u.id) u.id, u.queue, u.keys, u.part, u.priority, u.run_at, u.weight
     FROM (SELECT * FROM win UNION ALL SELECT * FROM heads) u
 ), names AS (
     SELECT f.name, f.concurrency, f.rate_limit, f.rate_per, f.rate_burst,
@@ -191,9 +210,9 @@ WITH q AS (
     SELECT '@' || q.name FROM q WHERE q.rate_limit IS NOT NULL AND q.room > 0
 ), held AS (
     -- the running jobs of each value, counted once for all values (one pass over the running
-    -- keyed jobs that carry any of them): a value already at its limit in this snapshot
-    -- admits nothing whatever its row says, so its row is not even locked
-    SELECT e AS key, count(*) AS n
+    -- keyed jobs that carry any of them, each by its weight): a value already at its limit in
+    -- this snapshot admits nothing whatever its row says, so its row is not even locked
+    SELECT e AS key, sum(coalesce(r.weight, 1)) AS n
     FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
     WHERE r.state = 'running' AND r.keys IS NOT NULL
       AND r.keys && ARRAY(SELECT need.key FROM need) AND e IN (SELECT need.key FROM need)
@@ -217,11 +236,14 @@ WITH q AS (
     ON CONFLICT (key) DO NOTHING
     RETURNING key
 ), lim AS (
-    SELECT b.key, b.tokens_now, b.per_token, b.stale,
+    -- cap: the most a job's weight counts for at this gate (its limit, its bucket's burst)
+    SELECT b.key, b.tokens_now, b.per_token, b.stale, b.cap,
            least(b.conc_room, CASE WHEN b.per_token IS NULL THEN %(n)s
                                    ELSE floor(b.tokens_now)::int END) AS room
     FROM (
         SELECT kv.key, g.per_token,
+               greatest(1, least(coalesce(g.concurrency, %(cap)s),
+                                 coalesce(floor(g.burst)::int, %(cap)s))) AS cap,
                least(g.burst, coalesce(kv.tokens, g.burst) + g.per_token_inv
                      * greatest(0, extract(epoch FROM now() - kv.refilled_at))) AS tokens_now,
                g.concurrency IS NOT NULL AND kv.claim_xid IS NOT NULL
@@ -246,6 +268,7 @@ WITH q AS (
     -- bucket of a rated queue has a token
     SELECT c.*, q.fair, row_number() OVER (
                PARTITION BY c.queue, c.part ORDER BY c.priority, c.run_at, c.id) AS turn,
+           greatest(1, least(coalesce(c.weight, 1), %(cap)s, coalesce(q.conc, %(cap)s))) AS w,
            coalesce(c.keys, '{}') || CASE WHEN q.rate_limit IS NOT NULL THEN ARRAY['@' || q.name]
                                             ELSE '{}'::text[] END AS gates,
            q.strict OR EXISTS (SELECT 1 FROM unnest(c.keys) AS e JOIN names
@@ -259,23 +282,27 @@ WITH q AS (
       AND (q.rate_limit IS NULL
            OR EXISTS (SELECT 1 FROM lim WHERE lim.key = '@' || q.name AND lim.room >= 1))
 ), ranks AS MATERIALIZED (  -- once, not once per candidate it is checked for
-    SELECT e.id, g AS key, row_number() OVER (
+    -- a candidate's rank at a gate: the weights of the gate's candidates up to it in order (a
+    -- job heavier than the room left is not admitted, and neither is any job behind it there)
+    SELECT e.id, g AS key, least(e.w, lim.cap) AS w, sum(least(e.w, lim.cap)) OVER (
                PARTITION BY g ORDER BY CASE WHEN e.fair THEN e.turn ELSE 1 END, e.priority,
                                        e.run_at, e.id) AS rk
-    FROM elig e CROSS JOIN unnest(e.gates) AS g
-    WHERE g IN (SELECT lim.key FROM lim)
+    FROM elig e CROSS JOIN unnest(e.gates) AS g JOIN lim ON lim.key = g
+), a AS (
+    -- the candidates every gate admits, with their places (by weight) in the queue's room and
+    -- the worker's
+    SELECT e.id, e.queue, e.keys, e.priority, e.run_at, e.strict, e.ord1, e.w,
+           sum(e.w) OVER (PARTITION BY e.queue ORDER BY e.ord1, e.priority, e.run_at,
+                          e.id) AS qn,
+           sum(e.w) OVER (ORDER BY e.ord1, e.priority, e.run_at, e.id) AS pos
+    FROM (SELECT elig.*, CASE WHEN elig.fair THEN elig.turn ELSE 1 END AS ord1
+          FROM elig) e
+    WHERE NOT EXISTS (SELECT 1 FROM ranks r JOIN lim ON lim.key = r.key
+                      WHERE r.id = e.id AND r.rk > lim.room)
 ), picked AS (
-    -- a strict candidate only among the first ``start``: it starts now, never waits buffered
-    SELECT a.id, a.keys, a.ord1, a.priority, a.run_at FROM (
-        SELECT e.id, e.queue, e.keys, e.priority, e.run_at, e.strict, e.ord1,
-               row_number() OVER (PARTITION BY e.queue ORDER BY e.ord1, e.priority, e.run_at,
-                                  e.id) AS qn,
-               row_number() OVER (ORDER BY e.ord1, e.priority, e.run_at, e.id) AS pos
-        FROM (SELECT elig.*, CASE WHEN elig.fair THEN elig.turn ELSE 1 END AS ord1
-              FROM elig) e
-        WHERE NOT EXISTS (SELECT 1 FROM ranks r JOIN lim ON lim.key = r.key
-                          WHERE r.id = e.id AND r.rk > lim.room)
-    ) a JOIN q ON q.name = a.queue
+    -- a strict candidate only within the first ``start`` slots: it starts now, never waits
+    -- buffered
+    SELECT a.id, a.keys, a.ord1, a.priority, a.run_at, a.w FROM a JOIN q ON q.name = a.queue
     WHERE a.qn <= q.room AND (NOT a.strict OR a.pos <= %(start)s)
     ORDER BY a.ord1, a.priority, a.run_at, a.id
     LIMIT %(n)s
@@ -293,9 +320,12 @@ WITH q AS (
     ORDER BY picked.ord1, picked.priority, picked.run_at, picked.id
     LIMIT %(start)s
 ), used AS (
-    SELECT g AS key, count(*) AS n FROM c JOIN q ON q.name = c.queue
+    -- the tokens taken: a job's weight, at most the bucket's burst
+    SELECT g AS key, sum(least(picked.w, lim.cap)) AS n FROM c JOIN q ON q.name = c.queue
+    JOIN picked USING (id)
     CROSS JOIN unnest(coalesce(c.keys, '{}') || CASE WHEN q.rate_limit IS NOT NULL
                       THEN ARRAY['@' || q.name] ELSE '{}'::text[] END) AS g
+    JOIN lim ON lim.key = g
     GROUP BY g
 ), bump AS (
     UPDATE {s}.flow_values v SET claim_xid = pg_current_xact_id(),
@@ -317,15 +347,25 @@ FROM (SELECT DISTINCT ON (rot.queue, rot.kind) rot.queue, rot.kind, rot.key FROM
       ORDER BY rot.queue, rot.kind, rot.n DESC) z
 UNION ALL
 SELECT """ + _marker("NULL::text", "'!retry ' || min(w.s)::text") + """ FROM (
-    SELECT (1 - lim.tokens_now + coalesce(used.n, 0)) * lim.per_token AS s
+    -- the next token due, or as many as the first job the bucket held back weighs
+    SELECT (coalesce(h.w, 1) - lim.tokens_now + coalesce(used.n, 0)) * lim.per_token AS s
     FROM lim LEFT JOIN used ON used.key = lim.key
-    WHERE lim.per_token IS NOT NULL AND lim.tokens_now - coalesce(used.n, 0) < 1
+    LEFT JOIN LATERAL (SELECT r.w FROM ranks r WHERE r.key = lim.key AND r.rk > lim.room
+                       ORDER BY r.rk LIMIT 1) h ON true
+    WHERE lim.per_token IS NOT NULL AND lim.tokens_now - coalesce(used.n, 0) < coalesce(h.w, 1)
     UNION ALL SELECT %(soon)s FROM lim WHERE lim.stale
     UNION ALL SELECT %(soon)s FROM free WHERE free.key NOT IN (SELECT kv.key FROM kv)
     -- jobs picked but locked by another claim (two workers on one partition pick the same
     -- heads): the loser looks again soon, not after its poll
     UNION ALL SELECT %(soon)s WHERE (SELECT count(*) FROM picked) > (SELECT count(*) FROM c)
 ) w HAVING count(*) > 0
+UNION ALL
+SELECT """ + _marker("NULL::text", "'!need ' || x.w") + """ FROM (
+    -- the first job the worker's free slots held back, its queue's limit and its gates having
+    -- room for it: the worker keeps that many slots for it (forklift._worker.producer)
+    SELECT a.w FROM a JOIN q ON q.name = a.queue
+    WHERE a.strict AND a.w > 1 AND a.pos > %(start)s AND (q.qroom IS NULL OR a.qn <= q.qroom)
+    ORDER BY a.pos LIMIT 1) x
 UNION ALL
 SELECT """ + _marker("NULL::text", "'!strict'") + """
 WHERE EXISTS (SELECT 1 FROM q WHERE q.strict AND q.open AND EXISTS (
@@ -350,8 +390,12 @@ class FlowAnswer:
     paused: set[str]
     cursors: dict[tuple[str, str], str]
     retry_in: float | None
-    #: a queue of the worker's, or a key met, is fair, rated or limited: no buffer for now
+    #: a queue of the worker's, or a key met, is fair, rated, limited or weighted: no buffer
+    #: for now
     strict: bool = False
+    #: the weight of a job that waits for this many of the worker's slots to be free at once
+    #: (the worker keeps them for it), or None
+    need: int | None = None
 
 
 @dataclass
@@ -360,6 +404,8 @@ class FlowClaim:
 
     worker_id: str
     lease: float
+    #: the worker's slots: the most a job's weight counts for (the worker gives its own)
+    cap: int = MAX_WEIGHT
     queues: list[str] = field(default_factory=list)
     kinds: list[str] = field(default_factory=list)
     visit: int = VISIT
@@ -374,7 +420,7 @@ class FlowClaim:
             "pc": [self.cursors.get(pair, "") for pair in pairs],
             "n": n, "start": n if start is None else start, "visit": max(self.visit, n),
             "w": self.worker_id, "lease": self.lease,
-            "soon": RETRY_SOON,
+            "soon": RETRY_SOON, "cap": self.cap,
         }
 
     async def run(self, conn: psycopg.AsyncConnection[Any], schema: str, *, n: int,
@@ -393,7 +439,7 @@ class FlowClaim:
 def parse(rows: list[tuple[Any, ...]]) -> FlowAnswer:
     from_row = getattr(claims.Claimed, "from_row", None)
     jobs = [from_row(r) if from_row else claims.Claimed(*r) for r in rows if r[0] is not None]
-    paused, cursors, retry, strict = set(), {}, None, False
+    paused, cursors, retry, strict, need = set(), {}, None, False, None
     for r in rows:
         if r[0] is not None:
             continue
@@ -407,4 +453,6 @@ def parse(rows: list[tuple[Any, ...]]) -> FlowAnswer:
             retry = max(0.0, float(data))
         elif what == "!strict":
             strict = True
-    return FlowAnswer(jobs, paused, cursors, retry, strict)
+        elif what == "!need" and data:
+            need = int(data)
+    return FlowAnswer(jobs, paused, cursors, retry, strict, need)

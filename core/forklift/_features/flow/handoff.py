@@ -24,7 +24,8 @@ What passes, and why no limit can be exceeded
     were about a tenth of the statement's server time.
 
     Nothing passes in a queue that is paused, fair (a handed-off job would go before another
-    partition's first), rated, or limited as a whole (strict queues claim only for free slots,
+    partition's first), rated, limited as a whole, or weighted (``queues.strict``, migration
+    0032: strict queues claim only for free slots,
     ``forklift._features.flow.claim``), nor for a key with a rate (a token is taken at each start) or a
     key no worker has recorded. The next job is locked ``FOR UPDATE SKIP LOCKED`` and checked
     again under the lock (still waiting, same values): a claim elsewhere that got there first
@@ -63,7 +64,7 @@ WITH t AS (
     SELECT t.queue, t.kind, t.keys, count(*) AS m
     FROM t LEFT JOIN {s}.queues qs ON qs.name = t.queue
     WHERE t.keys IS NOT NULL AND t.kind = ANY (%(kinds)s::text[]) AND """ + claims.OPEN_SQL + """
-      AND NOT coalesce(qs.fair, false) AND qs.rate_limit IS NULL AND qs.concurrency IS NULL
+      AND NOT coalesce(qs.strict, false)
     GROUP BY t.queue, t.kind, t.keys
 ), names AS (
     -- the settled jobs' key names that pass nothing: unrecorded or rated
@@ -81,7 +82,7 @@ WITH t AS (
     -- each such value's running jobs in this statement's snapshot, the settled ones among them:
     -- read by the running keyed jobs' btree (jobs_holders_idx: never the fleet's plain running
     -- or buffered jobs), whose scans mark the entries of finished jobs dead for the next one
-    SELECT e AS key, count(*) AS n
+    SELECT e AS key, sum(coalesce(r.weight, 1)) AS n
     FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
     WHERE EXISTS (SELECT 1 FROM vals)  -- none: the scan is not even started
       AND r.state = 'running' AND r.keys IS NOT NULL
@@ -129,7 +130,7 @@ SELECT * FROM u
 UNION ALL
 SELECT NULL::bigint, NULL::text, t.state, NULL::text, NULL::int, NULL::int, t.fence,
        NULL::text, NULL::text, NULL::bigint, NULL::int, NULL::timestamptz, NULL::boolean,
-       NULL::text, NULL::float8, NULL::text, NULL::text, NULL::float8, NULL::int
+       NULL::text, NULL::float8, NULL::text, NULL::text, NULL::float8, NULL::int, NULL::int
 FROM t
 """
 

@@ -30,7 +30,7 @@ WHERE f.lowered_at IS NOT NULL AND f.lowered_at <= now() - make_interval(secs =>
   AND NOT EXISTS (
       SELECT 1 FROM {s}.jobs r CROSS JOIN LATERAL unnest(r.keys) AS e
       WHERE r.state = 'running' AND r.keys IS NOT NULL AND split_part(e, chr(31), 1) = f.name
-      GROUP BY e HAVING count(*) > f.concurrency)
+      GROUP BY e HAVING sum(least(coalesce(r.weight, 1), f.concurrency)) > f.concurrency)
 RETURNING f.name
 """
 
