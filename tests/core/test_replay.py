@@ -136,3 +136,19 @@ def test_the_cli_replays_and_its_dry_run_says_what_is_kept(
     refused = forklift("workflows", "replay", str(original.id), "--from-step", "zzz", "--json")
     assert refused.exit_code == 1
     assert json.loads(refused.stdout)["error"]["code"] == "unknown_step"
+
+
+def test_a_fork_keeps_the_payload_version_and_weight_of_its_original(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    original = app.kind("wf.pipeline").enqueue({})
+    with running_worker(app, **FAST):
+        wait_until(lambda: settled(conn, original.id), timeout=30)
+    # as a producer declaring version 3 and a weight of 2 would have stored it: the fork's
+    # args are in that version, and it takes as many slots
+    conn.execute("UPDATE forklift.jobs SET payload_version = 3, weight = 2 WHERE id = %s",
+                 (original.id,))
+    with Operator(dsn, actor="alice") as op:
+        r = op.workflows.replay(original.id, from_step="b")
+    assert conn.execute("SELECT payload_version, weight FROM forklift.jobs WHERE id = %s",
+                        (r.new_job_id,)).fetchone() == (3, 2)

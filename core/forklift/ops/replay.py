@@ -46,12 +46,14 @@ ORDER BY started_at, coalesce(finished_at, 'infinity'::timestamptz), name
 """
 # The fork: what the job was asked to do, not what became of it. Its unique key and batch are
 # left behind (the original may still hold the key; the batch has settled), and so is a
-# start-by deadline (the original's has passed, or will have).
+# start-by deadline (the original's has passed, or will have). Its args keep their payload
+# version, and its weight the slots it takes.
 FORK_SQL = """
 INSERT INTO {s}.jobs (queue, kind, args, priority, max_attempts, tags, meta, retry, keys,
-                      tenant, enqueued_by)
+                      tenant, enqueued_by, payload_version, weight)
 SELECT queue, kind, args, coalesce(priority_base, priority), max_attempts, tags,
-       meta || jsonb_build_object('replay', %s::jsonb), retry, keys, tenant, %s
+       meta || jsonb_build_object('replay', %s::jsonb), retry, keys, tenant, %s,
+       payload_version, weight
 FROM {source} AS src WHERE id = %s
 RETURNING id, state
 """
