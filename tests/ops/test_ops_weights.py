@@ -1,6 +1,7 @@
 """Weighted jobs seen through the operator API: a job's weight in the list summary (1 for a job
 that names none), a kind's weight in kind_stats, a queue's ``weighted`` flag, and the
-``weighted`` reason of ``explain`` for an available job that takes more than one slot."""
+``weighted`` reason of ``explain`` for an available job that takes more than one slot, and
+``behind_weighted`` for a job behind one in claim order."""
 
 from __future__ import annotations
 
@@ -103,9 +104,16 @@ def test_explain_says_a_heavy_job_waits_for_room(
     reason = next(r for r in op.explain(job.id).reasons if r.code == "weighted")
     assert "concurrency limit of 2: it runs alone under it" in reason.text
     assert reason.facts["queue_limit"] == 2
-    # A job of one slot has no such reason; a heavy job no longer waiting neither.
+    # A job of one slot has no such reason, but behind the heavy one it is told why it waits.
     light = mail.enqueue({})
-    assert "weighted" not in op.explain(light.id).codes
+    codes = op.explain(light.id).codes
+    assert "weighted" not in codes and "behind_weighted" in codes
+    behind = next(r for r in op.explain(light.id).reasons if r.code == "behind_weighted")
+    assert behind.facts == {"job_id": job.id, "weight": 3}
+    assert f"job {job.id} ahead of it in claim order weighs 3 slots" in behind.text
+    assert "behind_weighted" not in op.explain(job.id).codes  # nothing heavy ahead of it
+    # A heavy job no longer waiting: neither reason.
     conn.execute("UPDATE forklift.jobs SET state = 'completed', finished_at = now()"
                  " WHERE id = %s", (job.id,))
     assert "weighted" not in op.explain(job.id).codes
+    assert "behind_weighted" not in op.explain(light.id).codes

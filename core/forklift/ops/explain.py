@@ -6,7 +6,9 @@ concurrency_full, no_worker, workers_busy, no_leader, jobs_ahead, next_in_line, 
 cancel_requested, worker_stale, lease_expired, completed, cancelled, dead, idle, moving,
 unknown_kind (live workers listen on the queue, but none registered the job's kind: it waits
 for one that does, e.g. until a rolling deploy finishes), weighted (an available job that takes
-more than one slot: it starts once a worker has that many free, and reserves them); and from
+more than one slot: it starts once a worker has that many free, and reserves them),
+behind_weighted (a job ahead of it in a weighted queue's claim order takes more than one slot
+and waits for room, which nothing behind it takes); and from
 flow control (forklift.ops.flow_explain): key_full, rate_limited, key_unrecorded, fair_share.
 """
 
@@ -39,6 +41,14 @@ SELECT count(*) FROM (
     WHERE state = 'available' AND queue = %s AND (priority, run_at, id) < (%s, %s, %s)
     LIMIT %s
 ) x
+"""
+# The first available job ahead in claim order that takes more than one slot (a weighted
+# queue's only): the room it gathers is kept from the jobs behind it.
+HEAVY_AHEAD_SQL = """
+SELECT id, weight FROM {s}.jobs
+WHERE state = 'available' AND queue = %s AND (priority, run_at, id) < (%s, %s, %s)
+  AND weight IS NOT NULL
+ORDER BY priority, run_at, id LIMIT 1
 """
 NOW_SQL = "SELECT now()"
 # Available jobs per kind (the claim index leads with queue, kind).
@@ -160,6 +170,15 @@ def _job_reasons(
         reasons += flow_explain.job_reasons(conn, ctx, job)
         if job.weight is not None:
             reasons.append(_weight_reason(job, job.weight, f))
+        if f.info is not None and f.info.weighted:
+            heavy = conn.execute(render(HEAVY_AHEAD_SQL, ctx.schema),
+                                 (job.queue, job.priority, job.run_at, job.id)).fetchone()
+            if heavy is not None:
+                reasons.append(Reason(
+                    "behind_weighted",
+                    f"job {heavy[0]} ahead of it in claim order weighs {heavy[1]} slots and"
+                    " waits for room: the slots it gathers are not given to the jobs behind it",
+                    {"job_id": heavy[0], "weight": heavy[1]}))
         row = conn.execute(
             render(AHEAD_SQL, ctx.schema),
             (job.queue, job.priority, job.run_at, job.id, COUNT_CAP + 1),
