@@ -211,6 +211,8 @@ class JobScreen(ConsoleScreen[JobView]):
         extras = []
         if job.payload_version is not None:
             extras.append(f"payload version {job.payload_version}")
+        if job.weight is not None:
+            extras.append(f"weight {job.weight}")
         if job.tenant is not None:
             extras.append(f"tenant {job.tenant}")
         if job.enqueued_by is not None:

@@ -1,7 +1,7 @@
 """Kinds (``:kinds``): per queue and kind, how the work went in a recent window and what waits.
 
 A batch kind shows its batch size after its name (``×100``: the most jobs one handler call
-takes). Completed and dead jobs in the window, the share that died, the share of attempts that failed
+takes), a weighted kind its weight (``w3``: the most slots one of its jobs counted takes). Completed and dead jobs in the window, the share that died, the share of attempts that failed
 (retried or not), completed per minute, run time p50 and p95, and live now: waiting (available
 and scheduled), running, retrying, and the live jobs of each payload version. ``w`` steps the window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
 view of ``Operator.kind_stats``.
@@ -44,11 +44,12 @@ def _key(row: KindRow) -> str:
 
 
 def kind_cell(r: KindRow) -> Text:
-    """The kind, and a batch kind's batch size after it (``mail.send ×100``): the size stays
-    whole, the name gives way."""
-    if r.batch is None:
+    """The kind, and after it a batch kind's batch size (``mail.send ×100``) or a weighted
+    kind's weight (``export w3``): the figure stays whole, the name gives way."""
+    size = "".join((f" ×{r.batch}" if r.batch is not None else "",
+                    f" w{r.weight}" if r.weight is not None else ""))
+    if not size:
         return ident(r.kind, limit=18)
-    size = f" ×{r.batch}"
     cell = ident(r.kind, limit=max(18 - len(size), 4))
     cell.append(size, style="dim")
     return cell
@@ -92,7 +93,8 @@ def versions_line(data: KindStats) -> Text:
 class KindsScreen(ConsoleScreen[KindStats]):
     MODE = "kinds"
     HELP = (
-        "Per queue and kind (a batch kind with its batch size: ×100), over the window shown"
+        "Per queue and kind (a batch kind with its batch size: ×100; a weighted kind with the"
+        " most slots one of its jobs takes: w3), over the window shown"
         " (w: 5 min, 1 h, 24 h): completed and dead jobs,"
         " the share of finished jobs that died (Dead%), the share of attempts that failed,"
         " retried or not (Fail%), completed per minute, run time p50 and p95;"

@@ -141,7 +141,10 @@ def jobs_list(
     tenanted = any(j.tenant is not None for j in page.jobs)
     # The payload version column likewise, only when a job on the page is not version 1.
     versioned = any(j.payload_version != 1 for j in page.jobs)
+    # The weight column likewise, only when a job on the page takes more than one slot.
+    weighted = any(j.weight != 1 for j in page.jobs)
     for col in ("id", "state", "queue", "kind", *(("version",) if versioned else ()),
+                *(("weight",) if weighted else ()),
                 *(("tenant",) if tenanted else ()), "attempt",
                 "created", "run at / finished", "last error (code: message)"):
         table.add_column(col, justify="right" if col == "id" else "left", overflow="fold")
@@ -154,6 +157,7 @@ def jobs_list(
             state_text(j.state) if j.parked is None else safe(j.parked.describe(stamp)),
             ident(j.queue), ident(j.kind),
             *((f"v{j.payload_version}",) if versioned else ()),
+            *((str(j.weight),) if weighted else ()),
             *((ident(j.tenant) if j.tenant is not None else "",) if tenanted else ()),
             f"{j.attempt}/{j.max_attempts}", stamp(j.created_at),
             stamp(j.finished_at or j.run_at), last,
@@ -188,6 +192,8 @@ def jobs_show(cx: Call, job_id: JobId) -> None:
               f" {job.attempt}/{job.max_attempts}")
     if job.payload_version is not None:
         out.print(f"payload version: {job.payload_version}")
+    if job.weight is not None:
+        out.print(f"weight: {job.weight} slots")
     if job.tags:
         out.print(f"tags: {', '.join(ident(t) for t in job.tags)}")
     if job.tenant is not None:

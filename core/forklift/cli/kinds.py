@@ -33,13 +33,16 @@ def kinds_table(k: KindStats, width: int | None = None) -> Table:
 
     t = Table(box=None, header_style="bold", pad_edge=False, title_justify="left",
               title=f"kinds (finished in the last {k.window_seconds / 60:.0f} min)")
-    for col in ("queue", "kind", "batch", "done", "/min", "dead", "fail%", "p50", "p95",
-                "waiting", "run", "retry"):
+    # The weight column only when a listed kind's jobs take more than one slot.
+    weighted = any(r.weight is not None for r in k.rows)
+    for col in ("queue", "kind", "batch", *(("weight",) if weighted else ()), "done", "/min",
+                "dead", "fail%", "p50", "p95", "waiting", "run", "retry"):
         t.add_column(col, justify="left" if col in ("queue", "kind") else "right",
                      overflow="fold")
     for r in k.rows:
         fail = r.attempt_failure_rate
         t.add_row(ident(r.queue), ident(r.kind), "" if r.batch is None else f"{r.batch:,}",
+                  *(("" if r.weight is None else f"{r.weight:,}",) if weighted else ()),
                   f"{r.completed:,}", f"{k.per_minute(r):,.1f}", f"{r.dead:,}",
                   "–" if fail is None else f"{fail:.0%}", seconds(r.p50), seconds(r.p95),
                   f"{r.live.get('available', 0) + r.live.get('scheduled', 0):,}",
@@ -55,7 +58,8 @@ def kinds_list(
                       ] = "1h",
 ) -> None:
     """Per queue and kind: finished, dead and failed in the window, run times, what waits now,
-    and a batch kind's batch size (the most jobs one handler call takes)."""
+    a batch kind's batch size (the most jobs one handler call takes), and a weighted kind's
+    weight (the most slots one of its jobs listed takes)."""
     from forklift.ops.filters import duration
 
     cx.show(cx.op.stats.kinds(window=duration(window, "window")), kinds_table)

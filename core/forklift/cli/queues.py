@@ -118,6 +118,9 @@ def queues_show(cx: Call, name: QueueName) -> None:
     out.print(queue_line(q))
     rate = _rate_line(q).split(": ", 1)[1]
     out.print(f"  {rate}; fair share {'on' if q.fair else 'off'}")
+    out.print("  weighted: its jobs may take more than one slot (claimed only for slots free"
+              " now; a heavy job waiting for room reserves it)" if q.weighted
+              else "  not weighted (each job takes one slot)")
     out.print("  " + _aging_line(q).split(": ", 1)[1])
     out.print("  " + (f"ceiling {q.ceiling}; now {_state_words(q)}" if q.ceiling != "none"
                       else "no ceiling (enqueues are never refused for depth)"))

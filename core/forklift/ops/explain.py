@@ -5,8 +5,11 @@ the facts it was built from. Codes: scheduled, backing_off, due, queue_paused, p
 concurrency_full, no_worker, workers_busy, no_leader, jobs_ahead, next_in_line, running,
 cancel_requested, worker_stale, lease_expired, completed, cancelled, dead, idle, moving,
 unknown_kind (live workers listen on the queue, but none registered the job's kind: it waits
-for one that does, e.g. until a rolling deploy finishes); and from flow control
-(forklift.ops.flow_explain): key_full, rate_limited, key_unrecorded, fair_share.
+for one that does, e.g. until a rolling deploy finishes), weighted (an available job that takes
+more than one slot: it starts once a worker has that many free, and reserves them),
+behind_weighted (a job ahead of it in a weighted queue's claim order takes more than one slot
+and waits for room, which nothing behind it takes); and from
+flow control (forklift.ops.flow_explain): key_full, rate_limited, key_unrecorded, fair_share.
 """
 
 from __future__ import annotations
@@ -38,6 +41,14 @@ SELECT count(*) FROM (
     WHERE state = 'available' AND queue = %s AND (priority, run_at, id) < (%s, %s, %s)
     LIMIT %s
 ) x
+"""
+# The first available job ahead in claim order that takes more than one slot (a weighted
+# queue's only): the room it gathers is kept from the jobs behind it.
+HEAVY_AHEAD_SQL = """
+SELECT id, weight FROM {s}.jobs
+WHERE state = 'available' AND queue = %s AND (priority, run_at, id) < (%s, %s, %s)
+  AND weight IS NOT NULL
+ORDER BY priority, run_at, id LIMIT 1
 """
 NOW_SQL = "SELECT now()"
 # Available jobs per kind (the claim index leads with queue, kind).
@@ -157,6 +168,17 @@ def _job_reasons(
         from forklift.ops import flow_explain  # keys, rates, fair share
 
         reasons += flow_explain.job_reasons(conn, ctx, job)
+        if job.weight is not None:
+            reasons.append(_weight_reason(job, job.weight, f))
+        if f.info is not None and f.info.weighted:
+            heavy = conn.execute(render(HEAVY_AHEAD_SQL, ctx.schema),
+                                 (job.queue, job.priority, job.run_at, job.id)).fetchone()
+            if heavy is not None:
+                reasons.append(Reason(
+                    "behind_weighted",
+                    f"job {heavy[0]} ahead of it in claim order weighs {heavy[1]} slots and"
+                    " waits for room: the slots it gathers are not given to the jobs behind it",
+                    {"job_id": heavy[0], "weight": heavy[1]}))
         row = conn.execute(
             render(AHEAD_SQL, ctx.schema),
             (job.queue, job.priority, job.run_at, job.id, COUNT_CAP + 1),
@@ -179,6 +201,29 @@ def _job_reasons(
                 {},
             ))
     return reasons
+
+
+def _weight_reason(job: Job, weight: int, f: QueueFacts) -> Reason:
+    """Why a job that takes ``weight`` slots may wait with slots free: it starts only once a
+    worker has that many free (all of them, when it weighs more than the worker has), and no
+    job behind it in claim order takes the slots it gathers. Read from the facts the
+    explanation already holds (the job's row, its queue's and workers'), no statement more."""
+    live = [w for w in f.workers if w.live and w.state == "running"]
+    most = max((w.slots for w in live), default=None)
+    free = max((max(w.slots - w.in_use, 0) for w in live), default=None)
+    need = weight if most is None else min(weight, most)
+    text = (f"job {job.id} weighs {weight} slots: it starts once a worker has {need} free, and"
+            " nothing behind it in claim order takes them")
+    if most is not None and weight > most:
+        text += f" (it weighs more than any live worker's {most} slots: it runs alone on one)"
+    limit = f.info.concurrency if f.info is not None else None
+    if limit is not None and weight > limit:
+        text += (f"; it weighs more than queue {job.queue!r}'s concurrency limit of {limit}:"
+                 " it runs alone under it")
+    if free is not None:
+        text += f"; the most free on a live worker of the queue now: {free}"
+    return Reason("weighted", text, {"weight": weight, "needs_free": need,
+                                     "most_free": free, "queue_limit": limit})
 
 
 def _running_reasons(job: Job, f: QueueFacts) -> list[Reason]:

@@ -50,6 +50,7 @@ LIST_COLUMNS = (
     "t.id, t.queue, t.kind, t.state, t.priority, t.attempt, t.max_attempts, t.run_at,"
     " t.created_at, t.attempted_at, t.finished_at, t.worker_id, t.batch_id, t.tags,"
     " t.tenant, t.enqueued_by, coalesce(t.payload_version, 1) AS payload_version,"
+    " coalesce(t.weight, 1) AS weight,"
     f" left(t.args::text, {PREVIEW}) AS args_preview,"
     " t.errors -> -1 ->> 'code' AS last_error_code,"
     f" left(t.errors -> -1 ->> 'message', {PREVIEW}) AS last_error_message, "
@@ -108,6 +109,8 @@ class JobSummary(Shape):
     parked: Parked | None = None
     #: the payload version its producer declared (1: a kind without versions)
     payload_version: int = 1
+    #: the slots it takes (``weight=``; 1 for a job that names none)
+    weight: int = 1
 
 
 @dataclass(frozen=True)

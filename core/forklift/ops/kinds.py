@@ -1,7 +1,7 @@
 """Per-kind breakdown: for each queue and kind, what finished in a recent window (completed,
 dead, the share that died, failed attempts and the share of attempts that failed, run time
 p50/p95, throughput) and what waits now, by payload version too; a batch kind's batch size,
-as its workers registered it.
+as its workers registered it; a weighted kind's weight, as its jobs carry it.
 
 Costs: the window reads only jobs finished inside it, through the finished-time index
 (``jobs_window_idx``), and the live counts only live jobs (their partial indexes); one round trip
@@ -37,7 +37,8 @@ SELECT queue, kind,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY {_RUN})
            FILTER (WHERE state = 'completed' AND attempted_at IS NOT NULL),
        percentile_cont(0.95) WITHIN GROUP (ORDER BY {_RUN})
-           FILTER (WHERE state = 'completed' AND attempted_at IS NOT NULL)
+           FILTER (WHERE state = 'completed' AND attempted_at IS NOT NULL),
+       max(weight)
 FROM {{s}}.jobs
 WHERE state IN ('completed', 'dead') AND finished_at >= now() - %(w)s::interval
 GROUP BY 1, 2
@@ -77,8 +78,9 @@ FROM {s}.workers w CROSS JOIN LATERAL jsonb_each(coalesce(w.kinds, '{}'::jsonb))
 WHERE w.state <> 'exited' AND e.spec ->> 'batch' IS NOT NULL
 GROUP BY 1
 """
-#: Live jobs per queue, kind, payload version and state (forklift.ops.payload_versions).
-LIVE_SQL = payload_versions.LIVE_SQL
+#: Live jobs per queue, kind, payload version and state (forklift.ops.payload_versions), and
+#: the heaviest of them (NULL: each takes one slot), read in the same pass over them.
+LIVE_SQL = payload_versions.LIVE_SQL.replace("count(*)", "count(*), max(weight)", 1)
 
 
 @dataclass
@@ -99,6 +101,10 @@ class KindRow(Shape):
     batch: int | None = None
     #: Live now, by payload version (1: a kind without versions); see versions_text.
     versions: dict[int, int] = field(default_factory=dict)
+    #: The most slots one of the jobs counted here takes (live now, or finished in the window;
+    #: ``weight=``, the kind's or an enqueue's); None when each takes one. Read from the jobs,
+    #: not from a declaration: a kind none of whose jobs is counted shows none.
+    weight: int | None = None
 
     @property
     def versions_text(self) -> str:
@@ -146,14 +152,16 @@ def kind_stats(
         live = conn.execute(history.render_read(LIVE_SQL, conn, s)).fetchall()
         failed = conn.execute(history.render_read(FAILED_SQL, conn, s), {"w": window}).fetchall()
         batched = dict(conn.execute(history.render_read(BATCH_SQL, conn, s)).fetchall())
-    for queue, kind, completed, dead, p50, p95 in finished:
+    for queue, kind, completed, dead, p50, p95, weight in finished:
         rows[(queue, kind)] = KindRow(queue=queue, kind=kind, completed=int(completed),
-                                      dead=int(dead), p50=p50, p95=p95)
+                                      dead=int(dead), p50=p50, p95=p95, weight=weight)
     for queue, kind, n in failed:
         row = rows.setdefault((queue, kind), KindRow(queue=queue, kind=kind))
         row.failed = int(n)
-    for queue, kind, version, state, n in live:
+    for queue, kind, version, state, n, weight in live:
         row = rows.setdefault((queue, kind), KindRow(queue=queue, kind=kind))
+        if weight is not None:
+            row.weight = max(int(weight), row.weight or 1)
         row.live[str(state)] = row.live.get(str(state), 0) + int(n)
         row.versions[int(version)] = row.versions.get(int(version), 0) + int(n)
     for row in rows.values():

@@ -27,7 +27,7 @@ COLUMNS = (
     "name, (paused AND (pause_expires_at IS NULL OR pause_expires_at > now())) AS paused,"
     " paused AS paused_flag, paused_by, paused_at, pause_reason, pause_expires_at, concurrency,"
     " created_at, updated_at, fair, rate_limit, rate_per, rate_burst, priority_aging, aging_top,"
-    " ceiling_depth, ceiling_age, full_by, measured_depth, measured_age, measured_at"
+    " ceiling_depth, ceiling_age, full_by, measured_depth, measured_age, measured_at, weighted"
 )
 LIST_SQL = "SELECT " + COLUMNS + " FROM {s}.queues ORDER BY name"
 GET_SQL = "SELECT " + COLUMNS + " FROM {s}.queues WHERE name = %s"
@@ -97,6 +97,10 @@ class QueueInfo(Shape):
     measured_depth: int | None = None
     measured_age: float | None = None
     measured_at: datetime | None = None
+    #: Weighted: a job of it has weighed more than one slot (set for good by that job's
+    #: enqueue): its jobs are claimed by the flow claim, only for slots free now, and a heavy
+    #: job waiting for room reserves it (docs: how-to/flow-control.md#weighted-jobs).
+    weighted: bool = False
 
     @property
     def full(self) -> bool:

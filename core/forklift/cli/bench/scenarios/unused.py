@@ -4,7 +4,8 @@ The same no-op jobs (``bench.noop``, on a queue with no limits) run end to end t
 worker process twice over, in one run: a worker of the bench's plain app, and a worker of an
 app that also declares kinds using steps, sleep, events, keys (concurrency and rate limits), a
 start-by deadline, captured logs, a batch handler, backpressure (a kind that sheds when its
-queue is full), a versioned payload and an outbox sink, which the measured jobs use none of.
+queue is full), a versioned payload, a weight and an outbox sink, which the measured jobs use
+none of.
 Target: the second within 5% of the first (ratio >= 0.95). The runs alternate (:data:`ORDER`),
 each featured run is compared with the plain run beside it in time, and the figure is the
 median of those four ratios, so a load that changes during the run weighs on both sides of each
@@ -12,7 +13,9 @@ ratio alike.
 
 The keyed and rate-limited kinds sit on a queue of their own, which the featured worker serves
 too: a queue holding a kind with keys or a rate is claimed by the flow claim, all its jobs
-alike (docs/how-to/flow-control.md), so the measured queue is the one with no limits.
+alike (docs/how-to/flow-control.md), so the measured queue is the one with no limits. The
+weighted kind has a queue of its own too (a queue turns weighted only once a weighted job is
+enqueued on it, and none is here).
 """
 
 from __future__ import annotations
@@ -86,6 +89,11 @@ async def versioned(ctx: JobContext, payload: Payload) -> None:
     return None
 
 
+@app.job(name="bench.unused.weighted", queue="weighted", weight=4)
+async def weighted(ctx: JobContext, payload: Payload) -> None:
+    return None
+
+
 @app.job(name="bench.unused.receive")
 async def receive(ctx: JobContext, payload: Payload) -> None:
     return None
@@ -141,8 +149,8 @@ def unused(bench: Bench) -> list[Figure]:
         "pair_ratios": [round(r, 3) for r in pairs],
         "note": "the median of four ratios, each featured run over the plain run beside it"
                 " (rates shown: each side's median); the featured app declares kinds using"
-                " steps, sleep, events, keys, a rate, a batch handler and an outbox sink, unused by"
-                " the jobs",
+                " steps, sleep, events, keys, a rate, a batch handler, a weight and an outbox"
+                " sink, unused by the jobs",
     }
     return [Figure("e2e_unused", "end-to-end no-op, app with unused features", "jobs/s",
                    statistics.median(featured), statistics.median(plain), "plain app",
