@@ -1,4 +1,4 @@
-"""The weighted jobs tests' app (tests/worker/test_weights.py), run in-process or as worker
+"""The weighted jobs tests' app (tests/worker/test_weighted_claims.py), run in-process or as worker
 subprocesses.
 
 Handlers write an external ledger, ``public.weight_ledger``: one row per run with the job's
