@@ -65,13 +65,13 @@ def test_the_copy_defaults_are_the_tables(conn: psycopg.Connection[Any]) -> None
         "priority": "0", "max_attempts": "20", "unique_key": None,
         "tags": "'{}'::text[]", "meta": "'{}'::jsonb", "retry": None, "traceparent": None,
         "keys": None, "tenant": None, "enqueued_by": None, "expires_at": None,
-        "payload_version": None,
+        "payload_version": None, "weight": None,
     }
     assert {c: got[c] for c in COPY_DEFAULTS} == expected
     assert COPY_DEFAULTS == {"priority": 0, "max_attempts": 20, "unique_key": None, "tags": [],
                              "meta": "{}", "retry": None, "traceparent": None, "keys": None,
                              "tenant": None, "enqueued_by": None, "expires_at": None,
-                             "payload_version": None}
+                             "payload_version": None, "weight": None}
     assert got["state"] == "'available'::text" and got["run_at"] == "now()"
 
 
