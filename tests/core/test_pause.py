@@ -251,3 +251,31 @@ def test_a_kind_s_pause_gives_way_to_an_open_insert_and_holds_it_once_it_commits
     refusal = conn.execute("SELECT action, outcome FROM forklift.audit ORDER BY id LIMIT 1"
                            ).fetchone()
     assert refusal is not None and refusal[0] == "kinds.pause" and refusal[1] != "done"
+
+
+def test_run_now_leaves_a_held_job_held_and_names_the_pause_to_resume(
+    app: Forklift, conn: psycopg.Connection[Any], dsn: str
+) -> None:
+    from forklift.ops import JobFilter, NotRunnable
+
+    by_kind = app.kind("wf.plain").enqueue({}, delay=3600)
+    by_workflow = app.kind("wf.task").enqueue({}, delay=3600)
+    free = app.kind("wf.task").enqueue({}, delay=3600)
+    with Operator(dsn) as op:
+        op.kinds.pause("wf.plain")
+        op.workflows.pause(by_workflow.id)
+        with pytest.raises(NotRunnable) as err:
+            op.jobs.run_now(by_kind.id)
+        assert err.value.detail["paused"] == "kind" and err.value.detail["name"] == "wf.plain"
+        assert "forklift kinds resume wf.plain" in err.value.message
+        with pytest.raises(NotRunnable) as err:
+            op.jobs.run_now(by_workflow.id)
+        assert f"forklift workflows resume {by_workflow.id}" in err.value.message
+        assert held(conn, by_kind.id) and held(conn, by_workflow.id)
+        # in bulk, a held job is skipped and the others go
+        report = op.jobs.run_now_many(JobFilter(ids=(by_kind.id, by_workflow.id, free.id)))
+        assert (report.done, report.skipped) == (1, 2)
+        assert held(conn, by_kind.id) and held(conn, by_workflow.id)
+        assert state(conn, free.id) == "available"
+        op.kinds.resume("wf.plain")
+        assert op.jobs.run_now(by_kind.id).outcome == "made_available"

@@ -194,7 +194,27 @@ def _refuse_run_now(
             job_id=job_id,
             state=row[0],
         )
+    held = conn.execute(render(HELD_BY_SQL, ctx.schema), (job_id,)).fetchone()
+    if held is not None:
+        target, name = held
+        what, how = (f"workflow {name}", f"forklift workflows resume {name}") \
+            if target == "workflow" else (f"kind {name}", f"forklift kinds resume {name}")
+        raise NotRunnable(
+            f"job {job_id} is held by the pause of {what}: resume it first ({how})",
+            job_id=job_id, state=row[0], paused=target, name=name,
+        )
 
+
+# The pause that holds a job (forklift.ops.holds): a kind's, or its workflow's. Run now leaves
+# a held job where it is: it would start while its kind or workflow is paused.
+HELD_BY_SQL = """
+SELECT p.target, p.name FROM {s}.job_holds h JOIN {s}.jobs j ON j.id = h.job_id
+JOIN {s}.pauses p ON (p.target = 'kind' AND p.name = j.kind)
+                  OR (p.target = 'workflow' AND p.name = j.id::text)
+WHERE h.job_id = %s
+ORDER BY p.target LIMIT 1
+"""
+NOT_HELD = "NOT EXISTS (SELECT 1 FROM {s}.job_holds h WHERE h.job_id = t.id)"
 
 #: The states run now applies to: waiting for their time.
 RUNNABLE_STATES: tuple[str, ...] = ("scheduled", "retryable")
@@ -203,7 +223,7 @@ SPECS: dict[str, Spec] = {
     "requeue": Spec("requeue", TERMINAL_STATES, REQUEUE_SQL, NO_LIVE_HOLDER, _refuse_requeue),
     "cancel": Spec("cancel", LIVE_STATES, CANCEL_SQL, "true", _refuse_cancel),
     "delete": Spec("delete", TERMINAL_STATES, DELETE_SQL, "true", _refuse_delete),
-    "run_now": Spec("run_now", RUNNABLE_STATES, RUN_NOW_SQL, "true", _refuse_run_now),
+    "run_now": Spec("run_now", RUNNABLE_STATES, RUN_NOW_SQL, NOT_HELD, _refuse_run_now),
 }
 
 
