@@ -11,13 +11,13 @@ every attempt and whether it was taken). That store is the pattern docs/how-to/f
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
+from apps.thread_sql import ThreadSql
 from forklift import Forklift, JobContext
 
 app = Forklift()
@@ -54,17 +54,8 @@ def setup(conn: psycopg.Connection[Any]) -> None:
     conn.execute(SETUP_SQL)
 
 
-_local = threading.local()
-
-
-def sql(query: str, params: Any = None) -> list[tuple[Any, ...]]:
-    """Run a statement on this thread's own connection (never forklift's)."""
-    conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
-    if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(app.dsn, autocommit=True, application_name="flow-locks-app")
-        _local.conn = conn
-    cur = conn.execute(query, params)
-    return cur.fetchall() if cur.description else []
+# Handlers run statements on connections of their own, one per thread.
+sql = ThreadSql(app, "flow-locks-app")
 
 
 def store_write(key: str, value: str, token: int) -> bool:

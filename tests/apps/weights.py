@@ -8,12 +8,12 @@ forklift's own rows, for the slots in use at any instant and for who started bef
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
+from apps.thread_sql import ThreadSql
 from forklift import Forklift, JobContext, Key, Rate
 
 app = Forklift()
@@ -30,16 +30,8 @@ def setup(conn: psycopg.Connection[Any]) -> None:
     conn.execute(SETUP_SQL)
 
 
-_local = threading.local()
-
-
-def sql(query: str, params: Any = None) -> list[tuple[Any, ...]]:
-    conn: psycopg.Connection[Any] | None = getattr(_local, "conn", None)
-    if conn is None or conn.closed or conn.broken:
-        conn = psycopg.connect(app.dsn, autocommit=True, application_name="weights-app")
-        _local.conn = conn
-    cur = conn.execute(query, params)
-    return cur.fetchall() if cur.description else []
+# Handlers run statements on connections of their own, one per thread.
+sql = ThreadSql(app, "weights-app")
 
 
 @dataclass

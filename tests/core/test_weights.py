@@ -58,7 +58,7 @@ def weighted(conn: psycopg.Connection[Any], queue: str) -> bool | None:
     return None if row is None else bool(row[0])
 
 
-@pytest.mark.parametrize("weight", [0, -1, 1001, True, "2", 2.0, None])
+@pytest.mark.parametrize("weight", [0, -1, 1001, True, "2", 2.0, 2.5, None])
 def test_a_kind_weight_that_is_not_a_number_of_slots_is_refused(weight: Any) -> None:
     with pytest.raises(ConfigError) as err:
         Forklift().job(name="weights.bad", weight=weight)(lambda ctx, payload: None)
@@ -80,6 +80,8 @@ def test_the_weight_is_stored_only_above_one(bound: Forklift,
     # Jobs of one slot leave their queue unweighted; a heavier one flags its queue.
     assert weighted(conn, "weights.light") in (None, False)
     assert weighted(conn, "weights.heavy") is True
+    delayed = heavy.enqueue({}, delay=60)  # the timed insert carries it too
+    assert delayed.weight == 3 and stored(conn, [delayed.id]) == [3]
     many = light.enqueue_many([{}, {}], weight=2)
     assert stored(conn, many) == [2, 2]
     assert weighted(conn, "weights.light") is True
@@ -116,3 +118,34 @@ def test_a_batch_kind_refuses_an_enqueue_weight(bound: Forklift,
     assert err.value.detail["field"] == "weight" and "batch kind" in err.value.message
     assert count(conn) == before
     assert batched.enqueue({}).weight is None
+
+
+def test_a_replacing_enqueue_that_makes_a_job_weighted_flags_its_queue(
+        bound: Forklift, conn: psycopg.Connection[Any]) -> None:
+    light.enqueue({}, queue="weights.replaced", unique_key="k")
+    assert weighted(conn, "weights.replaced") is False  # one slot: the claim it had
+    again = light.enqueue({}, queue="weights.replaced", unique_key="k", weight=4,
+                          on_conflict="replace")
+    assert again.replaced and again.weight == 4
+    assert stored(conn, [again.id]) == [4]
+    # the update is not an insert: the enqueue's own statement flags the queue
+    assert weighted(conn, "weights.replaced") is True
+    flow = conn.execute("SELECT flow FROM forklift.queues WHERE name = 'weights.replaced'"
+                        ).fetchone()
+    assert flow == (True,)
+
+
+def test_a_debounced_enqueue_carries_its_weight_and_flags_the_queue_of_the_job_it_updates(
+        bound: Forklift, conn: psycopg.Connection[Any]) -> None:
+    from datetime import timedelta
+
+    from forklift import Debounce
+
+    first = light.enqueue({}, queue="weights.debounced",
+                          debounce=Debounce("k", timedelta(minutes=1), timedelta(minutes=5)))
+    assert weighted(conn, "weights.debounced") is False
+    later = light.enqueue({}, queue="weights.debounced", weight=3,
+                          debounce=Debounce("k", timedelta(minutes=1), timedelta(minutes=5)))
+    assert later.id == first.id and later.weight == 3
+    assert stored(conn, [first.id]) == [3]
+    assert weighted(conn, "weights.debounced") is True

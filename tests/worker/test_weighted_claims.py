@@ -18,7 +18,7 @@ from apps import weights
 from apps.flow_keys import claim_once
 from apps.weights import Load
 
-from forklift import ConfigError, Forklift, InvalidOption
+from forklift import Forklift
 from forklift._features.flow import declare
 from forklift._features.flow.claim import FlowClaim
 from forklift.ops import Operator
@@ -48,53 +48,6 @@ def queue_flags(conn: psycopg.Connection[Any], queue: str) -> tuple[bool, bool] 
 
 def ids(answer: Any) -> list[int]:
     return sorted(j.id for j in answer.jobs)
-
-
-# -- declaring and storing ---------------------------------------------------------------------
-@pytest.mark.parametrize("weight", [0, -1, 1001, True, "2", 2.5, None])
-def test_a_weight_that_is_not_a_whole_number_of_slots_is_refused_at_declaration(
-        weight: Any) -> None:
-    app = Forklift()
-    with pytest.raises(ConfigError) as err:
-        @app.job(name="w.bad", weight=weight)
-        def bad(ctx: Any, args: dict[str, Any]) -> None: ...
-    assert err.value.detail["field"] == "weight"
-
-
-def test_weights_are_stored_only_above_one_and_an_enqueue_overrides_the_kinds(
-        app: Forklift, conn: psycopg.Connection[Any]) -> None:
-    a = weights.heavy.enqueue(Load())
-    b = weights.heavy.enqueue(Load(), weight=1)
-    c = weights.light.enqueue(Load())
-    d = weights.light.enqueue(Load(), weight=5)
-    e = weights.light.enqueue_many([Load(), Load()], weight=2)
-    f = weights.heavy.enqueue(Load(), delay=60)
-    assert (a.weight, b.weight, c.weight, d.weight, f.weight) == (3, None, None, 5, 3)
-    stored = dict(conn.execute("SELECT id, weight FROM forklift.jobs").fetchall())
-    assert [stored[j.id] for j in (a, b, c, d, f)] == [3, None, None, 5, 3]
-    assert [stored[i] for i in e] == [2, 2]
-    for bad in (0, 1001, 2.5, "3", True):
-        with pytest.raises(InvalidOption) as err:
-            weights.light.enqueue(Load(), weight=bad)
-        assert err.value.code == "invalid_option" and err.value.detail["field"] == "weight"
-    assert conn.execute("SELECT count(*) FROM forklift.jobs").fetchone() == (7,)
-
-
-def test_a_queue_becomes_weighted_with_its_first_weighted_job_by_every_path(
-        app: Forklift, conn: psycopg.Connection[Any]) -> None:
-    weights.plain.enqueue(Load())
-    assert queue_flags(conn, "plain") == (False, False)  # no weight: the claim it had
-    weights.plain.enqueue(Load(), weight=2)
-    assert queue_flags(conn, "plain") == (True, True)
-    # a replacing enqueue that makes a waiting job weighted flags its queue too
-    weights.plain.enqueue(Load(), queue="q2", unique_key="k")
-    assert queue_flags(conn, "q2") == (False, False)
-    again = weights.plain.enqueue(Load(), queue="q2", unique_key="k", weight=4,
-                                  on_conflict="replace")
-    assert again.replaced and again.weight == 4
-    assert queue_flags(conn, "q2") == (True, True)
-    weights.plain.enqueue_many([Load()], queue="q3", weight=2)
-    assert queue_flags(conn, "q3") == (True, True)
 
 
 # -- the claim -----------------------------------------------------------------------------------
@@ -154,6 +107,26 @@ def test_a_key_limit_counts_weights_and_a_heavy_job_reserves_its_key(
     # does not take that room
     assert claim_once(dsn, fc, n=20, start=20).jobs == []
     assert second and light
+
+
+def test_a_job_heavier_than_its_workers_slots_takes_its_whole_weight_of_a_key_and_a_queue(
+        app: Forklift, conn: psycopg.Connection[Any], dsn: str) -> None:
+    declare.record_sync(conn, "forklift", app)
+    first = weights.keyed.enqueue(Load("acme")).id  # weight 2 of the tenant's 3
+    second = weights.keyed.enqueue(Load("acme")).id
+    one_slot = claimer("wkeyed", ["weights.keyed", "weights.keyed_light"], cap=1)
+    # a worker of one slot runs a job of weight 2 alone, yet the job holds 2 of acme's 3
+    assert ids(claim_once(dsn, one_slot, n=1, start=1)) == [first]
+    assert claim_once(dsn, one_slot, n=1, start=1).jobs == []  # 2 more would make acme 4
+    assert second
+    Operator(dsn=dsn).queues.set_concurrency("weighted", 4, create=True)
+    light = weights.light.enqueue(Load()).id
+    big = weights.light.enqueue(Load(), weight=4).id
+    fc = claimer("weighted", [HEAVY, LIGHT], cap=2)
+    assert ids(claim_once(dsn, fc, n=2, start=2)) == [light]
+    # the job of weight 4 fits the worker (2 slots) but not the queue's 3 left of its 4
+    assert claim_once(dsn, fc, n=2, start=2).jobs == []
+    assert big
 
 
 def test_a_rate_takes_a_token_per_unit_of_weight(

@@ -1,10 +1,12 @@
 """Kinds (``:kinds``): per queue and kind, how the work went in a recent window and what waits.
 
 A batch kind shows its batch size after its name (``×100``: the most jobs one handler call
-takes), a weighted kind its weight (``w3``: the most slots one of its jobs counted takes). Completed and dead jobs in the window, the share that died, the share of attempts that failed
+takes), a weighted kind its weight (``w3``: the most slots one of its jobs counted takes).
+Completed and dead jobs in the window, the share that died, the share of attempts that failed
 (retried or not), completed per minute, run time p50 and p95, and live now: waiting (available
-and scheduled), running, retrying, and the live jobs of each payload version. ``w`` steps the window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the kind's jobs. A thin
-view of ``Operator.kind_stats``.
+and scheduled), running, retrying, and the live jobs of each payload version. ``w`` steps the
+window (5 min, 1 h, 24 h: the Overview's); ``/`` filters, ``s`` sorts; ``enter`` lists the
+kind's jobs. A thin view of ``Operator.kind_stats``.
 """
 
 from __future__ import annotations

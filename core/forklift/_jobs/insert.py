@@ -90,11 +90,14 @@ REPLACE_UNIQUE_SQL = (
     " state = excluded.state, keys = excluded.keys, tenant = coalesce(excluded.tenant, j.tenant),"
     " expires_at = excluded.expires_at, payload_version = excluded.payload_version,"
     " weight = excluded.weight"
-    " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh),"
-    " f AS (" + flag_weighted("(SELECT * FROM r WHERE NOT r.fresh)") + ")"
+    " WHERE j.state <> 'running' RETURNING " + JOB_COLUMNS + ", j.xmax = 0 AS fresh)"
     " SELECT r.* FROM r LEFT JOIN LATERAL (SELECT pg_notify({channel}, r.queue)"
     " WHERE NOT r.fresh AND r.state = 'available') n ON true"
 )
+# A replacement that gives the holder a weight flags its queue as an insert would.
+REPLACE_WEIGHTED_SQL = REPLACE_UNIQUE_SQL.replace(
+    " SELECT r.* FROM r", ", f AS (" + flag_weighted("(SELECT * FROM r WHERE NOT r.fresh)")
+    + ") SELECT r.* FROM r", 1)
 EXISTING_SQL = (
     "SELECT " + JOB_COLUMNS + " FROM {s}.jobs WHERE kind = %s AND unique_key = %s"
     " AND state IN " + LIVE_STATES_SQL
@@ -158,7 +161,8 @@ def one_steps(schema: str, row: Row, on_conflict: OnConflict) -> Steps[Job]:
         got = yield Query(render(sql, schema), params, "one")
         assert got is not None
         return fresh_job(got, row, args, meta)
-    insert = REPLACE_UNIQUE_SQL if on_conflict == "replace" else INSERT_UNIQUE_SQL
+    insert = INSERT_UNIQUE_SQL if on_conflict != "replace" else (
+        REPLACE_UNIQUE_SQL if row.weight is None else REPLACE_WEIGHTED_SQL)
     for _ in range(UNIQUE_ROUNDS):
         got = yield Query(render(insert, schema), row.params(), "one")
         if got is not None:

@@ -201,10 +201,10 @@ def conflict(row: Row) -> UniqueConflict:
 MAX_WEIGHT: Final = 1000
 
 
-def check_weight(weight: object, *, field: str = "weight") -> int | None:
+def check_weight(weight: object) -> int | None:
     """A job's weight as stored: None for one slot (the column's empty default), else the
-    number; anything but a whole number from 1 to MAX_WEIGHT is refused, naming ``field``."""
+    number; anything but a whole number from 1 to MAX_WEIGHT is refused, naming the field."""
     if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= MAX_WEIGHT:
-        raise InvalidOption(f"{field} must be a whole number of slots from 1 to {MAX_WEIGHT},"
-                            f" not {weight!r}", field=field)
+        raise InvalidOption(f"weight must be a whole number of slots from 1 to {MAX_WEIGHT},"
+                            f" not {weight!r}", field="weight")
     return None if weight == 1 else weight

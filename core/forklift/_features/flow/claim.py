@@ -39,8 +39,10 @@ Weights (migration 0032)
     A job of weight N counts N everywhere a job counted one: in the worker's free slots
     (``start``), its queue's limit (the running jobs' weights), each key value's limit (the
     holders' weights, and the ranks above are sums of weights, not counts) and each bucket's
-    tokens. A weight counts at most what the worker (``cap``), the limit or the burst holds, so
-    such a job runs alone there instead of never. Sums in claim order make a heavy job that does
+    tokens. At each of these a weight counts at most what that one holds (the worker's slots,
+    ``cap``; the limit; the burst), so such a job runs alone there instead of never, and counts
+    there as its running jobs are counted (a job heavier than a worker's slots still takes its
+    whole weight of a key's or a queue's limit). Sums in claim order make a heavy job that does
     not fit hold back every job behind it at that gate: nothing takes the room it waits for.
     ``!need N`` tells the worker that the first job its free slots held back weighs N (its
     queue and gates having room for it): the worker keeps its slots for it
@@ -236,19 +238,20 @@ WITH q AS (
     ON CONFLICT (key) DO NOTHING
     RETURNING key
 ), lim AS (
-    -- cap: the most a job's weight counts for at this gate (its limit, its bucket's burst)
+    -- room, in slots: what the limit leaves and the tokens the bucket holds (least() passes
+    -- over the one a gate does not have); cap: the most a job's weight counts for at this gate
+    -- (its limit, its bucket's burst)
     SELECT b.key, b.tokens_now, b.per_token, b.stale, b.cap,
-           least(b.conc_room, CASE WHEN b.per_token IS NULL THEN %(n)s
-                                   ELSE floor(b.tokens_now)::int END) AS room
+           least(b.conc_room, CASE WHEN b.per_token IS NOT NULL
+                                   THEN floor(b.tokens_now)::int END) AS room
     FROM (
         SELECT kv.key, g.per_token,
-               greatest(1, least(coalesce(g.concurrency, %(cap)s),
-                                 coalesce(floor(g.burst)::int, %(cap)s))) AS cap,
+               greatest(1, least(g.concurrency, floor(g.burst)::int)) AS cap,
                least(g.burst, coalesce(kv.tokens, g.burst) + g.per_token_inv
                      * greatest(0, extract(epoch FROM now() - kv.refilled_at))) AS tokens_now,
                g.concurrency IS NOT NULL AND kv.claim_xid IS NOT NULL
                    AND NOT pg_visible_in_snapshot(kv.claim_xid, pg_current_snapshot()) AS stale,
-               CASE WHEN g.concurrency IS NULL THEN %(n)s
+               CASE WHEN g.concurrency IS NULL THEN NULL
                     WHEN kv.claim_xid IS NOT NULL
                          AND NOT pg_visible_in_snapshot(kv.claim_xid, pg_current_snapshot())
                     THEN 0
@@ -268,7 +271,9 @@ WITH q AS (
     -- bucket of a rated queue has a token
     SELECT c.*, q.fair, row_number() OVER (
                PARTITION BY c.queue, c.part ORDER BY c.priority, c.run_at, c.id) AS turn,
-           greatest(1, least(coalesce(c.weight, 1), %(cap)s, coalesce(q.conc, %(cap)s))) AS w,
+           -- its weight (wt), as the worker's slots count it (w) and its queue's limit (wq)
+           coalesce(c.weight, 1) AS wt, least(coalesce(c.weight, 1), %(cap)s) AS w,
+           greatest(1, least(coalesce(c.weight, 1), q.conc)) AS wq,
            coalesce(c.keys, '{}') || CASE WHEN q.rate_limit IS NOT NULL THEN ARRAY['@' || q.name]
                                             ELSE '{}'::text[] END AS gates,
            q.strict OR EXISTS (SELECT 1 FROM unnest(c.keys) AS e JOIN names
@@ -284,26 +289,27 @@ WITH q AS (
 ), ranks AS MATERIALIZED (  -- once, not once per candidate it is checked for
     -- a candidate's rank at a gate: the weights of the gate's candidates up to it in order (a
     -- job heavier than the room left is not admitted, and neither is any job behind it there)
-    SELECT e.id, g AS key, least(e.w, lim.cap) AS w, sum(least(e.w, lim.cap)) OVER (
+    SELECT e.id, g AS key, least(e.wt, lim.cap) AS w, sum(least(e.wt, lim.cap)) OVER (
                PARTITION BY g ORDER BY CASE WHEN e.fair THEN e.turn ELSE 1 END, e.priority,
                                        e.run_at, e.id) AS rk
     FROM elig e CROSS JOIN unnest(e.gates) AS g JOIN lim ON lim.key = g
 ), a AS (
     -- the candidates every gate admits, with their places (by weight) in the queue's room and
     -- the worker's
-    SELECT e.id, e.queue, e.keys, e.priority, e.run_at, e.strict, e.ord1, e.w,
-           sum(e.w) OVER (PARTITION BY e.queue ORDER BY e.ord1, e.priority, e.run_at,
-                          e.id) AS qn,
+    SELECT e.id, e.queue, e.keys, e.priority, e.run_at, e.strict, e.ord1, e.w, e.wt,
+           sum(e.wq) OVER (PARTITION BY e.queue ORDER BY e.ord1, e.priority, e.run_at,
+                           e.id) AS qn,
            sum(e.w) OVER (ORDER BY e.ord1, e.priority, e.run_at, e.id) AS pos
     FROM (SELECT elig.*, CASE WHEN elig.fair THEN elig.turn ELSE 1 END AS ord1
           FROM elig) e
     WHERE NOT EXISTS (SELECT 1 FROM ranks r JOIN lim ON lim.key = r.key
                       WHERE r.id = e.id AND r.rk > lim.room)
 ), picked AS (
-    -- a strict candidate only within the first ``start`` slots: it starts now, never waits
-    -- buffered
-    SELECT a.id, a.keys, a.ord1, a.priority, a.run_at, a.w FROM a JOIN q ON q.name = a.queue
-    WHERE a.qn <= q.room AND (NOT a.strict OR a.pos <= %(start)s)
+    -- a strict candidate only within the first ``start`` slots (it starts now, never waits
+    -- buffered) and its queue's limit; any other within its queue's share of the batch
+    SELECT a.id, a.keys, a.ord1, a.priority, a.run_at, a.wt FROM a JOIN q ON q.name = a.queue
+    WHERE CASE WHEN a.strict THEN a.pos <= %(start)s AND (q.qroom IS NULL OR a.qn <= q.qroom)
+               ELSE a.qn <= q.room END
     ORDER BY a.ord1, a.priority, a.run_at, a.id
     LIMIT %(n)s
 ), c AS (
@@ -321,7 +327,7 @@ WITH q AS (
     LIMIT %(start)s
 ), used AS (
     -- the tokens taken: a job's weight, at most the bucket's burst
-    SELECT g AS key, sum(least(picked.w, lim.cap)) AS n FROM c JOIN q ON q.name = c.queue
+    SELECT g AS key, sum(least(picked.wt, lim.cap)) AS n FROM c JOIN q ON q.name = c.queue
     JOIN picked USING (id)
     CROSS JOIN unnest(coalesce(c.keys, '{}') || CASE WHEN q.rate_limit IS NOT NULL
                       THEN ARRAY['@' || q.name] ELSE '{}'::text[] END) AS g
