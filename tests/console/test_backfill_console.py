@@ -204,3 +204,18 @@ def test_schedules_screen_pauses_and_runs_now(dsn: str, conn: psycopg.Connection
     drive(make_app(dsn, start="schedules"), scenario)
     assert [(a, o) for _, a, _, o in audit(conn)] == [
         ("schedule.pause", "done"), ("schedule.run_now", "done")]
+
+
+def test_a_key_asked_about_before_the_screen_is_mounted_is_disabled_not_an_error(
+    dsn: str, conn: psycopg.Connection[Any]
+) -> None:
+    seed_running(conn, dsn)
+
+    async def scenario(console: ConsoleApp, pilot: Pilot[None]) -> None:
+        await on_screen(console, BackfillsScreen)
+        # the footer may ask a screen about its keys before its table exists (or after)
+        unmounted = BackfillsScreen()
+        for action in ("rate_up", "rate_down", "toggle_pause", "cancel"):
+            assert unmounted.check_action(action, ()) is None
+
+    drive(make_app(dsn, start="backfills"), scenario)

@@ -11,6 +11,7 @@ from rich.text import Text
 from textual.actions import parse as parse_action
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer
 from textual.worker import get_current_worker
@@ -215,7 +216,12 @@ class ConsoleScreen(Screen[None], Generic[D]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in WRITE_ACTIONS and self.console.read_only:
             return None  # shown, disabled
-        state = self.can_with(action, parameters) if parameters else self.can(action)
+        try:
+            state = self.can_with(action, parameters) if parameters else self.can(action)
+        except NoMatches:
+            # Asked (by the footer) while the screen's widgets are not mounted yet, or no
+            # longer: the key is shown disabled until they are, never an error that ends the app.
+            return None
         if state and action in self.ROW_ACTIONS and self._no_row():
             return None  # a row action with no row: the key says why (list_state)
         return state
