@@ -64,11 +64,17 @@ _now_sql: dict[tuple[str, ...], str] = {}
 
 
 def insert_now_sql(extra: tuple[str, ...]) -> str:
-    """The INSERT of a job due now that names ``extra`` besides queue, kind and args."""
+    """The INSERT of a job due now that names ``extra`` besides queue, kind and args.
+
+    Its queue goes through ``jobs_wake_one()`` (functions/jobs_wake_one_v1.sql): the one
+    statement registers the queue and wakes its idle workers itself, and the insert trigger
+    skips it (a transition table and a second PL/pgSQL call less a job).
+    """
     sql = _now_sql.get(extra)
     if sql is None:
         columns = ", ".join(("queue", "kind", "args", *extra))
-        values = ", ".join(("%s", "%s", "%s::jsonb", *(f"%s{_NOW_CASTS.get(c, '')}" for c in extra)))
+        values = ", ".join(("{s}.jobs_wake_one(%s)", "%s", "%s::jsonb",
+                            *(f"%s{_NOW_CASTS.get(c, '')}" for c in extra)))
         sql = _now_sql[extra] = f"INSERT INTO {{s}}.jobs ({columns}) VALUES ({values})" + _FRESH
     return sql
 

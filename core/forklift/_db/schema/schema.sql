@@ -532,7 +532,8 @@ INSERT INTO {s}.stats_rollup (name) VALUES ('minutes');
 
 -- Functions and triggers ----------------------------------------------------------------------
 
-\ir functions/jobs_wake_v4.sql
+\ir functions/jobs_wake_queue_v1.sql
+\ir functions/jobs_wake_v5.sql
 \ir functions/batches_v1.sql
 \ir functions/flow_v1.sql
 \ir functions/flow_keys_lowered_v1.sql
@@ -543,10 +544,15 @@ INSERT INTO {s}.stats_rollup (name) VALUES ('minutes');
 \ir functions/workflows_v3.sql
 \ir functions/dead_letters_v2.sql
 \ir functions/state_moves_v1.sql
+\ir functions/jobs_wake_one_v1.sql
 
+-- The wake-up of every insert but the single enqueue's, which wakes its queue itself and
+-- marks its statement (functions/jobs_wake_one_v1.sql).
 CREATE TRIGGER jobs_wake AFTER INSERT ON {s}.jobs
     REFERENCING NEW TABLE AS new_jobs
-    FOR EACH STATEMENT EXECUTE FUNCTION {s}.jobs_after_insert();
+    FOR EACH STATEMENT
+    WHEN (current_setting('forklift.woken', true) IS DISTINCT FROM statement_timestamp()::text)
+    EXECUTE FUNCTION {s}.jobs_after_insert();
 
 -- One trigger for every state change that concerns someone (functions/state_moves_v1.sql, in
 -- this order): a batch target settling, failing an attempt or being requeued (claims, staging
