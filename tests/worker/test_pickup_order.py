@@ -52,6 +52,6 @@ def test_a_woken_worker_starts_the_handler_before_it_marks_itself_idle_again(
                        message="the worker marked itself idle")
             before = worker.producer.idle.marks
             job = note.enqueue({})  # the NOTIFY takes the mark and wakes the worker
-            wait_until(lambda: job.id in MARKS_AT_START, timeout=30,
+            wait_until(lambda job_id=job.id: job_id in MARKS_AT_START, timeout=30,
                        message="the woken worker ran the job")
             assert MARKS_AT_START[job.id] == before, "a mark was written before the handler ran"
