@@ -2,8 +2,9 @@
 
 PostgreSQL serialises every notifying commit on one cluster-wide lock, held from before the
 commit record is written until it is flushed, so producers that all NOTIFY commit one at a time.
-The insert trigger (``functions/jobs_wake_v2.sql``) therefore wakes workers only when one has
-left a mark in ``idle_workers`` for the job's queue, and takes away the marks it finds.
+An insert (``functions/jobs_wake_queue_v1.sql``, from the insert trigger or the single
+enqueue's own statement) therefore wakes workers only when one has left a mark in
+``idle_workers`` for the job's queue, and takes away the marks it finds.
 
 Why no job is stranded (the full argument is beside the trigger): the mark is written in the
 same statement that *tries* an exclusive advisory lock on (schema, queue), which every producer
