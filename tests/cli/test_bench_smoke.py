@@ -36,8 +36,6 @@ from forklift.cli.bench import (
 KEYS = ["e2e", "e2e_preloaded", "client_cpu", "c1", "enqueue", "enqueue_16", "bulk_1000",
         "bulk_10000", "latency_p50", "latency_p99", "e2e_4w", "stats_1m", "claim_backlog",
         "e2e_2w", "e2e_8w", "db_cpu", "memory", "flow_keyed", "flow_fair", "wake", "e2e_unused"]
-#: Figures reported without a verdict (every figure of the table has one now).
-REPORTED: set[str] = set()
 #: Figures whose target is on their own value: the reference is there for reading only.
 ABSOLUTE = {"client_cpu", "stats_1m", "wake"}
 
@@ -70,12 +68,12 @@ def test_every_scenario_reports_its_figures(dsn: str, conn: psycopg.Connection[A
             continue
         assert f.forklift is not None and math.isfinite(f.forklift) and f.forklift >= 0, f
         assert f.reference is not None and math.isfinite(f.reference), f
-        if f.key in REPORTED:
-            assert f.ok is None and f.verdict == "", f
-        else:
-            assert f.ok is not None and f.verdict in ("PASS", "SHORT"), f
-            assert f.target != "reported", f
-        if f.key not in ABSOLUTE | REPORTED:
+        # every figure of the table is judged against its target
+        assert f.ok is not None and f.verdict in ("PASS", "SHORT"), f
+        assert f.target != "reported", f
+        # (the plain loop's server CPU can read 0 at these tiny sizes: psutil counts in clock
+        # ticks, and there is no ratio to 0)
+        if f.key not in ABSOLUTE and not (f.key == "db_cpu" and f.reference == 0):
             assert f.ratio is not None, f
     by_key = {f.key: f for f in report.figures}
     sizes = tiny_sizes()

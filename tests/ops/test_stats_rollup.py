@@ -18,7 +18,6 @@ from apps import basic
 from apps.ops import insert_job
 from helpers import wait_until
 
-from forklift._db.sqltext import render
 from forklift.ops import Operator
 from forklift.ops.stats import SETTLE_MARGIN, Stats, WindowCache, stats
 from forklift.ops.stats_rollup import CHUNK, covered, plan, rollup
@@ -207,13 +206,10 @@ def test_the_rollup_reads_partitioned_history(dsn: str, conn: psycopg.Connection
     history.enable(conn, "forklift")
     # LOAD's jobs finished within the last 40 minutes: shortly after midnight (UTC) some of them
     # finished yesterday, and the upkeep makes partitions from today on only, as for a history
-    # switched on today. Yesterday's are made here, as a history switched on earlier has them.
+    # switched on today. Yesterday's upkeep made them for a history switched on earlier.
     yesterday = datetime.now(UTC).date() - timedelta(days=1)
-    for state in history.STATES:
-        conn.execute(render(history.CREATE_SQL.format(
-            s="{s}", name=history.partition_name(state, yesterday), state=state,
-            day=yesterday.isoformat(), next=(yesterday + timedelta(days=1)).isoformat()),
-            "forklift"))
+    for ddl in history.upkeep_ddl("forklift", set(), yesterday, {}):
+        conn.execute(ddl)
     conn.execute("INSERT INTO forklift.settings (name, value) VALUES ('history.move_after', 0),"
                  " ('history.partitioned_since', 0) ON CONFLICT (name) DO UPDATE"
                  " SET value = excluded.value")

@@ -2,8 +2,8 @@
 
 Workers are woken by a NOTIFY, which PostgreSQL delivers at commit: a job enqueued in a
 transaction that rolls back wakes nobody and exists nowhere. The single job due now sends it
-from its own INSERT (``jobs_wake_one``); every other insert through the insert trigger. This module stores
-one job; the row it stores is :mod:`forklift._jobs.row`'s, many at once is
+from its own INSERT (``jobs_wake_one``), every other insert through the insert trigger. This
+module stores one job; the row it stores is :mod:`forklift._jobs.row`'s, many at once is
 :mod:`forklift._jobs.bulk`'s (both importable from here).
 """
 

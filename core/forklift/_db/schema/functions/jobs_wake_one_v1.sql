@@ -7,7 +7,9 @@
 -- statement as woken (the setting forklift.woken, local to the transaction, holding this
 -- statement's start time), and the trigger's WHEN clause skips that one statement: no
 -- transition table, no trigger call. Any other statement, later in the same transaction
--- included, starts at a later time and runs the trigger as before.
+-- included, starts at a later time and runs the trigger as before. (Statements sent together
+-- in one simple-query string share their start time; forklift sends this one alone, with
+-- parameters, so no statement of its own shares it.)
 --
 -- The pauses' lock is taken shared before their flag is read, as the trigger does. While some
 -- kind may be paused (the flag), or in a transaction that is not READ COMMITTED, the function
